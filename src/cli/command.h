@@ -1,0 +1,22 @@
+// Shared plumbing of the `tenax` subcommands: each Add*Command registers a
+// CLI11 subcommand whose callback stores its exit code in `exit_code`.
+// Errors are printed as one line "tenax <cmd>: error: <message>" and map to
+// exit codes: 2 for anything the user can fix (bad input, missing files,
+// unwritable paths), 130 when stopped by a signal, 1 for internal errors.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "tenax/core/status.h"
+
+namespace tenax::cli {
+
+int ReportError(const std::string& command, const Status& status);
+
+void AddTrainCommand(CLI::App& root, int& exit_code);
+void AddEvalCommand(CLI::App& root, int& exit_code);
+void AddBenchCommand(CLI::App& root, int& exit_code);
+
+}  // namespace tenax::cli

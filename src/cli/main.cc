@@ -1,0 +1,46 @@
+// The `tenax` command. Exceptions stop here: everything below returns Status.
+#include <cstdio>
+#include <iostream>
+
+#include "command.h"
+#include "tenax/version.h"
+
+namespace tenax::cli {
+
+int ReportError(const std::string& command, const Status& status) {
+  std::fprintf(stderr, "tenax %s: error: %s\n", command.c_str(), status.message().c_str());
+  switch (status.code()) {
+    case StatusCode::kOk: return 0;
+    case StatusCode::kCancelled: return 130;
+    case StatusCode::kInternal: return 1;
+    default: return 2;
+  }
+}
+
+}  // namespace tenax::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "tenax: train deep-learning models on cheap, unreliable machines.\n"
+      "Run 'tenax <command> --help' for the options of a command.",
+      "tenax"};
+  app.set_version_flag("--version", std::string("tenax ") + tenax::kTenaxVersion);
+  app.require_subcommand(1);
+  int exit_code = 0;
+  tenax::cli::AddTrainCommand(app, exit_code);
+  tenax::cli::AddEvalCommand(app, exit_code);
+  tenax::cli::AddBenchCommand(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::string where = "tenax";
+    for (const auto* sub : app.get_subcommands()) where += " " + sub->get_name();
+    std::fprintf(stderr, "%s: error: %s (see '%s --help')\n", where.c_str(), e.what(), where.c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tenax: internal error: %s\n", e.what());
+    return 1;
+  }
+  return exit_code;
+}

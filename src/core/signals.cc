@@ -1,0 +1,26 @@
+#include "tenax/core/signals.h"
+
+#include <csignal>
+
+#include <atomic>
+
+namespace tenax {
+namespace {
+std::atomic<int> g_stop_signal{0};
+static_assert(std::atomic<int>::is_always_lock_free);
+
+extern "C" void OnStopSignal(int sig) { g_stop_signal.store(sig, std::memory_order_relaxed); }
+}  // namespace
+
+void InstallStopHandlers() {
+  struct sigaction sa{};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+bool StopRequested() { return g_stop_signal.load(std::memory_order_relaxed) != 0; }
+int StopSignal() { return g_stop_signal.load(std::memory_order_relaxed); }
+
+}  // namespace tenax
