@@ -30,6 +30,14 @@ int main(int argc, char** argv) {
   tenax::cli::AddTrainCommand(app, exit_code);
   tenax::cli::AddEvalCommand(app, exit_code);
   tenax::cli::AddBenchCommand(app, exit_code);
+  // CLI11 would report a mistyped command as "A subcommand is required".
+  bool known_command = false;
+  for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) known_command |= argc > 1 && sub->check_name(argv[1]);
+  if (argc > 1 && argv[1][0] != '-' && !known_command) {
+    std::fprintf(stderr, "tenax: error: unknown command '%s' (commands: train, eval, bench; see 'tenax --help')\n",
+                 argv[1]);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

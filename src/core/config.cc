@@ -57,6 +57,8 @@ struct LeafKey {
   uint32_t line;
 };
 
+// Every value's dotted path with its source line (0 when unknown), and the
+// empty tables.
 void CollectLeaves(const toml::table& table, const std::string& prefix, std::vector<LeafKey>& out) {
   for (const auto& [k, node] : table) {
     std::string path = prefix.empty() ? std::string(k.str()) : prefix + "." + std::string(k.str());
@@ -65,6 +67,16 @@ void CollectLeaves(const toml::table& table, const std::string& prefix, std::vec
     } else {
       out.push_back({path, node.source().begin.line});
     }
+  }
+}
+
+uint32_t LineOf(const std::string& where) {
+  size_t colon = where.rfind(':');
+  if (colon == std::string::npos) return 0;
+  try {
+    return static_cast<uint32_t>(std::stoul(where.substr(colon + 1)));
+  } catch (...) {
+    return 0;
   }
 }
 
@@ -104,6 +116,11 @@ Result<ConfigDoc> ConfigDoc::Parse(std::string_view text, std::string source_nam
     msg << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
         << e.description();
     return InvalidArgument(msg.str());
+  }
+  std::vector<LeafKey> leaves;
+  CollectLeaves(doc.table_, "", leaves);
+  for (const auto& leaf : leaves) {
+    doc.origin_[leaf.path] = leaf.line > 0 ? source_name + ":" + std::to_string(leaf.line) : source_name;
   }
   return doc;
 }
@@ -147,17 +164,13 @@ Status ConfigDoc::Override(std::string_view assignment) {
   } else {
     t->insert_or_assign(parts.back(), std::string(raw));
   }
-  override_origin_[std::string(key)] = origin;
+  origin_[std::string(key)] = origin;
   return Status::Ok();
 }
 
 std::string ConfigDoc::Where(std::string_view dotted_key) const {
-  if (auto it = override_origin_.find(dotted_key); it != override_origin_.end()) return it->second;
-  auto node = table_.at_path(dotted_key);
-  if (node && node.node()->source().begin.line > 0) {
-    return source_ + ":" + std::to_string(node.node()->source().begin.line);
-  }
-  return source_;
+  if (auto it = origin_.find(dotted_key); it != origin_.end()) return it->second;
+  return source_.empty() ? std::string("config") : source_;
 }
 
 toml::node_view<const toml::node> ConfigReader::Lookup(std::string_view key) {
@@ -249,6 +262,7 @@ Status ConfigReader::Finish() const {
   CollectLeaves(doc_.table(), "", leaves);
   std::vector<LeafKey> unknown;
   for (auto& leaf : leaves) {
+    leaf.line = LineOf(doc_.Where(leaf.path));  // --set keys sort first (line 0)
     if (!known_.count(leaf.path)) unknown.push_back(leaf);
   }
   if (unknown.empty()) return Status::Ok();

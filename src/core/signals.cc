@@ -22,5 +22,6 @@ void InstallStopHandlers() {
 
 bool StopRequested() { return g_stop_signal.load(std::memory_order_relaxed) != 0; }
 int StopSignal() { return g_stop_signal.load(std::memory_order_relaxed); }
+void ClearStopRequest() { g_stop_signal.store(0, std::memory_order_relaxed); }
 
 }  // namespace tenax

@@ -47,7 +47,9 @@ class ConfigDoc {
  private:
   std::string source_;
   toml::table table_;
-  std::map<std::string, std::string, std::less<>> override_origin_;
+  // Where each value came from ("file:line" or the --set text), recorded at
+  // parse time: toml++ drops source positions when a table is copied.
+  std::map<std::string, std::string, std::less<>> origin_;
 };
 
 // Reads typed values from a ConfigDoc. Getters return the default when the

@@ -10,5 +10,7 @@ void InstallStopHandlers();
 bool StopRequested();
 // The signal that requested the stop, or 0.
 int StopSignal();
+// Forgets a stop request (a long-lived process that handled it, and tests).
+void ClearStopRequest();
 
 }  // namespace tenax

@@ -1,0 +1,214 @@
+// End-to-end tests of the `tenax` binary: what a user types, what they see,
+// and the exit status scripts rely on.
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "testing.h"
+
+namespace tenax {
+namespace {
+
+using testing::ProcessResult;
+using testing::RunProcess;
+using testing::ScratchDir;
+using testing::TenaxBinary;
+
+std::string Example() { return std::string(TENAX_SOURCE_DIR) + "/examples/single.toml"; }
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    out.push_back(text.substr(start, nl == std::string::npos ? std::string::npos : nl - start));
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  return out;
+}
+
+// Asserts the contract for bad input: exit status 2, exactly one error line
+// that contains `needle`, no crash output, and no summary.json.
+void ExpectBadInput(const ProcessResult& r, const std::string& needle, const std::string& out_dir = "") {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  int error_lines = 0;
+  for (const auto& line : Lines(r.err)) {
+    if (line.find("error:") != std::string::npos) {
+      ++error_lines;
+      EXPECT_NE(line.find(needle), std::string::npos) << "error line: " << line;
+    }
+  }
+  EXPECT_EQ(error_lines, 1) << r.err;
+  EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Exception raised from"), std::string::npos) << r.err;
+  if (!out_dir.empty()) {
+    EXPECT_FALSE(std::filesystem::exists(out_dir + "/summary.json"));
+  }
+}
+
+ProcessResult Train(const std::string& config, const std::string& out, std::vector<std::string> extra = {}) {
+  std::vector<std::string> argv = {TenaxBinary(), "train", "--config", config, "--out", out};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return RunProcess(argv);
+}
+
+TEST(CliTest, HelpAndVersion) {
+  auto r = RunProcess({TenaxBinary(), "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* cmd : {"train", "eval", "bench"}) EXPECT_NE(r.out.find(cmd), std::string::npos) << cmd;
+  r = RunProcess({TenaxBinary(), "--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out.rfind("tenax ", 0), 0u) << r.out;
+  for (std::vector<std::string> cmd : {std::vector<std::string>{"train"}, {"eval"}, {"bench"}, {"bench", "train-single"}}) {
+    std::vector<std::string> argv = {TenaxBinary()};
+    argv.insert(argv.end(), cmd.begin(), cmd.end());
+    argv.push_back("--help");
+    r = RunProcess(argv);
+    EXPECT_EQ(r.exit_code, 0) << cmd[0];
+    EXPECT_NE(r.out.find("Usage:"), std::string::npos) << cmd[0];
+  }
+}
+
+TEST(CliTest, UsageErrorsExitTwo) {
+  ExpectBadInput(RunProcess({TenaxBinary()}), "subcommand");
+  ExpectBadInput(RunProcess({TenaxBinary(), "frobnicate"}), "frobnicate");
+  ExpectBadInput(RunProcess({TenaxBinary(), "train", "--out", "/tmp/x"}), "--config");
+  ExpectBadInput(RunProcess({TenaxBinary(), "train", "--config", Example(), "--out", "/tmp/x", "--bogus"}), "--bogus");
+}
+
+TEST(CliTest, TrainsEvaluatesAndWritesOutputs) {
+  ScratchDir dir;
+  const std::string out = dir / "run";
+  auto r = Train(Example(), out,
+                 {"--set", "model.name=mlp", "--set", "data.train_limit=1024", "--set", "data.test_limit=500",
+                  "--set", "train.max_steps=40", "--set", "log.every_steps=10"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("final test accuracy"), std::string::npos) << r.out;
+  // Not a terminal: plain log lines with loss and throughput, no bar.
+  EXPECT_NE(r.err.find("samples/s"), std::string::npos);
+  EXPECT_EQ(r.err.find('\r'), std::string::npos);
+
+  auto summary = nlohmann::json::parse(testing::ReadText(out + "/summary.json"));
+  for (const char* key : {"mode", "model", "epochs", "final_test_accuracy", "wall_seconds", "samples_per_second"}) {
+    EXPECT_TRUE(summary.contains(key)) << key;
+  }
+  EXPECT_EQ(summary["mode"], "single");
+  EXPECT_EQ(summary["model"], "mlp");
+  const double acc = summary["final_test_accuracy"].get<double>();
+  EXPECT_GE(acc, 0.0);
+  EXPECT_LE(acc, 1.0);
+
+  std::ifstream metrics(out + "/metrics.jsonl");
+  std::string line;
+  int records = 0;
+  while (std::getline(metrics, line)) {
+    EXPECT_TRUE(nlohmann::json::accept(line)) << line;
+    ++records;
+  }
+  EXPECT_GE(records, 4);
+
+  auto e = RunProcess({TenaxBinary(), "eval", "--model", out + "/model.pt", "--limit", "500", "--json"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  auto ej = nlohmann::json::parse(e.out);
+  EXPECT_DOUBLE_EQ(ej["test_accuracy"].get<double>(), acc);
+  EXPECT_EQ(ej["model"], "mlp");
+}
+
+TEST(CliTest, ConfigErrorsNameFileAndLine) {
+  ScratchDir dir;
+  auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return dir / name;
+  };
+  const std::string out = dir / "out";
+  ExpectBadInput(Train(dir / "absent.toml", out), "absent.toml", out);
+  ExpectBadInput(Train(write("unknown.toml", "[train]\nepochs = 1\nepochz = 2\n"), out),
+                 "unknown.toml:3: unknown key 'train.epochz'", out);
+  ExpectBadInput(Train(write("type.toml", "[train]\nepochs = \"two\"\n"), out),
+                 "type.toml:2: 'train.epochs' must be an integer, got string", out);
+  ExpectBadInput(Train(write("model.toml", "[model]\nname = \"resnet\"\n"), out),
+                 "model.toml:2: 'model.name' must be one of mlp, cnn, got 'resnet'", out);
+  ExpectBadInput(Train(write("syntax.toml", "[train\n"), out), "syntax.toml:1", out);
+  ExpectBadInput(Train(Example(), out, {"--set", "model.name=vgg"}), "--set model.name=vgg", out);
+  ExpectBadInput(Train(Example(), out, {"--set", "nonsense"}), "expected key=value", out);
+}
+
+TEST(CliTest, UnwritableOutputDirectory) {
+  ScratchDir dir;
+  std::ofstream(dir / "a-file") << "x";
+  const std::string out = dir / "a-file/run";
+  ExpectBadInput(Train(Example(), out, {"--set", "train.max_steps=1"}), out);
+}
+
+class BadDatasetTest : public ::testing::Test {
+ protected:
+  void SetUp() override { testing::LinkFashionMnist(data_dir_); }
+  ProcessResult TrainOn() {
+    return Train(Example(), dir_ / "out", {"--set", "data.dir=" + data_dir_, "--set", "train.max_steps=1"});
+  }
+  ScratchDir dir_;
+  std::string data_dir_ = dir_ / "data";
+  std::string images_ = data_dir_ + "/train-images-idx3-ubyte.gz";
+};
+
+TEST_F(BadDatasetTest, MissingFile) {
+  std::filesystem::remove(images_);
+  ExpectBadInput(TrainOn(), "train-images-idx3-ubyte.gz: no such file", dir_ / "out");
+}
+
+TEST_F(BadDatasetTest, TruncatedFile) {
+  auto bytes = testing::ReadBytes(testing::kFashionMnistDir + std::string("/train-images-idx3-ubyte.gz"));
+  bytes.resize(bytes.size() / 3);
+  testing::WriteBytes(images_, bytes);
+  ExpectBadInput(TrainOn(), "train-images-idx3-ubyte.gz: gzip data is truncated", dir_ / "out");
+}
+
+TEST_F(BadDatasetTest, TruncatedIdxInsideValidGzip) {
+  auto raw = testing::MakeIdx({60000, 28, 28}, std::vector<uint8_t>(1000, 0));
+  testing::WriteBytes(images_, testing::Gzip(raw));
+  ExpectBadInput(TrainOn(), "truncated: header promises 47040000 data bytes", dir_ / "out");
+}
+
+TEST_F(BadDatasetTest, WrongMagic) {
+  testing::WriteBytes(images_, testing::Gzip({'P', 'K', 3, 4, 0, 0, 0, 0}));
+  ExpectBadInput(TrainOn(), "wrong magic number", dir_ / "out");
+}
+
+TEST_F(BadDatasetTest, CorruptGzip) {
+  auto bytes = testing::ReadBytes(testing::kFashionMnistDir + std::string("/train-labels-idx1-ubyte.gz"));
+  for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 64; ++i) bytes[i] ^= 0x5A;
+  testing::WriteBytes(data_dir_ + "/train-labels-idx1-ubyte.gz", bytes);
+  ExpectBadInput(TrainOn(), "train-labels-idx1-ubyte.gz: corrupt gzip data", dir_ / "out");
+}
+
+TEST_F(BadDatasetTest, SwappedTrainAndTestFiles) {
+  std::filesystem::remove(images_);
+  std::filesystem::create_symlink(testing::kFashionMnistDir + std::string("/t10k-images-idx3-ubyte.gz"), images_);
+  ExpectBadInput(TrainOn(), "holds 10000 images but", dir_ / "out");
+}
+
+TEST(CliTest, EvalRejectsNonModels) {
+  ScratchDir dir;
+  ExpectBadInput(RunProcess({TenaxBinary(), "eval", "--model", dir / "absent.pt"}), "absent.pt: no such file");
+  std::ofstream(dir / "junk.pt") << "junk";
+  ExpectBadInput(RunProcess({TenaxBinary(), "eval", "--model", dir / "junk.pt"}), "junk.pt: not a readable tenax model");
+}
+
+// SIGINT mid-training: exit 130, no summary.json, the process is gone.
+TEST(CliTest, InterruptStopsCleanly) {
+  ScratchDir dir;
+  testing::Child child({TenaxBinary(), "train", "--config", Example(), "--out", dir / "run", "--set",
+                        "log.every_steps=1", "--set", "model.name=mlp"});
+  ASSERT_TRUE(child.WaitForStderrLine("step 2/")) << child.stderr_text();
+  child.Signal(SIGINT);
+  EXPECT_EQ(child.Wait(), 130) << child.stderr_text();
+  EXPECT_NE(child.stderr_text().find("stopped by signal"), std::string::npos) << child.stderr_text();
+  EXPECT_FALSE(std::filesystem::exists(dir / "run/summary.json"));
+}
+
+}  // namespace
+}  // namespace tenax
