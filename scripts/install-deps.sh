@@ -9,8 +9,10 @@ PACKAGES=(
   build-essential cmake pkg-config ccache clang-14 libclang-rt-14-dev
   # core
   libtomlplusplus-dev libcli11-dev libspdlog-dev nlohmann-json3-dev zlib1g-dev
-  # train
-  libtorch-dev dataset-fashion-mnist
+  # train. Debian's libtorch calls whatever libblas.so.3 the alternatives
+  # system provides; the default reference BLAS makes matmul ~17x slower.
+  # OpenBLAS's OpenMP flavour shares libtorch's libgomp thread pool.
+  libtorch-dev dataset-fashion-mnist libopenblas0-openmp
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # peers for benchmarks (PyTorch on the same kernels)

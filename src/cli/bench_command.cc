@@ -34,8 +34,8 @@ struct BenchTrainArgs {
   std::string model = "cnn";
   int64_t batch_size = 64;
   int64_t threads = 0;
-  int64_t steps = 0;   // 0 = 300 with --quick, else 1000
-  int64_t rounds = 0;  // 0 = 2 with --quick, else 3
+  int64_t steps = 0;   // 0 = 1000 with --quick, else 3000
+  int64_t rounds = 0;  // 0 = 3 with --quick, else 5
   int64_t warmup_steps = 20;
   std::string data_dir = kDefaultFashionMnistDir;
   std::string python = "/usr/bin/python3";
@@ -79,8 +79,8 @@ Result<nlohmann::json> RunPytorchRound(const BenchTrainArgs& a, int64_t threads)
 }
 
 Status RunBenchTrainSingle(BenchTrainArgs a) {
-  if (a.steps == 0) a.steps = a.quick ? 300 : 1000;
-  if (a.rounds == 0) a.rounds = a.quick ? 2 : 3;
+  if (a.steps == 0) a.steps = a.quick ? 1000 : 3000;
+  if (a.rounds == 0) a.rounds = a.quick ? 3 : 5;
   if (a.warmup_steps >= a.steps) return InvalidArgument("--warmup-steps must be below --steps");
   const int64_t threads = a.threads > 0 ? a.threads : std::max<int64_t>(1, std::thread::hardware_concurrency());
   std::error_code ec;
@@ -144,9 +144,9 @@ void AddBenchCommand(CLI::App& root, int& exit_code) {
       ->capture_default_str();
   ts->add_option("--threads", a->threads, "Compute threads for both (0 = one per core)")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}));
-  ts->add_option("--steps", a->steps, "Training steps per round (default 300 quick, 1000 full)")
+  ts->add_option("--steps", a->steps, "Training steps per round (default 1000 quick, 3000 full)")
       ->check(CLI::Range(int64_t{2}, int64_t{1} << 30));
-  ts->add_option("--rounds", a->rounds, "Alternating rounds per side (default 2 quick, 3 full)")
+  ts->add_option("--rounds", a->rounds, "Alternating rounds per side (default 3 quick, 5 full)")
       ->check(CLI::Range(int64_t{1}, int64_t{100}));
   ts->add_option("--warmup-steps", a->warmup_steps, "Steps excluded from the throughput")->capture_default_str();
   ts->add_option("--data", a->data_dir, "Fashion-MNIST directory")->capture_default_str();
