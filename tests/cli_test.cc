@@ -1,10 +1,10 @@
 // End-to-end tests of the `tenax` binary: what a user types, what they see,
 // and the exit status scripts rely on.
+#include <gtest/gtest.h>
+
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "testing.h"
@@ -63,7 +63,8 @@ TEST(CliTest, HelpAndVersion) {
   r = RunProcess({TenaxBinary(), "--version"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out.rfind("tenax ", 0), 0u) << r.out;
-  for (std::vector<std::string> cmd : {std::vector<std::string>{"train"}, {"eval"}, {"bench"}, {"bench", "train-single"}}) {
+  for (std::vector<std::string> cmd :
+       {std::vector<std::string>{"train"}, {"eval"}, {"bench"}, {"bench", "train-single"}}) {
     std::vector<std::string> argv = {TenaxBinary()};
     argv.insert(argv.end(), cmd.begin(), cmd.end());
     argv.push_back("--help");
@@ -84,8 +85,8 @@ TEST(CliTest, TrainsEvaluatesAndWritesOutputs) {
   ScratchDir dir;
   const std::string out = dir / "run";
   auto r = Train(Example(), out,
-                 {"--set", "model.name=mlp", "--set", "data.train_limit=1024", "--set", "data.test_limit=500",
-                  "--set", "train.max_steps=40", "--set", "log.every_steps=10"});
+                 {"--set", "model.name=mlp", "--set", "data.train_limit=1024", "--set", "data.test_limit=500", "--set",
+                  "train.max_steps=40", "--set", "log.every_steps=10"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("final test accuracy"), std::string::npos) << r.out;
   // Not a terminal: plain log lines with loss and throughput, no bar.
@@ -195,7 +196,8 @@ TEST(CliTest, EvalRejectsNonModels) {
   ScratchDir dir;
   ExpectBadInput(RunProcess({TenaxBinary(), "eval", "--model", dir / "absent.pt"}), "absent.pt: no such file");
   std::ofstream(dir / "junk.pt") << "junk";
-  ExpectBadInput(RunProcess({TenaxBinary(), "eval", "--model", dir / "junk.pt"}), "junk.pt: not a readable tenax model");
+  ExpectBadInput(RunProcess({TenaxBinary(), "eval", "--model", dir / "junk.pt"}),
+                 "junk.pt: not a readable tenax model");
 }
 
 // SIGINT mid-training: exit 130, no summary.json, the process is gone.

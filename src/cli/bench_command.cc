@@ -2,16 +2,15 @@
 // (Debian's python3-torch, bench/pytorch_train_single.py) on the same model,
 // batch size, data, optimizer and thread count, in the same run. Rounds
 // alternate tenax and PyTorch so drift on a noisy 2-core machine hits both.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <thread>
-
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include <thread>
 
 #include "command.h"
 #include "tenax/core/files.h"
@@ -33,6 +32,7 @@ struct BenchTrainArgs {
   std::string json_path;
   std::string model = "cnn";
   int64_t batch_size = 64;
+  double lr = 0.02;  // SGD, momentum 0.9 on both sides
   int64_t threads = 0;
   int64_t steps = 0;   // 0 = 1000 with --quick, else 3000
   int64_t rounds = 0;  // 0 = 3 with --quick, else 5
@@ -50,10 +50,11 @@ double Median(std::vector<double> v) {
 
 Result<double> RunTenaxRound(const BenchTrainArgs& a, int64_t threads, const std::string& out_dir) {
   ConfigDoc doc;
-  for (const std::string& kv : std::vector<std::string>{"model.name=" + a.model, "train.batch_size=" + std::to_string(a.batch_size),
-                         "train.threads=" + std::to_string(threads), "train.max_steps=" + std::to_string(a.steps),
-                         "train.optimizer=sgd", "data.test_limit=1000", "log.every_steps=100",
-                         "data.dir=" + a.data_dir}) {
+  for (const std::string& kv : std::vector<std::string>{
+           "model.name=" + a.model, "train.batch_size=" + std::to_string(a.batch_size),
+           "train.lr=" + fmt::format("{}", a.lr), "train.momentum=0.9", "train.threads=" + std::to_string(threads),
+           "train.max_steps=" + std::to_string(a.steps), "train.optimizer=sgd", "data.test_limit=1000",
+           "log.every_steps=100", "data.dir=" + a.data_dir}) {
     TENAX_RETURN_IF_ERROR(doc.Override(kv));
   }
   TENAX_ASSIGN_OR_RETURN(TrainConfig config, ParseTrainConfig(doc));
@@ -64,9 +65,15 @@ Result<double> RunTenaxRound(const BenchTrainArgs& a, int64_t threads, const std
 }
 
 Result<nlohmann::json> RunPytorchRound(const BenchTrainArgs& a, int64_t threads) {
-  std::vector<std::string> argv = {a.python, a.script, "--model", a.model, "--batch-size", std::to_string(a.batch_size),
-                                   "--threads", std::to_string(threads), "--steps", std::to_string(a.steps),
-                                   "--warmup-steps", std::to_string(a.warmup_steps), "--data", a.data_dir};
+  std::vector<std::string> argv = {a.python,         a.script,
+                                   "--model",        a.model,
+                                   "--batch-size",   std::to_string(a.batch_size),
+                                   "--lr",           fmt::format("{}", a.lr),
+                                   "--momentum",     "0.9",
+                                   "--threads",      std::to_string(threads),
+                                   "--steps",        std::to_string(a.steps),
+                                   "--warmup-steps", std::to_string(a.warmup_steps),
+                                   "--data",         a.data_dir};
   TENAX_ASSIGN_OR_RETURN(ProcessOutput out, RunAndCapture(argv));
   if (out.exit_code != 0) {
     return Internal("PyTorch peer (" + a.script + ") exited with status " + std::to_string(out.exit_code));
@@ -84,9 +91,11 @@ Status RunBenchTrainSingle(BenchTrainArgs a) {
   if (a.warmup_steps >= a.steps) return InvalidArgument("--warmup-steps must be below --steps");
   const int64_t threads = a.threads > 0 ? a.threads : std::max<int64_t>(1, std::thread::hardware_concurrency());
   std::error_code ec;
-  if (!std::filesystem::exists(a.script, ec)) return NotFound(a.script + ": PyTorch benchmark script not found (--script)");
+  if (!std::filesystem::exists(a.script, ec))
+    return NotFound(a.script + ": PyTorch benchmark script not found (--script)");
 
-  const std::string work = std::filesystem::temp_directory_path().string() + "/tenax-bench-" + std::to_string(::getpid());
+  const std::string work =
+      std::filesystem::temp_directory_path().string() + "/tenax-bench-" + std::to_string(::getpid());
   std::vector<double> tenax_sps, torch_sps;
   nlohmann::json torch_info;
   for (int64_t r = 1; r <= a.rounds; ++r) {
@@ -112,6 +121,8 @@ Status RunBenchTrainSingle(BenchTrainArgs a) {
       {"warmup_steps", a.warmup_steps},
       {"rounds", a.rounds},
       {"optimizer", "sgd"},
+      {"lr", a.lr},
+      {"momentum", 0.9},
       {"tenax_samples_per_second", tenax_median},
       {"pytorch_samples_per_second", torch_median},
       {"ratio", tenax_median / torch_median},
@@ -134,14 +145,15 @@ void AddBenchCommand(CLI::App& root, int& exit_code) {
   bench->require_subcommand(1);
 
   auto a = std::make_shared<BenchTrainArgs>();
-  CLI::App* ts = bench->add_subcommand(
-      "train-single", "Single-process training throughput: tenax vs PyTorch on the same kernels");
+  CLI::App* ts =
+      bench->add_subcommand("train-single", "Single-process training throughput: tenax vs PyTorch on the same kernels");
   ts->add_flag("--quick", a->quick, "Fewer steps and rounds (under 3 minutes)");
   ts->add_option("--json", a->json_path, "Write the result as JSON to FILE")->type_name("FILE");
   ts->add_option("--model", a->model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
   ts->add_option("--batch-size", a->batch_size, "Samples per step")
       ->check(CLI::Range(int64_t{1}, int64_t{60000}))
       ->capture_default_str();
+  ts->add_option("--lr", a->lr, "SGD learning rate for both")->check(CLI::Range(1e-9, 10.0))->capture_default_str();
   ts->add_option("--threads", a->threads, "Compute threads for both (0 = one per core)")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}));
   ts->add_option("--steps", a->steps, "Training steps per round (default 1000 quick, 3000 full)")

@@ -5,9 +5,8 @@
 // unwritable paths), 130 when stopped by a signal, 1 for internal errors.
 #pragma once
 
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "tenax/core/status.h"
 

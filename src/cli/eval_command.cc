@@ -1,7 +1,6 @@
 // tenax eval --model DIR/model.pt
 #include <cstdio>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "command.h"

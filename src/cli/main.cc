@@ -10,10 +10,14 @@ namespace tenax::cli {
 int ReportError(const std::string& command, const Status& status) {
   std::fprintf(stderr, "tenax %s: error: %s\n", command.c_str(), status.message().c_str());
   switch (status.code()) {
-    case StatusCode::kOk: return 0;
-    case StatusCode::kCancelled: return 130;
-    case StatusCode::kInternal: return 1;
-    default: return 2;
+    case StatusCode::kOk:
+      return 0;
+    case StatusCode::kCancelled:
+      return 130;
+    case StatusCode::kInternal:
+      return 1;
+    default:
+      return 2;
   }
 }
 
@@ -32,7 +36,8 @@ int main(int argc, char** argv) {
   tenax::cli::AddBenchCommand(app, exit_code);
   // CLI11 would report a mistyped command as "A subcommand is required".
   bool known_command = false;
-  for (auto* sub : app.get_subcommands([](CLI::App*) { return true; })) known_command |= argc > 1 && sub->check_name(argv[1]);
+  for (auto* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    known_command |= argc > 1 && sub->check_name(argv[1]);
   if (argc > 1 && argv[1][0] != '-' && !known_command) {
     std::fprintf(stderr, "tenax: error: unknown command '%s' (commands: train, eval, bench; see 'tenax --help')\n",
                  argv[1]);

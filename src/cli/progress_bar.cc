@@ -1,5 +1,6 @@
 #include "progress_bar.h"
 
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -7,16 +8,16 @@
 #include <cstring>
 #include <string>
 
-#include <spdlog/spdlog.h>
-
 namespace tenax::cli {
 namespace {
 
 std::string FormatDuration(double seconds) {
   long s = static_cast<long>(seconds + 0.5);
   char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
   return buf;
 }
 
@@ -30,8 +31,8 @@ bool StderrIsInteractive() {
 void ProgressRenderer::operator()(const TrainProgress& p) {
   if (!interactive_) {
     if (p.log_point) {
-      spdlog::info("epoch {}/{} step {}/{} loss {:.4f} {:.0f} samples/s ETA {}", p.epoch, p.epochs,
-                   p.step_in_epoch, p.steps_per_epoch, p.loss, p.samples_per_second, FormatDuration(p.eta_seconds));
+      spdlog::info("epoch {}/{} step {}/{} loss {:.4f} {:.0f} samples/s ETA {}", p.epoch, p.epochs, p.step_in_epoch,
+                   p.steps_per_epoch, p.loss, p.samples_per_second, FormatDuration(p.eta_seconds));
     }
     if (p.test_accuracy) {
       spdlog::info("epoch {}/{} done: train loss {:.4f}, test accuracy {:.4f}", p.epoch, p.epochs, p.loss,

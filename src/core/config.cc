@@ -84,16 +84,26 @@ uint32_t LineOf(const std::string& where) {
 
 std::string_view TomlTypeName(toml::node_type type) {
   switch (type) {
-    case toml::node_type::table: return "table";
-    case toml::node_type::array: return "array";
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::date: return "date";
-    case toml::node_type::time: return "time";
-    case toml::node_type::date_time: return "date-time";
-    case toml::node_type::none: return "nothing";
+    case toml::node_type::table:
+      return "table";
+    case toml::node_type::array:
+      return "array";
+    case toml::node_type::string:
+      return "string";
+    case toml::node_type::integer:
+      return "integer";
+    case toml::node_type::floating_point:
+      return "float";
+    case toml::node_type::boolean:
+      return "boolean";
+    case toml::node_type::date:
+      return "date";
+    case toml::node_type::time:
+      return "time";
+    case toml::node_type::date_time:
+      return "date-time";
+    case toml::node_type::none:
+      return "nothing";
   }
   return "unknown";
 }
@@ -113,8 +123,7 @@ Result<ConfigDoc> ConfigDoc::Parse(std::string_view text, std::string source_nam
     doc.table_ = toml::parse(text, source_name);
   } catch (const toml::parse_error& e) {
     std::ostringstream msg;
-    msg << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
-        << e.description();
+    msg << source_name << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
     return InvalidArgument(msg.str());
   }
   std::vector<LeafKey> leaves;
@@ -133,7 +142,8 @@ Status ConfigDoc::Override(std::string_view assignment) {
   std::string_view raw = Trim(assignment.substr(eq + 1));
   std::vector<std::string> parts = SplitDotted(key);
   for (const auto& p : parts) {
-    if (!IsBareKeySegment(p)) return InvalidArgument(origin + ": " + Quote(key) + " is not a dotted key like train.epochs");
+    if (!IsBareKeySegment(p))
+      return InvalidArgument(origin + ": " + Quote(key) + " is not a dotted key like train.epochs");
   }
   if (raw.empty()) return InvalidArgument(origin + ": empty value");
 
@@ -208,8 +218,10 @@ double ConfigReader::Real(std::string_view key, double def, double min, double m
   auto node = Lookup(key);
   if (!node) return def;
   std::optional<double> v;
-  if (node.is_floating_point()) v = node.value_exact<double>();
-  else if (node.is_integer()) v = static_cast<double>(*node.value_exact<int64_t>());
+  if (node.is_floating_point())
+    v = node.value_exact<double>();
+  else if (node.is_integer())
+    v = static_cast<double>(*node.value_exact<int64_t>());
   if (!v) {
     TypeError(key, "a number", *node.node());
     return def;

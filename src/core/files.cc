@@ -45,7 +45,7 @@ std::string ErrnoMessage(int err) { return std::strerror(err); }
 Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path, size_t max_bytes) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return OpenError(path, errno);
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0) {
     int err = errno;
     ::close(fd);

@@ -11,9 +11,8 @@ namespace tenax {
 namespace {
 
 std::string TempDir() {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("tenax-files-test-" + std::to_string(::getpid()) + "-" +
-              ::testing::UnitTest::GetInstance()->current_test_info()->name());
+  auto dir = std::filesystem::temp_directory_path() / ("tenax-files-test-" + std::to_string(::getpid()) + "-" +
+                                                       ::testing::UnitTest::GetInstance()->current_test_info()->name());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();

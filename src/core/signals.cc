@@ -1,8 +1,7 @@
 #include "tenax/core/signals.h"
 
-#include <csignal>
-
 #include <atomic>
+#include <csignal>
 
 namespace tenax {
 namespace {
@@ -13,7 +12,7 @@ extern "C" void OnStopSignal(int sig) { g_stop_signal.store(sig, std::memory_ord
 }  // namespace
 
 void InstallStopHandlers() {
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = OnStopSignal;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);

@@ -4,11 +4,10 @@ namespace tenax {
 
 DataTensors ToTensors(const LabeledImages& data) {
   DataTensors t;
-  auto pixels = torch::from_blob(const_cast<uint8_t*>(data.pixels.data()), {data.count, 1, data.rows, data.cols},
-                                 torch::kUInt8);
+  auto pixels =
+      torch::from_blob(const_cast<uint8_t*>(data.pixels.data()), {data.count, 1, data.rows, data.cols}, torch::kUInt8);
   t.images = pixels.to(torch::kFloat32).div_(255.0).sub_(kFashionMnistMean).div_(kFashionMnistStd).contiguous();
-  t.labels = torch::from_blob(const_cast<uint8_t*>(data.labels.data()), {data.count}, torch::kUInt8)
-                 .to(torch::kInt64);
+  t.labels = torch::from_blob(const_cast<uint8_t*>(data.labels.data()), {data.count}, torch::kUInt8).to(torch::kInt64);
   return t;
 }
 

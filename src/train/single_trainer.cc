@@ -1,12 +1,12 @@
 #include "tenax/train/single_trainer.h"
 
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
 #include <chrono>
 #include <filesystem>
 #include <sstream>
 #include <thread>
-
-#include <spdlog/spdlog.h>
-#include <torch/torch.h>
 
 #include "tenax/core/files.h"
 #include "tenax/core/metrics.h"
@@ -54,8 +54,8 @@ auto GuardTorch(const char* what, Fn&& fn) -> decltype(fn()) {
   }
 }
 
-Result<TrainOutcome> TrainSingleImpl(const TrainConfig& c, const ConfigDoc& effective_config, const std::string& out_dir,
-                                     const TrainRunOptions& options) {
+Result<TrainOutcome> TrainSingleImpl(const TrainConfig& c, const ConfigDoc& effective_config,
+                                     const std::string& out_dir, const TrainRunOptions& options) {
   const auto wall_start = Clock::now();
   TENAX_RETURN_IF_ERROR(EnsureWritableDir(out_dir));
   const std::string summary_path = out_dir + "/summary.json";
@@ -87,13 +87,14 @@ Result<TrainOutcome> TrainSingleImpl(const TrainConfig& c, const ConfigDoc& effe
   int64_t total_steps = steps_per_epoch * c.epochs;
   if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
   const int64_t epochs = (total_steps + steps_per_epoch - 1) / steps_per_epoch;
-  spdlog::info("model {} on {} training / {} test samples, {} epoch(s) of {} steps, batch {}, {} {} lr {}, {} thread(s)",
-               c.model, n, test.size(), epochs, steps_per_epoch, c.batch_size, c.optimizer,
-               c.optimizer == "sgd" ? "momentum " + std::to_string(c.momentum) : std::string(), c.lr, threads);
+  spdlog::info(
+      "model {} on {} training / {} test samples, {} epoch(s) of {} steps, batch {}, {} lr {:g}{}, {} thread(s)",
+      c.model, n, test.size(), epochs, steps_per_epoch, c.batch_size, c.optimizer, c.lr,
+      c.optimizer == "sgd" ? fmt::format(" momentum {:g}", c.momentum) : std::string(), threads);
 
   TrainOutcome outcome;
-  double train_seconds = 0;        // excludes evaluation
-  double steady_seconds = 0;       // excludes evaluation and warm-up steps
+  double train_seconds = 0;   // excludes evaluation
+  double steady_seconds = 0;  // excludes evaluation and warm-up steps
   int64_t steady_samples = 0;
   int64_t samples = 0;
   int64_t global_step = 0;
@@ -125,8 +126,8 @@ Result<TrainOutcome> TrainSingleImpl(const TrainConfig& c, const ConfigDoc& effe
         steady_samples += idx.size(0);
       }
       if (!std::isfinite(loss_value)) {
-        return InvalidArgument("loss became " + std::to_string(loss_value) + " at step " +
-                               std::to_string(global_step) + "; lower train.lr (now " + std::to_string(c.lr) + ")");
+        return InvalidArgument("loss became " + std::to_string(loss_value) + " at step " + std::to_string(global_step) +
+                               "; lower train.lr (now " + std::to_string(c.lr) + ")");
       }
       interval_loss += loss_value;
       ++interval_steps;
@@ -204,8 +205,9 @@ Result<TrainOutcome> TrainSingleImpl(const TrainConfig& c, const ConfigDoc& effe
 
 Result<TrainOutcome> TrainSingle(const TrainConfig& config, const ConfigDoc& effective_config,
                                  const std::string& out_dir, const TrainRunOptions& options) {
-  return GuardTorch("training failed",
-                    [&]() -> Result<TrainOutcome> { return TrainSingleImpl(config, effective_config, out_dir, options); });
+  return GuardTorch("training failed", [&]() -> Result<TrainOutcome> {
+    return TrainSingleImpl(config, effective_config, out_dir, options);
+  });
 }
 
 Result<EvalOutcome> EvaluateModelFile(const std::string& model_path, const std::string& data_dir, int64_t test_limit,

@@ -1,10 +1,10 @@
 #include "tenax/train/single_trainer.h"
 
+#include <gtest/gtest.h>
+
 #include <csignal>
 #include <filesystem>
 #include <fstream>
-
-#include <gtest/gtest.h>
 
 #include "tenax/core/signals.h"
 #include "tenax/train/model.h"
@@ -32,7 +32,7 @@ TrainJob MakeJob(const std::vector<std::string>& overrides) {
 TEST(SingleTrainerTest, MlpOnSubsetLearns) {
   testing::ScratchDir dir;
   TrainJob run = MakeJob({"model.name=mlp", "data.train_limit=2000", "data.test_limit=2000", "train.epochs=10",
-                     "train.max_steps=300", "train.batch_size=32", "train.lr=0.02", "log.every_steps=20"});
+                          "train.max_steps=300", "train.batch_size=32", "train.lr=0.02", "log.every_steps=20"});
   auto out = TrainSingle(run.config, run.doc, dir.path(), {});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_LT(out->final_train_loss, 0.6 * out->first_train_loss);
@@ -67,7 +67,7 @@ TEST(SingleTrainerTest, DeterministicWithSeed) {
   testing::ScratchDir dir;
   auto weights = [&](const std::string& seed, const std::string& sub) {
     TrainJob run = MakeJob({"model.name=cnn", "data.train_limit=512", "data.test_limit=100", "train.max_steps=12",
-                       "train.batch_size=32", "train.threads=2", "train.seed=" + seed});
+                            "train.batch_size=32", "train.threads=2", "train.seed=" + seed});
     auto out = TrainSingle(run.config, run.doc, dir / sub, {});
     EXPECT_TRUE(out.ok()) << out.status().ToString();
     return LoadModel(dir / sub + "/model.pt")->model->parameters();

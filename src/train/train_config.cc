@@ -18,7 +18,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   c.batch_size = r.Int("train.batch_size", c.batch_size, 1, 60000);
   c.optimizer = r.Choice("train.optimizer", c.optimizer, {"sgd", "adam"});
   const bool adam = c.optimizer == "adam";
-  c.lr = r.Real("train.lr", adam ? 1e-3 : 0.05, 1e-9, 10.0);
+  c.lr = r.Real("train.lr", adam ? 1e-3 : 0.02, 1e-9, 10.0);
   if (adam && r.has("train.momentum")) {
     r.Fail("train.momentum", "only applies to optimizer \"sgd\" (adam has betas)");
   }

@@ -1,6 +1,7 @@
 #include "testing.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -12,8 +13,6 @@
 #include <fstream>
 #include <iterator>
 #include <stdexcept>
-
-#include <gtest/gtest.h>
 
 extern char** environ;
 

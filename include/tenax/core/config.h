@@ -6,14 +6,14 @@
 // throws; toml++ exceptions are converted to Status.
 #pragma once
 
+#include <toml++/toml.h>
+
 #include <cstdint>
 #include <map>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <toml++/toml.h>
 
 #include "tenax/core/status.h"
 

@@ -3,9 +3,9 @@
 // logs of a cluster can be told apart.
 #pragma once
 
-#include <string>
-
 #include <spdlog/spdlog.h>
+
+#include <string>
 
 namespace tenax {
 

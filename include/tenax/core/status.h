@@ -17,15 +17,15 @@ namespace tenax {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,    // bad config, flag or value supplied by the user
-  kNotFound,           // a file, key or peer that does not exist
-  kDataLoss,           // corrupt or truncated bytes (disk or network)
-  kIoError,            // the OS refused a read/write (permissions, disk full)
-  kFailedPrecondition, // the system is not in a state to do this
-  kUnavailable,        // a peer or service cannot be reached right now
-  kDeadlineExceeded,   // a wait ran past its deadline
-  kCancelled,          // stopped by the user (Ctrl-C, SIGTERM)
-  kInternal,           // a bug or an unexpected library failure
+  kInvalidArgument,     // bad config, flag or value supplied by the user
+  kNotFound,            // a file, key or peer that does not exist
+  kDataLoss,            // corrupt or truncated bytes (disk or network)
+  kIoError,             // the OS refused a read/write (permissions, disk full)
+  kFailedPrecondition,  // the system is not in a state to do this
+  kUnavailable,         // a peer or service cannot be reached right now
+  kDeadlineExceeded,    // a wait ran past its deadline
+  kCancelled,           // stopped by the user (Ctrl-C, SIGTERM)
+  kInternal,            // a bug or an unexpected library failure
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -65,7 +65,7 @@ inline Status Internal(std::string msg) { return {StatusCode::kInternal, std::mo
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     assert(!std::get<Status>(v_).ok() && "Result built from an OK status");
   }
@@ -75,9 +75,18 @@ class [[nodiscard]] Result {
     static const Status kOk;
     return ok() ? kOk : std::get<Status>(v_);
   }
-  T& value() & { assert(ok()); return std::get<T>(v_); }
-  const T& value() const& { assert(ok()); return std::get<T>(v_); }
-  T&& value() && { assert(ok()); return std::get<T>(std::move(v_)); }
+  T& value() & {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  const T& value() const& {
+    assert(ok());
+    return std::get<T>(v_);
+  }
+  T&& value() && {
+    assert(ok());
+    return std::get<T>(std::move(v_));
+  }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
@@ -93,16 +102,15 @@ class [[nodiscard]] Result {
 #define TENAX_CONCAT(a, b) TENAX_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` is not OK.
-#define TENAX_RETURN_IF_ERROR(expr)                 \
-  do {                                              \
-    ::tenax::Status tenax_status_ = (expr);         \
-    if (!tenax_status_.ok()) return tenax_status_;  \
+#define TENAX_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::tenax::Status tenax_status_ = (expr);        \
+    if (!tenax_status_.ok()) return tenax_status_; \
   } while (0)
 
 // `TENAX_ASSIGN_OR_RETURN(auto x, Foo());` declares x from a Result or returns
 // its Status.
-#define TENAX_ASSIGN_OR_RETURN(lhs, expr) \
-  TENAX_ASSIGN_OR_RETURN_IMPL(TENAX_CONCAT(tenax_result_, __LINE__), lhs, expr)
+#define TENAX_ASSIGN_OR_RETURN(lhs, expr) TENAX_ASSIGN_OR_RETURN_IMPL(TENAX_CONCAT(tenax_result_, __LINE__), lhs, expr)
 #define TENAX_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                                \
   if (!tmp.ok()) return tmp.status();               \

@@ -11,7 +11,7 @@
 namespace tenax {
 
 struct ProcessOutput {
-  int exit_code = 0;    // 128 + signal number if killed by a signal
+  int exit_code = 0;  // 128 + signal number if killed by a signal
   std::string stdout_text;
 };
 

@@ -6,11 +6,11 @@
 // config file.
 #pragma once
 
+#include <torch/torch.h>
+
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "tenax/core/status.h"
 

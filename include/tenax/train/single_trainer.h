@@ -9,10 +9,9 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "tenax/core/config.h"
 #include "tenax/core/status.h"
@@ -31,8 +30,8 @@ struct TrainProgress {
   double samples_per_second = 0;  // over training time so far (eval excluded)
   double elapsed_seconds = 0;
   double eta_seconds = 0;
-  bool log_point = false;                  // end of a log interval
-  std::optional<double> test_accuracy;     // set on the event closing an epoch
+  bool log_point = false;               // end of a log interval
+  std::optional<double> test_accuracy;  // set on the event closing an epoch
 };
 using ProgressFn = std::function<void(const TrainProgress&)>;
 
@@ -40,13 +39,13 @@ struct TrainOutcome {
   nlohmann::json summary;  // what summary.json holds
   double final_test_accuracy = 0;
   double final_train_loss = 0;
-  double first_train_loss = 0;        // mean loss of the first log interval
-  double samples_per_second = 0;      // all training steps, eval excluded
+  double first_train_loss = 0;           // mean loss of the first log interval
+  double samples_per_second = 0;         // all training steps, eval excluded
   double steady_samples_per_second = 0;  // after the first `warmup_steps`
 };
 
 struct TrainRunOptions {
-  ProgressFn on_progress;   // called after every step; may be empty
+  ProgressFn on_progress;     // called after every step; may be empty
   int64_t warmup_steps = 10;  // excluded from steady_samples_per_second
 };
 
@@ -60,7 +59,7 @@ struct EvalOutcome {
   double test_accuracy = 0;
   int64_t samples = 0;
 };
-Result<EvalOutcome> EvaluateModelFile(const std::string& model_path, const std::string& data_dir,
-                                      int64_t test_limit, int64_t threads);
+Result<EvalOutcome> EvaluateModelFile(const std::string& model_path, const std::string& data_dir, int64_t test_limit,
+                                      int64_t threads);
 
 }  // namespace tenax

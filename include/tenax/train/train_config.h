@@ -28,7 +28,7 @@ struct TrainConfig {
   int64_t max_steps = 0;  // 0 = run all epochs
   int64_t batch_size = 64;
   std::string optimizer = "sgd";
-  double lr = 0.05;
+  double lr = 0.02;  // sgd; adam defaults to 0.001
   double momentum = 0.9;
   double weight_decay = 0.0;
   int64_t seed = 1;
