@@ -212,5 +212,29 @@ TEST(CliTest, InterruptStopsCleanly) {
   EXPECT_FALSE(std::filesystem::exists(dir / "run/summary.json"));
 }
 
+// The benchmark's contract (not its numbers): both sides run and the JSON
+// holds the fields the README's table is made from.
+TEST(CliTest, BenchTrainSingleWritesItsJson) {
+  ScratchDir dir;
+  auto r = RunProcess({TenaxBinary(), "bench", "train-single", "--model", "mlp", "--steps", "30", "--warmup-steps", "5",
+                       "--rounds", "1", "--json", dir / "bench.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(testing::ReadText(dir / "bench.json"));
+  for (const char* key : {"tenax_samples_per_second", "pytorch_samples_per_second", "ratio", "threads", "batch_size"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_GT(j["tenax_samples_per_second"].get<double>(), 0);
+  EXPECT_GT(j["pytorch_samples_per_second"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(j["ratio"].get<double>(),
+                   j["tenax_samples_per_second"].get<double>() / j["pytorch_samples_per_second"].get<double>());
+  EXPECT_NE(r.out.find("ratio tenax/pytorch"), std::string::npos);
+}
+
+TEST(CliTest, BenchReportsAMissingPeerScript) {
+  ScratchDir dir;
+  auto r = RunProcess({TenaxBinary(), "bench", "train-single", "--steps", "30", "--script", dir / "absent.py"});
+  ExpectBadInput(r, "absent.py: PyTorch benchmark script not found");
+}
+
 }  // namespace
 }  // namespace tenax

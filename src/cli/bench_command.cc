@@ -89,7 +89,7 @@ Status RunBenchTrainSingle(BenchTrainArgs a) {
   if (a.steps == 0) a.steps = a.quick ? 1000 : 3000;
   if (a.rounds == 0) a.rounds = a.quick ? 3 : 5;
   if (a.warmup_steps >= a.steps) return InvalidArgument("--warmup-steps must be below --steps");
-  const int64_t threads = a.threads > 0 ? a.threads : std::max<int64_t>(1, std::thread::hardware_concurrency());
+  const int64_t threads = ResolveThreads(a.threads);
   std::error_code ec;
   if (!std::filesystem::exists(a.script, ec))
     return NotFound(a.script + ": PyTorch benchmark script not found (--script)");

@@ -22,11 +22,6 @@ using Clock = std::chrono::steady_clock;
 
 double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-int64_t ResolveThreads(int64_t configured) {
-  if (configured > 0) return configured;
-  return std::max<int64_t>(1, std::thread::hardware_concurrency());
-}
-
 std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const TrainConfig& c, ClassifierImpl& model) {
   if (c.optimizer == "adam") {
     return std::make_unique<torch::optim::Adam>(model.parameters(),
@@ -202,6 +197,11 @@ Result<TrainOutcome> TrainSingleImpl(const TrainConfig& c, const ConfigDoc& effe
 }
 
 }  // namespace
+
+int64_t ResolveThreads(int64_t configured) {
+  if (configured > 0) return configured;
+  return std::max<int64_t>(1, std::thread::hardware_concurrency());
+}
 
 Result<TrainOutcome> TrainSingle(const TrainConfig& config, const ConfigDoc& effective_config,
                                  const std::string& out_dir, const TrainRunOptions& options) {

@@ -62,6 +62,17 @@ TEST(SingleTrainerTest, MlpOnSubsetLearns) {
   EXPECT_TRUE(std::filesystem::exists(dir / "config.toml"));
 }
 
+TEST(SingleTrainerTest, AdamLearnsToo) {
+  testing::ScratchDir dir;
+  TrainJob run = MakeJob({"model.name=cnn", "train.optimizer=adam", "data.train_limit=2000", "data.test_limit=1000",
+                          "train.epochs=5", "train.max_steps=150", "train.batch_size=32", "log.every_steps=25"});
+  auto out = TrainSingle(run.config, run.doc, dir.path(), {});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_LT(out->final_train_loss, 0.6 * out->first_train_loss);
+  EXPECT_GT(out->final_test_accuracy, 0.6);
+  EXPECT_EQ(nlohmann::json::parse(testing::ReadText(dir / "summary.json"))["optimizer"], "adam");
+}
+
 // Same seed, same thread count: bit-identical weights. Another seed: not.
 TEST(SingleTrainerTest, DeterministicWithSeed) {
   testing::ScratchDir dir;

@@ -54,6 +54,9 @@ struct TrainRunOptions {
 Result<TrainOutcome> TrainSingle(const TrainConfig& config, const ConfigDoc& effective_config,
                                  const std::string& out_dir, const TrainRunOptions& options);
 
+// `train.threads` as used: the configured count, or one per core for 0.
+int64_t ResolveThreads(int64_t configured);
+
 struct EvalOutcome {
   std::string model_name;
   double test_accuracy = 0;
