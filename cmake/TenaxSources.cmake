@@ -21,3 +21,17 @@ add_library(tenax_train_input STATIC
 target_link_libraries(tenax_train_input
   PUBLIC tenax_core_base ZLIB::ZLIB
   PRIVATE tenax_warnings)
+
+# net's wire protocol and its decoder: protobuf only, no UCX, so the decoder
+# can be fuzzed.
+find_package(Protobuf REQUIRED)
+protobuf_generate_cpp(TENAX_NET_PROTO_SRCS TENAX_NET_PROTO_HDRS ${CMAKE_SOURCE_DIR}/proto/net_wire.proto)
+add_library(tenax_net_wire STATIC ${TENAX_NET_PROTO_SRCS} src/net/control_codec.cc)
+target_include_directories(tenax_net_wire PUBLIC ${CMAKE_CURRENT_BINARY_DIR} ${CMAKE_SOURCE_DIR}/include)
+target_include_directories(tenax_net_wire SYSTEM PUBLIC ${Protobuf_INCLUDE_DIRS})
+target_link_libraries(tenax_net_wire PUBLIC tenax_core_base ${Protobuf_LIBRARIES})
+
+# comm's channel messages and their decoders (fuzzed with net's).
+protobuf_generate_cpp(TENAX_COMM_PROTO_SRCS TENAX_COMM_PROTO_HDRS ${CMAKE_SOURCE_DIR}/proto/comm_wire.proto)
+add_library(tenax_comm_wire STATIC ${TENAX_COMM_PROTO_SRCS} src/comm/channel_codec.cc src/comm/buffer_plan.cc)
+target_link_libraries(tenax_comm_wire PUBLIC tenax_net_wire)

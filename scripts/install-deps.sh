@@ -13,10 +13,14 @@ PACKAGES=(
   # system provides; the default reference BLAS makes matmul ~17x slower.
   # OpenBLAS's OpenMP flavour shares libtorch's libgomp thread pool.
   libtorch-dev dataset-fashion-mnist libopenblas0-openmp
+  # net: UCX transport, protobuf control messages, HMAC handshake
+  libucx-dev libssl-dev protobuf-compiler libprotobuf-dev
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   # peers for benchmarks (PyTorch on the same kernels)
   python3 python3-torch python3-numpy
+  # the RPC peer of the transport benchmark
+  libgrpc++-dev protobuf-compiler-grpc
 )
 
 missing=()

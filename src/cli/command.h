@@ -17,5 +17,7 @@ int ReportError(const std::string& command, const Status& status);
 void AddTrainCommand(CLI::App& root, int& exit_code);
 void AddEvalCommand(CLI::App& root, int& exit_code);
 void AddBenchCommand(CLI::App& root, int& exit_code);
+// `bench transport` and its hidden receiver `bench transport-peer`.
+void AddBenchTransportCommands(CLI::App& bench, int& exit_code);
 
 }  // namespace tenax::cli

@@ -24,6 +24,12 @@ std::string_view StatusCodeName(StatusCode code) {
       return "cancelled";
     case StatusCode::kInternal:
       return "internal";
+    case StatusCode::kPeerLost:
+      return "peer_lost";
+    case StatusCode::kRefused:
+      return "refused";
+    case StatusCode::kProtocolError:
+      return "protocol_error";
   }
   return "unknown";
 }

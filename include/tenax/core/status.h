@@ -26,6 +26,9 @@ enum class StatusCode {
   kDeadlineExceeded,    // a wait ran past its deadline
   kCancelled,           // stopped by the user (Ctrl-C, SIGTERM)
   kInternal,            // a bug or an unexpected library failure
+  kPeerLost,            // a peer process or its link went away mid-conversation
+  kRefused,             // a peer refused us (or we it): wrong secret, wrong job
+  kProtocolError,       // a peer sent bytes that break the protocol
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -59,6 +62,11 @@ inline Status IoError(std::string msg) { return {StatusCode::kIoError, std::move
 inline Status FailedPrecondition(std::string msg) { return {StatusCode::kFailedPrecondition, std::move(msg)}; }
 inline Status Cancelled(std::string msg) { return {StatusCode::kCancelled, std::move(msg)}; }
 inline Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
+inline Status Unavailable(std::string msg) { return {StatusCode::kUnavailable, std::move(msg)}; }
+inline Status DeadlineExceeded(std::string msg) { return {StatusCode::kDeadlineExceeded, std::move(msg)}; }
+inline Status PeerLost(std::string msg) { return {StatusCode::kPeerLost, std::move(msg)}; }
+inline Status Refused(std::string msg) { return {StatusCode::kRefused, std::move(msg)}; }
+inline Status ProtocolError(std::string msg) { return {StatusCode::kProtocolError, std::move(msg)}; }
 
 // A value or the Status explaining why there is none. Accessing value() of an
 // error Result is a programmer error (asserts).

@@ -3,6 +3,9 @@
 // the user directly.
 #pragma once
 
+#include <sys/types.h>
+
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,5 +21,29 @@ struct ProcessOutput {
 // Starts argv[0] (searched in PATH) and waits for it. NotFound if it cannot
 // be started; a non-zero exit is reported in exit_code, not as an error.
 Result<ProcessOutput> RunAndCapture(const std::vector<std::string>& argv);
+
+// A running child whose stdout is read line by line. The destructor sends
+// SIGKILL and reaps the child if it is still running, so no child outlives
+// its owner's scope (a crash of the owner is the one way to orphan it).
+class ChildProcess {
+ public:
+  static Result<std::unique_ptr<ChildProcess>> Start(const std::vector<std::string>& argv);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  // The next line of stdout (without the newline); NotFound at end of output.
+  Result<std::string> ReadLine();
+  // Waits for exit and returns the exit code (128 + signal if killed).
+  int Wait();
+  pid_t pid() const { return pid_; }
+
+ private:
+  ChildProcess() = default;
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  std::string buffer_;
+  int exit_code_ = -1;
+};
 
 }  // namespace tenax

@@ -1,0 +1,29 @@
+// Fuzzes the decoders of bytes that arrive from the network: control-message
+// envelopes and region descriptors. Every input must decode or give a
+// ProtocolError; nothing may crash or read out of bounds.
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+#include <string_view>
+
+#include "tenax/comm/channel_codec.h"
+#include "tenax/net/control_codec.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto env = tenax::net::DecodeEnvelope(std::span<const uint8_t>(data, size), 1 << 16, "fuzz-peer");
+  if (!env.ok() && env.status().code() != tenax::StatusCode::kProtocolError) std::abort();
+  if (env.ok() && env->version() != tenax::net::kWireVersion) std::abort();
+  auto region = tenax::net::DecodeRegion(std::string_view(reinterpret_cast<const char*>(data), size), "fuzz-peer");
+  if (!region.ok() && region.status().code() != tenax::StatusCode::kProtocolError) std::abort();
+  if (region.ok() && (region->length == 0 || region->rkey.empty())) std::abort();
+  // comm's channel messages ride in the same User payloads.
+  std::string_view text(reinterpret_cast<const char*>(data), size);
+  for (const auto& status : {tenax::comm::DecodeArenaOffer(text, "fuzz-peer").status(),
+                             tenax::comm::DecodeDynamicTensor(text, "fuzz-peer").status(),
+                             tenax::comm::DecodeDynamicDone(text, "fuzz-peer").status()}) {
+    if (!status.ok() && status.code() != tenax::StatusCode::kProtocolError) std::abort();
+  }
+  auto dyn = tenax::comm::DecodeDynamicTensor(text, "fuzz-peer");
+  if (dyn.ok() && dyn->length != dyn->spec.nbytes()) std::abort();
+  return 0;
+}

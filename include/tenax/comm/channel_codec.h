@@ -1,0 +1,32 @@
+// Wire forms of the channel's control messages (proto/comm_wire.proto).
+// Decoders bound sizes and check every field; errors are ProtocolError
+// naming the peer.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "comm_wire.pb.h"
+#include "tenax/comm/buffer_plan.h"
+#include "tenax/core/status.h"
+
+namespace tenax::comm {
+
+inline constexpr size_t kMaxChannelMessageBytes = 64 << 10;
+inline constexpr size_t kMaxTensorRank = 16;
+
+Result<wire::ArenaOffer> DecodeArenaOffer(std::string_view bytes, const std::string& peer);
+
+std::string EncodeDynamicTensor(const TensorSpec& spec, uint64_t offset, uint64_t length, uint64_t sequence);
+struct DynamicAnnouncement {
+  TensorSpec spec;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint64_t sequence = 0;
+};
+// Also checks that `length` equals the bytes the shape and dtype describe.
+Result<DynamicAnnouncement> DecodeDynamicTensor(std::string_view bytes, const std::string& peer);
+
+Result<uint64_t> DecodeDynamicDone(std::string_view bytes, const std::string& peer);
+
+}  // namespace tenax::comm

@@ -1,0 +1,69 @@
+#include "tenax/comm/channel_codec.h"
+
+namespace tenax::comm {
+namespace {
+
+Status Bad(const std::string& peer, const std::string& what) { return ProtocolError("peer " + peer + ": " + what); }
+
+template <typename Msg>
+Result<Msg> Parse(std::string_view bytes, const std::string& peer, const char* what) {
+  Msg m;
+  if (bytes.size() > kMaxChannelMessageBytes || !m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return Bad(peer, std::string("undecodable ") + what + " (" + std::to_string(bytes.size()) + " bytes)");
+  }
+  return m;
+}
+
+}  // namespace
+
+Result<wire::ArenaOffer> DecodeArenaOffer(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::ArenaOffer>(bytes, peer, "arena offer"));
+  if (m.region().empty()) return Bad(peer, "arena offer without a region");
+  return m;
+}
+
+std::string EncodeDynamicTensor(const TensorSpec& spec, uint64_t offset, uint64_t length, uint64_t sequence) {
+  wire::DynamicTensor m;
+  m.set_name(spec.name);
+  m.set_dtype(static_cast<uint32_t>(spec.dtype));
+  for (int64_t d : spec.shape) m.add_shape(d);
+  m.set_offset(offset);
+  m.set_length(length);
+  m.set_sequence(sequence);
+  return m.SerializeAsString();
+}
+
+Result<DynamicAnnouncement> DecodeDynamicTensor(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::DynamicTensor>(bytes, peer, "dynamic tensor"));
+  if (m.dtype() >= kDTypeCount) return Bad(peer, "dynamic tensor with unknown dtype " + std::to_string(m.dtype()));
+  if (m.shape_size() > static_cast<int>(kMaxTensorRank)) return Bad(peer, "dynamic tensor of rank > 16");
+  if (m.name().empty() || m.name().size() > 1024) return Bad(peer, "dynamic tensor with a bad name");
+  DynamicAnnouncement a;
+  a.spec.name = m.name();
+  a.spec.dtype = static_cast<DType>(m.dtype());
+  a.spec.dynamic = true;
+  uint64_t bytes_needed = DTypeSize(a.spec.dtype);
+  for (int64_t d : m.shape()) {
+    if (d < 0 || (d > 0 && bytes_needed > (uint64_t{1} << 48) / static_cast<uint64_t>(d))) {
+      return Bad(peer, "dynamic tensor '" + m.name() + "' with an impossible shape");
+    }
+    bytes_needed *= static_cast<uint64_t>(d);
+    a.spec.shape.push_back(d);
+  }
+  if (bytes_needed != m.length()) {
+    return Bad(peer, "dynamic tensor '" + m.name() + "' announces " + std::to_string(m.length()) +
+                         " bytes but its shape needs " + std::to_string(bytes_needed));
+  }
+  if (m.offset() + m.length() < m.offset()) return Bad(peer, "dynamic tensor range wraps");
+  a.offset = m.offset();
+  a.length = m.length();
+  a.sequence = m.sequence();
+  return a;
+}
+
+Result<uint64_t> DecodeDynamicDone(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::DynamicDone>(bytes, peer, "dynamic-done"));
+  return m.sequence();
+}
+
+}  // namespace tenax::comm

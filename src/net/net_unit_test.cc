@@ -1,0 +1,119 @@
+// Unit tests of net's pure parts: the control codec, the HMAC handshake
+// proofs and the link shaper.
+#include <gtest/gtest.h>
+
+#include "tenax/net/auth.h"
+#include "tenax/net/control_codec.h"
+#include "tenax/net/link_shaper.h"
+
+namespace tenax::net {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+TEST(ControlCodecTest, RoundTripAndVersionCheck) {
+  wire::Envelope env;
+  env.mutable_user()->set_kind(7);
+  env.mutable_user()->set_payload("hello");
+  auto bytes = Bytes(EncodeEnvelope(env));
+  auto back = DecodeEnvelope(bytes, 1024, "p");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->user().kind(), 7u);
+  env.set_version(99);
+  auto wrong = DecodeEnvelope(Bytes(env.SerializeAsString()), 1024, "10.0.0.2:7 (w1)");
+  ASSERT_EQ(wrong.status().code(), StatusCode::kProtocolError);
+  EXPECT_NE(wrong.status().message().find("10.0.0.2:7 (w1)"), std::string::npos);
+  EXPECT_NE(wrong.status().message().find("wire version 99"), std::string::npos);
+}
+
+TEST(ControlCodecTest, RejectsOversizedTruncatedAndMalformed) {
+  wire::Envelope env;
+  env.mutable_user()->set_payload(std::string(5000, 'x'));
+  auto bytes = Bytes(EncodeEnvelope(env));
+  EXPECT_EQ(DecodeEnvelope(bytes, 1000, "p").status().code(), StatusCode::kProtocolError);
+  bytes.resize(bytes.size() / 2);
+  EXPECT_EQ(DecodeEnvelope(bytes, 100000, "p").status().code(), StatusCode::kProtocolError);
+  EXPECT_EQ(DecodeEnvelope({}, 100, "p").status().code(), StatusCode::kProtocolError);
+  wire::Envelope hello;
+  hello.mutable_hello()->set_client_nonce("short");
+  EXPECT_EQ(DecodeEnvelope(Bytes(EncodeEnvelope(hello)), 1000, "p").status().code(), StatusCode::kProtocolError);
+  wire::Envelope empty;
+  EXPECT_EQ(DecodeEnvelope(Bytes(EncodeEnvelope(empty)), 1000, "p").status().code(), StatusCode::kProtocolError);
+}
+
+TEST(ControlCodecTest, RegionDescriptors) {
+  auto r = DecodeRegion(EncodeRegion(0x1000, 4096, "key"), "p");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->length, 4096u);
+  EXPECT_FALSE(DecodeRegion(EncodeRegion(0x1000, 0, "key"), "p").ok());
+  EXPECT_FALSE(DecodeRegion(EncodeRegion(~uint64_t{0} - 10, 4096, "key"), "p").ok());
+  EXPECT_FALSE(DecodeRegion("\xff\xff\xff", "p").ok());
+}
+
+TEST(AuthTest, ProofsDependOnSecretAndBothNonces) {
+  std::string a = RandomNonce(), b = RandomNonce();
+  EXPECT_EQ(a.size(), kNonceBytes);
+  EXPECT_NE(a, b);
+  std::string secret = "0123456789abcdef-secret";
+  EXPECT_EQ(ServerProof(secret, a, b), ServerProof(secret, a, b));
+  EXPECT_NE(ServerProof(secret, a, b), ServerProof("another-secret-0123456", a, b));
+  EXPECT_NE(ServerProof(secret, a, b), ServerProof(secret, b, a));
+  EXPECT_NE(ServerProof(secret, a, b), ClientProof(secret, b, a));  // no reflection
+  EXPECT_EQ(ServerProof(secret, a, b).size(), kProofBytes);
+  EXPECT_TRUE(ConstantTimeEqual("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEqual("abc", "abd"));
+  EXPECT_FALSE(ConstantTimeEqual("abc", "abcd"));
+}
+
+TEST(AuthTest, SecretMustBeSetAndLongEnough) {
+  ::unsetenv(kSecretEnvVar);
+  EXPECT_EQ(ResolveSecret("").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ResolveSecret("short").status().code(), StatusCode::kInvalidArgument);
+  ::setenv(kSecretEnvVar, "from-the-environment-123", 1);
+  EXPECT_EQ(*ResolveSecret(""), "from-the-environment-123");
+  EXPECT_EQ(*ResolveSecret("configured-secret-123456"), "configured-secret-123456");
+  ::unsetenv(kSecretEnvVar);
+}
+
+TEST(LinkShaperTest, DelayAndBandwidth) {
+  LinkShape shape;
+  shape.delay = 1000us;
+  shape.bandwidth_bytes_per_second = 1e6;  // 1 MB/s: 1000 bytes take 1 ms
+  LinkShaper shaper(shape);
+  auto t0 = SteadyClock::now();
+  auto a = shaper.Schedule(1000, t0);
+  EXPECT_EQ(a.complete_at - t0, 2ms);  // 1 ms on the wire + 1 ms delay
+  auto b = shaper.Schedule(1000, t0);  // queued behind a
+  EXPECT_EQ(b.complete_at - t0, 3ms);
+  auto c = shaper.Schedule(1000, t0 + 10ms);  // link idle again
+  EXPECT_EQ(c.complete_at - t0, 12ms);
+}
+
+TEST(LinkShaperTest, LossRetransmitsDeterministically) {
+  LinkShape shape;
+  shape.loss = 0.5;
+  shape.retransmit_timeout = 100us;
+  LinkShaper a(shape, 42), b(shape, 42);
+  int total = 0;
+  auto t0 = SteadyClock::now();
+  for (int i = 0; i < 1000; ++i) {
+    auto pa = a.Schedule(10, t0), pb = b.Schedule(10, t0);
+    EXPECT_EQ(pa.transmissions, pb.transmissions);
+    EXPECT_EQ(pa.complete_at - t0, (pa.transmissions - 1) * 100us);
+    total += pa.transmissions;
+  }
+  // Geometric with p = 0.5: about 2 transmissions per operation.
+  EXPECT_GT(total, 1800);
+  EXPECT_LT(total, 2200);
+  shape.loss = 0.9;
+  shape.max_transmissions = 1;
+  LinkShaper lossy(shape, 1);
+  int failed = 0;
+  for (int i = 0; i < 100; ++i) failed += lossy.Schedule(10, t0).failed;
+  EXPECT_GT(failed, 70);
+}
+
+}  // namespace
+}  // namespace tenax::net
