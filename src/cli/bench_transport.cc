@@ -8,6 +8,7 @@
 // receiver) once per UCX transport and drives it with control messages.
 // Every timed iteration ends when the receiver has the data in usable memory
 // and the sender has heard so (one small message back), for every mode.
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,10 +16,8 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
-#include <spdlog/spdlog.h>
+#include <sstream>
 
 #include "command.h"
 #include "grpc_peer.h"
@@ -69,7 +68,8 @@ Result<Workload> LoadShapesFile(const std::string& path, const std::string& name
     ls >> spec.name;
     int64_t d;
     while (ls >> d) spec.shape.push_back(d);
-    if (spec.shape.empty() || !ls.eof()) return InvalidArgument(path + ":" + std::to_string(lineno) + ": expected 'name d1 d2 ...'");
+    if (spec.shape.empty() || !ls.eof())
+      return InvalidArgument(path + ":" + std::to_string(lineno) + ": expected 'name d1 d2 ...'");
     w.tensors.push_back(std::move(spec));
   }
   return w;
@@ -77,8 +77,8 @@ Result<Workload> LoadShapesFile(const std::string& path, const std::string& name
 
 Result<std::vector<Workload>> Workloads(const std::string& shapes_path) {
   std::vector<Workload> out;
-  for (auto [name, floats] : {std::pair<const char*, int64_t>{"4KiB", 1024}, {"256KiB", 64 << 10},
-                              {"4MiB", 1 << 20}, {"64MiB", 16 << 20}}) {
+  for (auto [name, floats] :
+       {std::pair<const char*, int64_t>{"4KiB", 1024}, {"256KiB", 64 << 10}, {"4MiB", 1 << 20}, {"64MiB", 16 << 20}}) {
     out.push_back({name, {{"t", comm::DType::kFloat32, {floats}}}});
   }
   TENAX_ASSIGN_OR_RETURN(Workload resnet, LoadShapesFile(shapes_path, "resnet50"));
@@ -205,8 +205,8 @@ Result<Measurement> MeasureRpc(net::Node& node, net::PeerId peer, const Workload
     auto t0 = SteadyClock::now();
     std::vector<net::Op> ops;
     for (size_t t = 0; t < plan.tensors.size(); ++t) {
-      messages[t] = EncodeRpcTensor(static_cast<uint32_t>(t), source.data() + plan.tensors[t].offset,
-                                    plan.tensors[t].nbytes);
+      messages[t] =
+          EncodeRpcTensor(static_cast<uint32_t>(t), source.data() + plan.tensors[t].offset, plan.tensors[t].nbytes);
       ops.push_back(node.StartBulk(peer, messages[t].data(), messages[t].size()));
     }
     TENAX_RETURN_IF_ERROR(node.WaitAll(ops, deadline));
@@ -269,8 +269,8 @@ Status RunBenchTransport(const BenchArgs& a) {
     ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
     if (n <= 0) return Internal("cannot find the tenax binary");
     self[n] = 0;
-    TENAX_ASSIGN_OR_RETURN(auto child, ChildProcess::Start({self, "bench", "transport-peer", "--transports", tls,
-                                                            "--shapes", a.shapes}));
+    TENAX_ASSIGN_OR_RETURN(
+        auto child, ChildProcess::Start({self, "bench", "transport-peer", "--transports", tls, "--shapes", a.shapes}));
     TENAX_ASSIGN_OR_RETURN(std::string line, child->ReadLine());
     unsigned ucx_port = 0, grpc_port = 0;
     if (std::sscanf(line.c_str(), "PORT %u %u", &ucx_port, &grpc_port) != 2) {
@@ -292,8 +292,8 @@ Status RunBenchTransport(const BenchArgs& a) {
         if (mode == "grpc") {
           m = MeasureGrpc(static_cast<uint16_t>(grpc_port), w, iterations, warmup);
         } else {
-          TENAX_RETURN_IF_ERROR(node->SendControl(peer, kRunKind, mode + " " + w.name + " " + std::to_string(iterations),
-                                                  Deadline::After(30s)));
+          TENAX_RETURN_IF_ERROR(node->SendControl(
+              peer, kRunKind, mode + " " + w.name + " " + std::to_string(iterations), Deadline::After(30s)));
           m = mode == "tenax" ? MeasureTenax(*node, peer, w, iterations, warmup)
                               : MeasureRpc(*node, peer, w, iterations, warmup);
         }
@@ -367,9 +367,8 @@ void AddBenchTransportCommands(CLI::App& bench, int& exit_code) {
   peer->group("");  // hidden from --help
   peer->add_option("--transports", *peer_transports, "UCX transports");
   peer->add_option("--shapes", *peer_shapes, "ResNet-50 tensor shapes file");
-  peer->callback([peer_transports, peer_shapes, &exit_code] {
-    exit_code = RunTransportPeer(*peer_transports, *peer_shapes);
-  });
+  peer->callback(
+      [peer_transports, peer_shapes, &exit_code] { exit_code = RunTransportPeer(*peer_transports, *peer_shapes); });
 }
 
 }  // namespace tenax::cli

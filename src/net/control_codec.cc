@@ -39,12 +39,20 @@ Result<wire::Envelope> DecodeEnvelope(std::span<const uint8_t> bytes, size_t max
       break;
     case wire::Envelope::kAuth:
       if (env.auth().client_proof().size() != kProofBytes) return Bad(peer, "auth with a malformed proof");
+      if (env.auth().worker_address().empty() || env.auth().worker_address().size() > kMaxWorkerAddressBytes) {
+        return Bad(peer, "auth with a malformed worker address");
+      }
       break;
     case wire::Envelope::kRefused:
       if (env.refused().reason().size() > 4096) return Bad(peer, "refusal with an oversized reason");
       break;
     case wire::Envelope::kWelcome:
+      if (env.welcome().worker_address().empty() || env.welcome().worker_address().size() > kMaxWorkerAddressBytes) {
+        return Bad(peer, "welcome with a malformed worker address");
+      }
+      break;
     case wire::Envelope::kUser:
+    case wire::Envelope::kHeartbeat:
       break;
     case wire::Envelope::BODY_NOT_SET:
       return Bad(peer, "control message without a body");

@@ -17,6 +17,7 @@ inline constexpr uint32_t kWireVersion = 1;
 inline constexpr size_t kNonceBytes = 32;
 inline constexpr size_t kProofBytes = 32;  // HMAC-SHA256
 inline constexpr size_t kMaxNodeNameBytes = 256;
+inline constexpr size_t kMaxWorkerAddressBytes = 64 << 10;
 inline constexpr size_t kDefaultMaxControlBytes = 1 << 20;
 
 // Serialises `envelope` with version = kWireVersion.

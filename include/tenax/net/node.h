@@ -45,6 +45,16 @@ struct NodeOptions {
   std::string transports;     // UCX_TLS; "" = UCX's choice, "tcp" = force TCP
   std::string net_devices;    // UCX_NET_DEVICES; "" = all, "lo" = loopback only
   std::chrono::milliseconds handshake_timeout{5000};
+  // Each ready peer's control connection is written to at least this often,
+  // so that a peer that died without closing is detected within about one
+  // interval plus a TCP reset.
+  std::chrono::milliseconds heartbeat_interval{200};
+  // A ready peer from which nothing (not even a heartbeat) arrived for this
+  // long is lost (PeerLost). This is what detects a SIGKILLed peer on shared
+  // memory, where writes into its mapping still succeed. Contract: every
+  // Node must be driven (any wait, or Progress()) more often than this, or
+  // its peers will declare it lost.
+  std::chrono::milliseconds peer_timeout{10000};
   size_t max_control_bytes = 1 << 20;
   size_t max_bulk_bytes = size_t{1} << 30;
 };
