@@ -64,7 +64,7 @@ TEST(CliTest, HelpAndVersion) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out.rfind("tenax ", 0), 0u) << r.out;
   for (std::vector<std::string> cmd :
-       {std::vector<std::string>{"train"}, {"eval"}, {"bench"}, {"bench", "train-single"}}) {
+       {std::vector<std::string>{"train"}, {"eval"}, {"bench"}, {"bench", "train-single"}, {"bench", "transport"}}) {
     std::vector<std::string> argv = {TenaxBinary()};
     argv.insert(argv.end(), cmd.begin(), cmd.end());
     argv.push_back("--help");

@@ -655,8 +655,7 @@ Result<std::unique_ptr<Node>> Node::Create(NodeOptions options) {
   Impl& im = *node->impl_;
 
   // One context + worker per plane (see Impl).
-  auto start = [&](const std::string& transports, ucp_context_h* context, ucp_worker_h* worker,
-                   bool data_plane) -> Status {
+  auto start = [&](const std::string& transports, ucp_context_h* context, ucp_worker_h* worker) -> Status {
     ucp_config_t* config = nullptr;
     if (ucs_status_t s = ucp_config_read(nullptr, nullptr, &config); s != UCS_OK) {
       return Unavailable("UCX configuration: " + UcxError(s));
@@ -671,12 +670,6 @@ Result<std::unique_ptr<Node>> Node::Create(NodeOptions options) {
     Status st = modify("TLS", transports);
     if (st.ok()) st = modify("NET_DEVICES", options.net_devices);
     if (st.ok()) st = modify("KEEPALIVE_INTERVAL", kKeepaliveInterval);
-    // UCX's default 8 KiB TCP segments cap one-sided TCP transfers near
-    // 1 GB/s on loopback; 512 KiB segments reach ~4 GB/s (bench transport).
-    // A user's UCX_TCP_*_SEG_SIZE wins.
-    for (const char* key : {"TCP_TX_SEG_SIZE", "TCP_RX_SEG_SIZE"}) {
-      if (st.ok() && data_plane && !std::getenv((std::string("UCX_") + key).c_str())) st = modify(key, "512k");
-    }
     if (!st.ok()) {
       ucp_config_release(config);
       return st;
@@ -694,8 +687,14 @@ Result<std::unique_ptr<Node>> Node::Create(NodeOptions options) {
     if ((s = ucp_worker_create(*context, &wp, worker)) != UCS_OK) return Unavailable("UCX worker: " + UcxError(s));
     return Status::Ok();
   };
-  TENAX_RETURN_IF_ERROR(start(options.transports, &im.context, &im.worker, /*data_plane=*/true));
-  TENAX_RETURN_IF_ERROR(start("tcp", &im.ctrl_context, &im.ctrl_worker, /*data_plane=*/false));
+  // UCX's default 8 KiB TCP segments cap one-sided TCP transfers near 1 GB/s
+  // on loopback; 512 KiB segments reach ~4 GB/s (bench transport). UCX reads
+  // these transport settings only from the environment; a user's own
+  // UCX_TCP_*_SEG_SIZE wins.
+  ::setenv("UCX_TCP_TX_SEG_SIZE", "512k", /*overwrite=*/0);
+  ::setenv("UCX_TCP_RX_SEG_SIZE", "512k", /*overwrite=*/0);
+  TENAX_RETURN_IF_ERROR(start(options.transports, &im.context, &im.worker));
+  TENAX_RETURN_IF_ERROR(start("tcp", &im.ctrl_context, &im.ctrl_worker));
   ucs_status_t s = UCS_OK;
   {
     ucp_address_t* addr = nullptr;

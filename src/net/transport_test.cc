@@ -257,6 +257,39 @@ TEST_P(TransportTest, PeerKilledMidTransferGivesATypedErrorWithinTheDeadline) {
   EXPECT_EQ(node->Wait(after, Deadline::After(1s)).code(), StatusCode::kPeerLost);
 }
 
+// The emulation seam for the zone experiments: delay holds completions back,
+// loss re-sends real bytes, and the data still arrives intact.
+TEST_P(TransportTest, EmulatedDelayAndLossKeepDataIntact) {
+  std::unique_ptr<Child> child;
+  uint16_t port = StartPeer(child);
+  auto node = MakeNode();
+  auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
+  ASSERT_TRUE(peer.ok());
+  RemoteRegion remote = RemoteAlloc(*node, *peer, 1 << 20);
+  std::vector<uint8_t> data(1 << 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 5 + 1);
+
+  LinkShape shape;
+  shape.delay = std::chrono::microseconds(30000);
+  node->SetLinkShape(*peer, shape);
+  auto start = SteadyClock::now();
+  Op slow = node->Put(data.data(), 4096, remote, 0);
+  ASSERT_TRUE(node->Wait(slow, Deadline::After(10s)).ok());
+  EXPECT_GE(SteadyClock::now() - start, 30ms);
+
+  shape = LinkShape{};
+  shape.loss = 0.5;
+  shape.retransmit_timeout = std::chrono::microseconds(100);
+  shape.bandwidth_bytes_per_second = 200e6;  // 1 MiB takes ~5 ms per transmission
+  node->SetLinkShape(*peer, shape);
+  std::vector<Op> ops;
+  for (size_t off = 0; off < data.size(); off += 65536) ops.push_back(node->Put(data.data() + off, 65536, remote, off));
+  ASSERT_TRUE(node->WaitAll(ops, Deadline::After(20s)).ok());
+  ASSERT_TRUE(node->Flush(*peer, Deadline::After(20s)).ok());
+  node->SetLinkShape(*peer, LinkShape{});
+  EXPECT_EQ(RemoteHash(*node, *peer, 0, data.size()), testproto::HashHex(data.data(), data.size()));
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
                          ::testing::Values(TransportParam{"shm", ""}, TransportParam{"tcp", "tcp"}),
                          [](const auto& info) { return std::string(info.param.name); });
