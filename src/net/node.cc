@@ -802,51 +802,31 @@ Result<PeerId> Node::Accept(Deadline deadline) {
 
 Result<MemoryRegion> Node::Register(void* data, size_t size) {
   if (size == 0) return InvalidArgument("cannot register an empty region");
-  ucp_mem_map_params_t mp{};
-  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-  mp.address = data;
-  mp.length = size;
-  MemoryRegion r;
-  r.owner_ = impl_.get();
-  ucp_mem_h memh = nullptr;
-  if (ucs_status_t s = ucp_mem_map(impl_->context, &mp, &memh); s != UCS_OK) {
-    return Unavailable("cannot register " + std::to_string(size) + " bytes: " + UcxError(s));
-  }
-  r.memh_ = memh;
-  ucp_mem_attr_t attr{};
-  attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
-  if (ucs_status_t s = ucp_mem_query(memh, &attr); s != UCS_OK) return Internal("mem query: " + UcxError(s));
-  r.data_ = static_cast<uint8_t*>(attr.address);
-  r.size_ = size;
-  void* rkey = nullptr;
-  size_t rkey_size = 0;
-  if (ucs_status_t s = ucp_rkey_pack(impl_->context, memh, &rkey, &rkey_size); s != UCS_OK) {
-    return Internal("rkey pack: " + UcxError(s));
-  }
-  r.descriptor_.address = reinterpret_cast<uint64_t>(r.data_);
-  r.descriptor_.length = size;
-  r.descriptor_.rkey.assign(static_cast<char*>(rkey), rkey_size);
-  ucp_rkey_buffer_release(rkey);
-  return r;
+  return MapRegion(data, size, /*allocate=*/false);
 }
 
 Result<MemoryRegion> Node::Allocate(size_t size) {
   if (size == 0) return InvalidArgument("cannot allocate an empty region");
+  return MapRegion(nullptr, size, /*allocate=*/true);
+}
+
+Result<MemoryRegion> Node::MapRegion(void* data, size_t size, bool allocate) {
   ucp_mem_map_params_t mp{};
   mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
-  mp.address = nullptr;
+  mp.address = data;
   mp.length = size;
-  mp.flags = UCP_MEM_MAP_ALLOCATE;
+  mp.flags = allocate ? UCP_MEM_MAP_ALLOCATE : 0;
   ucp_mem_h memh = nullptr;
   if (ucs_status_t s = ucp_mem_map(impl_->context, &mp, &memh); s != UCS_OK) {
-    return Unavailable("cannot allocate " + std::to_string(size) + " registered bytes: " + UcxError(s));
+    return Unavailable(std::string("cannot ") + (allocate ? "allocate " : "register ") + std::to_string(size) +
+                       " bytes: " + UcxError(s));
   }
-  ucp_mem_attr_t attr{};
-  attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
-  ucp_mem_query(memh, &attr);
-  MemoryRegion r;
+  MemoryRegion r;  // owns memh from here on, also on the error paths below
   r.owner_ = impl_.get();
   r.memh_ = memh;
+  ucp_mem_attr_t attr{};
+  attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+  if (ucs_status_t s = ucp_mem_query(memh, &attr); s != UCS_OK) return Internal("mem query: " + UcxError(s));
   r.data_ = static_cast<uint8_t*>(attr.address);
   r.size_ = size;
   void* rkey = nullptr;

@@ -34,6 +34,8 @@ class ChildProcess {
 
   // The next line of stdout (without the newline); NotFound at end of output.
   Result<std::string> ReadLine();
+  // Output read but not yet returned as a line (a last line without '\n').
+  std::string TakeRemainder();
   // Waits for exit and returns the exit code (128 + signal if killed).
   int Wait();
   pid_t pid() const { return pid_; }

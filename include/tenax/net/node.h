@@ -239,6 +239,7 @@ class Node {
  private:
   explicit Node(NodeOptions options);
   Op Rma(bool put, void* local, size_t size, const RemoteRegion& remote, size_t remote_offset);
+  Result<MemoryRegion> MapRegion(void* data, size_t size, bool allocate);
   std::unique_ptr<Impl> impl_;
   NodeOptions options_;
 };
