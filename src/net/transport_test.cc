@@ -7,6 +7,7 @@
 #include <random>
 
 #include "net_test_protocol.h"
+#include "raw_ucx_client.h"
 #include "tenax/net/control_codec.h"
 #include "tenax/net/node.h"
 #include "testing.h"
@@ -288,6 +289,64 @@ TEST_P(TransportTest, EmulatedDelayAndLossKeepDataIntact) {
   ASSERT_TRUE(node->Flush(*peer, Deadline::After(20s)).ok());
   node->SetLinkShape(*peer, LinkShape{});
   EXPECT_EQ(RemoteHash(*node, *peer, 0, data.size()), testproto::HashHex(data.data(), data.size()));
+}
+
+// A client that lies or sends garbage is refused and disconnected; the
+// server (a real peer process) keeps serving honest peers afterwards. The
+// control plane is TCP whatever the data transport, so this runs once per
+// instantiation only to reuse the fixture.
+TEST_P(TransportTest, LiarsAndMalformedFramesAreRefusedWhileOthersAreServed) {
+  std::unique_ptr<Child> child;
+  uint16_t port = StartPeer(child);
+  auto frame = [](auto fill) {
+    wire::Envelope env;
+    fill(env);
+    return EncodeEnvelope(env);
+  };
+  const std::string nonce(kNonceBytes, 'n');
+  {  // Answers the challenge without knowing the secret.
+    testing::RawUcxClient liar(port);
+    ASSERT_TRUE(liar.connected());
+    liar.Send(frame([&](wire::Envelope& e) {
+      e.mutable_hello()->set_client_nonce(nonce);
+      e.mutable_hello()->set_node_name("liar");
+    }));
+    auto challenge = liar.Receive(10s);
+    ASSERT_TRUE(challenge.has_value());
+    liar.Send(frame([&](wire::Envelope& e) {
+      e.mutable_auth()->set_client_proof(std::string(kProofBytes, 'x'));
+      e.mutable_auth()->set_worker_address("not-an-address");
+    }));
+    auto reply = liar.Receive(10s);
+    ASSERT_TRUE(reply.has_value());
+    auto env = DecodeEnvelope(std::vector<uint8_t>(reply->begin(), reply->end()), 1 << 20, "server");
+    ASSERT_TRUE(env.ok());
+    EXPECT_TRUE(env->has_refused());
+    EXPECT_EQ(env->refused().reason(), "wrong cluster secret");
+    EXPECT_FALSE(env->has_welcome());
+    EXPECT_TRUE(liar.WaitClosed(10s));
+  }
+  wire::Envelope wrong_version;
+  wrong_version.mutable_hello()->set_client_nonce(nonce);
+  wrong_version.set_version(kWireVersion + 1);
+  const std::vector<std::string> bad_frames = {
+      std::string(2 << 20, 'x'),                                                                // oversized
+      std::string("\x0a\xff\xff\xff", 4),                                                       // truncated protobuf
+      wrong_version.SerializeAsString(),                                                        // wrong version
+      frame([](wire::Envelope& e) { e.mutable_user()->set_payload("before the handshake"); }),  // unauthenticated
+  };
+  for (const auto& bad : bad_frames) {
+    testing::RawUcxClient client(port);
+    ASSERT_TRUE(client.connected());
+    client.Send(bad);
+    EXPECT_TRUE(client.WaitClosed(10s)) << "frame of " << bad.size() << " bytes was not refused";
+  }
+  // The server is still healthy for an honest peer.
+  auto node = MakeNode();
+  auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  RemoteRegion remote = RemoteAlloc(*node, *peer, 4096);
+  EXPECT_EQ(RemoteHash(*node, *peer, 0, 4096).size(), 16u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
