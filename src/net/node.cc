@@ -131,7 +131,13 @@ struct Node::Impl {
   std::deque<std::unique_ptr<RndvReceive>> rndv;
   std::vector<PendingSend> pending_sends;
   std::vector<void*> closing;  // ep close requests in flight
-  std::vector<ucp_ep_h> to_close;
+  // Endpoints to close from Progress; `flush` closes deliver what was sent
+  // first (a refusal must reach the refused), force closes are for the dead.
+  struct Closing {
+    ucp_ep_h ep;
+    bool flush;
+  };
+  std::vector<Closing> to_close;
   std::deque<PeerId> accepted;
   std::deque<ControlMessage> control;
   std::deque<BulkMessage> bulk;
@@ -295,7 +301,7 @@ struct Node::Impl {
     return id;
   }
 
-  void LosePeer(PeerId id, Status why, bool close_ep) {
+  void LosePeer(PeerId id, Status why, bool close_ep, bool flush_close = false) {
     PeerState* p = Find(id);
     if (!p || p->phase == Phase::kLost) return;
     // Deliver what the peer said before it went away (its last message often
@@ -320,12 +326,12 @@ struct Node::Impl {
     spdlog::warn("[{}] {}", options.name, p->lost.message());
     if (close_ep && p->ep) {
       by_ep.erase(p->ep);
-      to_close.push_back(p->ep);  // closed from Progress, not from a callback
+      to_close.push_back({p->ep, flush_close});  // closed from Progress, not from a callback
       p->ep = nullptr;
     }
     if (close_ep && p->data_ep) {
       by_data_ep.erase(p->data_ep);
-      to_close.push_back(p->data_ep);
+      to_close.push_back({p->data_ep, false});
       p->data_ep = nullptr;
     }
   }
@@ -355,7 +361,7 @@ struct Node::Impl {
     wire::Envelope env;
     env.mutable_refused()->set_reason(reason);
     (void)SendEnvelope(p, std::move(env));
-    LosePeer(p.id, std::move(why), /*close_ep=*/true);
+    LosePeer(p.id, std::move(why), /*close_ep=*/true, /*flush_close=*/true);
   }
 
   // --- the handshake state machine ---
@@ -514,11 +520,11 @@ struct Node::Impl {
                  true);
       }
     }
-    for (ucp_ep_h ep : to_close) {
+    for (const Closing& c : to_close) {
       ucp_request_param_t param{};
       param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      param.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &param);
+      param.flags = c.flush ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+      ucs_status_ptr_t req = ucp_ep_close_nbx(c.ep, &param);
       if (req && !UCS_PTR_IS_ERR(req)) closing.push_back(req);
     }
     to_close.clear();
@@ -629,8 +635,8 @@ Node::Node(NodeOptions options) : impl_(std::make_unique<Impl>()), options_(std:
 Node::~Node() {
   if (!impl_) return;
   for (auto& [id, p] : impl_->peers) {
-    if (p.ep) impl_->to_close.push_back(p.ep);
-    if (p.data_ep) impl_->to_close.push_back(p.data_ep);
+    if (p.ep) impl_->to_close.push_back({p.ep, false});
+    if (p.data_ep) impl_->to_close.push_back({p.data_ep, false});
     p.ep = nullptr;
     p.data_ep = nullptr;
   }
@@ -1072,11 +1078,11 @@ void Node::Disconnect(PeerId peer, Deadline deadline) {
   p = impl_->Find(peer);
   if (p && p->ep) {
     impl_->by_ep.erase(p->ep);
-    impl_->to_close.push_back(p->ep);
+    impl_->to_close.push_back({p->ep, true});  // Disconnect: deliver what was sent
     p->ep = nullptr;
     if (p->data_ep) {
       impl_->by_data_ep.erase(p->data_ep);
-      impl_->to_close.push_back(p->data_ep);
+      impl_->to_close.push_back({p->data_ep, true});
       p->data_ep = nullptr;
     }
     p->phase = Phase::kLost;
