@@ -19,7 +19,8 @@ Result<std::string> ResolveSecret(const std::string& configured) {
     if (env) secret = env;
   }
   if (secret.empty()) {
-    return InvalidArgument(std::string("no cluster secret: set net.secret in the job file or ") + kSecretEnvVar);
+    return InvalidArgument(std::string("no cluster secret: set the ") + kSecretEnvVar +
+                           " environment variable (at least 16 bytes, the same on every node)");
   }
   if (secret.size() < kMinSecretBytes) {
     return InvalidArgument("the cluster secret must be at least " + std::to_string(kMinSecretBytes) + " bytes");

@@ -13,7 +13,8 @@ namespace tenax::net {
 inline constexpr const char* kSecretEnvVar = "TENAX_SECRET";
 inline constexpr size_t kMinSecretBytes = 16;
 
-// The configured secret, or $TENAX_SECRET when `configured` is empty.
+// The configured secret (NodeOptions::secret), or $TENAX_SECRET when
+// `configured` is empty.
 // InvalidArgument when neither is set or the secret is shorter than 16 bytes.
 Result<std::string> ResolveSecret(const std::string& configured);
 
