@@ -51,6 +51,24 @@ class TransportTest : public ::testing::TestWithParam<TransportParam> {
     return std::move(*node);
   }
 
+  // A fresh peer process and a node connected to it. Members are destroyed
+  // in reverse order: the node closes before the peer process is reaped.
+  struct Session {
+    std::unique_ptr<Child> child;
+    std::unique_ptr<Node> node;
+    PeerId peer = 0;
+    Status status;
+  };
+  Session ConnectToNewPeer() {
+    Session s;
+    uint16_t port = StartPeer(s.child);
+    s.node = MakeNode();
+    auto peer = s.node->Connect("127.0.0.1", port, Deadline::After(20s));
+    s.status = peer.status();
+    if (peer.ok()) s.peer = *peer;
+    return s;
+  }
+
   // Asks the peer for a region of `size` bytes and imports it.
   RemoteRegion RemoteAlloc(Node& node, PeerId peer, size_t size) {
     EXPECT_TRUE(node.SendControl(peer, testproto::kAlloc, std::to_string(size), Deadline::After(10s)).ok());
@@ -75,11 +93,10 @@ class TransportTest : public ::testing::TestWithParam<TransportParam> {
 };
 
 TEST_P(TransportTest, PutAndGetRandomSizesAndOffsets) {
-  std::unique_ptr<Child> child;
-  uint16_t port = StartPeer(child);
-  auto node = MakeNode();
-  auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
-  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  Session session = ConnectToNewPeer();
+  ASSERT_TRUE(session.status.ok()) << session.status.ToString();
+  auto& node = session.node;
+  const PeerId* peer = &session.peer;
   constexpr size_t kRegion = 4 << 20;
   RemoteRegion remote = RemoteAlloc(*node, *peer, kRegion);
   ASSERT_EQ(remote.size(), kRegion);
@@ -110,11 +127,10 @@ TEST_P(TransportTest, PutAndGetRandomSizesAndOffsets) {
 }
 
 TEST_P(TransportTest, OutOfBoundsAccessIsRefusedLocally) {
-  std::unique_ptr<Child> child;
-  uint16_t port = StartPeer(child);
-  auto node = MakeNode();
-  auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
-  ASSERT_TRUE(peer.ok());
+  Session session = ConnectToNewPeer();
+  ASSERT_TRUE(session.status.ok()) << session.status.ToString();
+  auto& node = session.node;
+  const PeerId* peer = &session.peer;
   RemoteRegion remote = RemoteAlloc(*node, *peer, 4096);
   uint8_t buf[64] = {};
   Op op = node->Put(buf, 64, remote, 4096 - 32);
@@ -125,11 +141,10 @@ TEST_P(TransportTest, OutOfBoundsAccessIsRefusedLocally) {
 }
 
 TEST_P(TransportTest, ManyOutstandingOperations) {
-  std::unique_ptr<Child> child;
-  uint16_t port = StartPeer(child);
-  auto node = MakeNode();
-  auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
-  ASSERT_TRUE(peer.ok());
+  Session session = ConnectToNewPeer();
+  ASSERT_TRUE(session.status.ok()) << session.status.ToString();
+  auto& node = session.node;
+  const PeerId* peer = &session.peer;
   constexpr size_t kChunk = 4096, kCount = 512;
   RemoteRegion remote = RemoteAlloc(*node, *peer, kChunk * kCount);
   auto local = node->Allocate(kChunk * kCount);
@@ -176,11 +191,10 @@ TEST_P(TransportTest, ConcurrentPeers) {
 }
 
 TEST_P(TransportTest, ControlMessagesRoundTripAndAreBounded) {
-  std::unique_ptr<Child> child;
-  uint16_t port = StartPeer(child);
-  auto node = MakeNode();
-  auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
-  ASSERT_TRUE(peer.ok());
+  Session session = ConnectToNewPeer();
+  ASSERT_TRUE(session.status.ok()) << session.status.ToString();
+  auto& node = session.node;
+  const PeerId* peer = &session.peer;
   for (size_t size : {size_t{0}, size_t{1}, size_t{1000}, size_t{100000}, size_t{900000}}) {
     std::string payload(size, '\0');
     for (size_t i = 0; i < size; ++i) payload[i] = static_cast<char>(i * 7);
@@ -223,11 +237,10 @@ TEST_P(TransportTest, ConnectingToNothingFailsWithinTheDeadline) {
 }
 
 TEST_P(TransportTest, PeerKilledMidTransferGivesATypedErrorWithinTheDeadline) {
-  std::unique_ptr<Child> child;
-  uint16_t port = StartPeer(child);
-  auto node = MakeNode();
-  auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
-  ASSERT_TRUE(peer.ok());
+  Session session = ConnectToNewPeer();
+  ASSERT_TRUE(session.status.ok()) << session.status.ToString();
+  auto& node = session.node;
+  const PeerId* peer = &session.peer;
   constexpr size_t kSize = 16 << 20;
   RemoteRegion remote = RemoteAlloc(*node, *peer, kSize);
   auto local = node->Allocate(kSize);
@@ -235,8 +248,8 @@ TEST_P(TransportTest, PeerKilledMidTransferGivesATypedErrorWithinTheDeadline) {
   Op first = node->Put(local->data(), kSize, remote, 0);
   ASSERT_TRUE(node->Wait(first, Deadline::After(20s)).ok());
 
-  child->Signal(SIGKILL);
-  EXPECT_EQ(child->Wait(), 128 + SIGKILL);
+  session.child->Signal(SIGKILL);
+  EXPECT_EQ(session.child->Wait(), 128 + SIGKILL);
   const auto deadline = Deadline::After(15s);
   const auto start = SteadyClock::now();
   Status st;
@@ -261,11 +274,10 @@ TEST_P(TransportTest, PeerKilledMidTransferGivesATypedErrorWithinTheDeadline) {
 // The emulation seam for the zone experiments: delay holds completions back,
 // loss re-sends real bytes, and the data still arrives intact.
 TEST_P(TransportTest, EmulatedDelayAndLossKeepDataIntact) {
-  std::unique_ptr<Child> child;
-  uint16_t port = StartPeer(child);
-  auto node = MakeNode();
-  auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
-  ASSERT_TRUE(peer.ok());
+  Session session = ConnectToNewPeer();
+  ASSERT_TRUE(session.status.ok()) << session.status.ToString();
+  auto& node = session.node;
+  const PeerId* peer = &session.peer;
   RemoteRegion remote = RemoteAlloc(*node, *peer, 1 << 20);
   std::vector<uint8_t> data(1 << 20);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 5 + 1);
