@@ -20,10 +20,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
   for (const auto& status : {tenax::comm::DecodeArenaOffer(text, "fuzz-peer").status(),
                              tenax::comm::DecodeDynamicTensor(text, "fuzz-peer").status(),
-                             tenax::comm::DecodeDynamicDone(text, "fuzz-peer").status()}) {
+                             tenax::comm::DecodeDynamicDone(text, "fuzz-peer").status(),
+                             tenax::comm::DecodeMeshHello(text, "fuzz-peer").status(),
+                             tenax::comm::DecodeCollectiveOffer(text, "fuzz-peer").status()}) {
     if (!status.ok() && status.code() != tenax::StatusCode::kProtocolError) std::abort();
   }
   auto dyn = tenax::comm::DecodeDynamicTensor(text, "fuzz-peer");
   if (dyn.ok() && dyn->length != dyn->spec.nbytes()) std::abort();
+  auto hello = tenax::comm::DecodeMeshHello(text, "fuzz-peer");
+  if (hello.ok() && hello->rank() >= hello->world()) std::abort();
   return 0;
 }

@@ -66,4 +66,28 @@ Result<uint64_t> DecodeDynamicDone(std::string_view bytes, const std::string& pe
   return m.sequence();
 }
 
+std::string EncodeMeshHello(const std::string& job_id, uint32_t rank, uint32_t world) {
+  wire::MeshHello m;
+  m.set_job_id(job_id);
+  m.set_rank(rank);
+  m.set_world(world);
+  return m.SerializeAsString();
+}
+
+Result<wire::MeshHello> DecodeMeshHello(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::MeshHello>(bytes, peer, "mesh hello"));
+  if (m.world() == 0 || m.world() > kMaxGroupRanks) return Bad(peer, "mesh hello with world " + std::to_string(m.world()));
+  if (m.rank() >= m.world()) {
+    return Bad(peer, "mesh hello with rank " + std::to_string(m.rank()) + " of world " + std::to_string(m.world()));
+  }
+  if (m.job_id().size() > 256) return Bad(peer, "mesh hello with a job id longer than 256 bytes");
+  return m;
+}
+
+Result<wire::CollectiveOffer> DecodeCollectiveOffer(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::CollectiveOffer>(bytes, peer, "collective offer"));
+  if (m.buffer().empty() || m.scratch().empty()) return Bad(peer, "collective offer without its regions");
+  return m;
+}
+
 }  // namespace tenax::comm

@@ -29,4 +29,12 @@ Result<DynamicAnnouncement> DecodeDynamicTensor(std::string_view bytes, const st
 
 Result<uint64_t> DecodeDynamicDone(std::string_view bytes, const std::string& peer);
 
+// Collective groups (comm/group.h, comm/allreduce.h).
+inline constexpr uint32_t kMaxGroupRanks = 4096;
+std::string EncodeMeshHello(const std::string& job_id, uint32_t rank, uint32_t world);
+// Checks rank < world <= kMaxGroupRanks and a job id of at most 256 bytes.
+Result<wire::MeshHello> DecodeMeshHello(std::string_view bytes, const std::string& peer);
+// Checks that both regions are present.
+Result<wire::CollectiveOffer> DecodeCollectiveOffer(std::string_view bytes, const std::string& peer);
+
 }  // namespace tenax::comm

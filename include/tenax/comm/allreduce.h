@@ -1,0 +1,130 @@
+// In-place float32 sum across a Group, over registered memory: the peers
+// write straight into our buffer (allgather) and into a scratch region
+// (reduce phase); no message is serialised and nothing is copied out.
+//
+// Algorithms, chosen per segment by size (the same on every rank):
+// - direct, for segments up to AllreduceOptions::direct_max_bytes: every
+//   rank writes its segment into a slot of every other rank, then each sums
+//   the slots in rank order. One round of latency.
+// - ring, above that: reduce-scatter then allgather around the ring
+//   (rank r sends to r+1), 2(p-1) steps moving 2(p-1)/p of the data per
+//   rank. The reduce-scatter writes into the right neighbour's scratch
+//   slots; the allgather writes the finished chunk into the right
+//   neighbour's buffer in place.
+// Every message is one put, a fence and a put of a per-sender counter into
+// the receiver's signal word; a receiver acknowledges consumed scratch slots
+// before the sender may reuse them. Both algorithms give bitwise identical
+// results on every rank (each element is summed in one fixed order), which
+// keeps data-parallel replicas identical.
+//
+// Segments are queued with Start and advanced by Poll, so a trainer can
+// start a gradient bucket while backward is still running and keep
+// computing; Wait completes the queue.
+//
+// Threading: uses the Group's Node from the Node's thread only.
+// Failures: sticky. A lost member (PeerLost), a missed deadline
+// (DeadlineExceeded naming the rank we were waiting for) or an interrupt
+// fails the current and every later call; the buffer's contents are then
+// unspecified.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "tenax/comm/group.h"
+
+namespace tenax::comm {
+
+struct AllreduceOptions {
+  size_t direct_max_bytes = 32 << 10;  // segments up to this size use the direct algorithm
+};
+
+class Allreduce {
+ public:
+  // Collective: every rank calls it with the same `count`. The buffer of
+  // `count` floats is allocated here, by the transport, zeroed: memory the
+  // transport maps itself is what peers on the same host can write with a
+  // plain copy (caller memory would make UCX emulate puts with messages).
+  // Put the values to reduce there (data()), or make tensors views of it.
+  static Result<std::unique_ptr<Allreduce>> Create(Group& group, size_t count, Deadline deadline,
+                                                   AllreduceOptions options = {});
+  ~Allreduce();
+
+  // Queues an in-place sum of data[offset, offset + count) over all ranks,
+  // multiplied by `scale`. Every rank must queue the same segments in the
+  // same order. The segment must not be touched until it completes.
+  Status Start(size_t offset, size_t count, float scale = 1.0f);
+  // Advances the queue without blocking; returns how many segments have
+  // completed since Create.
+  Result<uint64_t> Poll();
+  // Completes every queued segment.
+  Status Wait(Deadline deadline);
+  // Start + Wait.
+  Status Run(size_t offset, size_t count, float scale, Deadline deadline);
+
+  // Consulted while waiting: a non-OK status aborts the wait with that
+  // status (e.g. the coordinator announced a failed rank, or a stop signal).
+  void SetInterrupt(std::function<Status()> interrupt) { interrupt_ = std::move(interrupt); }
+
+  size_t count() const { return count_; }
+  float* data() const { return data_; }
+
+ private:
+  struct Segment {
+    size_t offset = 0, count = 0;
+    float scale = 1.0f;
+    uint64_t op = 0;  // 1-based sequence number, equal on every rank
+    bool ring = false;
+    int step = 0;       // ring: 0..2(p-1); direct: 0 = not sent, 1 = sent, 2 = summed
+    bool sent = false;  // ring: this step's message left
+    uint64_t rx_base = 0;
+  };
+  struct Pending {
+    net::Op op;
+    int to = 0;
+    std::unique_ptr<uint64_t> value;  // source of a signal put, stable until completion
+  };
+  explicit Allreduce(Group& group) : group_(group) {}
+
+  Result<bool> Advance(Segment& s);  // true when the segment is complete
+  Result<bool> AdvanceRing(Segment& s);
+  Result<bool> AdvanceDirect(Segment& s);
+  Status Send(int to, const void* src, size_t bytes, const net::RemoteRegion& region, size_t remote_offset);
+  Status Signal(int to, size_t remote_offset, uint64_t value);
+  bool Arrived(int from, uint64_t messages) const;
+  bool ScratchFree(int to) const;
+  Status Ack(int to, uint64_t op);
+  Result<bool> OutgoingDone();
+  Status Fail(Status st);
+  std::string Where(const Segment& s, int waiting_for) const;
+
+  size_t SignalOffset(int from) const { return 64 * static_cast<size_t>(from); }
+  size_t AckOffset(int from) const { return 64 * static_cast<size_t>(group_.world() + from); }
+  size_t SlotsOffset() const { return 64 * 2 * static_cast<size_t>(group_.world()); }
+
+  Group& group_;
+  AllreduceOptions options_;
+  float* data_ = nullptr;
+  size_t count_ = 0;
+  size_t ring_slot_bytes_ = 0;
+  size_t direct_slot_bytes_ = 0;
+  net::MemoryRegion buffer_;
+  net::MemoryRegion scratch_;
+  std::vector<net::RemoteRegion> remote_buffer_;   // by rank
+  std::vector<net::RemoteRegion> remote_scratch_;  // by rank
+  std::vector<uint64_t> tx_messages_;              // messages sent to each rank
+  std::vector<uint64_t> rx_messages_;              // messages consumed from each rank
+  std::vector<uint64_t> scratch_op_to_;            // last op that wrote into each rank's scratch
+  std::vector<Pending> pending_;
+  std::deque<Segment> queue_;
+  uint64_t next_op_ = 1;
+  uint64_t completed_ = 0;
+  int waiting_for_ = -1;
+  Status failed_;
+  std::function<Status()> interrupt_;
+};
+
+}  // namespace tenax::comm

@@ -1,0 +1,67 @@
+// A collective group: `world` ranks, every pair connected by a net::Node
+// connection, each connection introduced by a MeshHello naming the job and
+// the rank. Collectives (allreduce.h) run over a Group.
+//
+// Threading: a Group uses its Node from the Node's thread only.
+// Failures: Connect fails with DeadlineExceeded naming the ranks that never
+// arrived, FailedPrecondition for a peer of another job or with a clashing
+// rank (which is disconnected); later, a lost member surfaces as the Node's
+// PeerLost status for that peer.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tenax/net/node.h"
+
+namespace tenax::comm {
+
+// Control-message kinds of groups and collectives (net User kinds 0x110..).
+inline constexpr uint32_t kMeshHelloKind = 0x110;
+inline constexpr uint32_t kCollectiveOfferKind = 0x111;
+inline constexpr uint32_t kBarrierKind = 0x112;
+
+struct GroupMember {
+  std::string host;   // where the member's Node listens
+  uint16_t port = 0;
+  std::string name;   // for logs, e.g. "rank 2 on host-b"
+};
+
+class Group {
+ public:
+  // Connects rank `rank` of `members` (index = rank; our own entry is not
+  // dialled) to every other member: it dials the ranks above it and
+  // accepts the ranks below it. Every member calls this with the same list
+  // and job id.
+  static Result<std::unique_ptr<Group>> Connect(net::Node& node, const std::string& job_id, int rank,
+                                                std::vector<GroupMember> members, Deadline deadline);
+
+  // A group over connections that already exist (`peers[rank]` is unused).
+  static std::unique_ptr<Group> FromPeers(net::Node& node, int rank, std::vector<net::PeerId> peers,
+                                          std::vector<GroupMember> members = {});
+
+  net::Node& node() const { return node_; }
+  int rank() const { return rank_; }
+  int world() const { return static_cast<int>(peers_.size()); }
+  net::PeerId peer(int rank) const { return peers_[static_cast<size_t>(rank)]; }
+  // "rank R (name)" for messages.
+  std::string Describe(int rank) const;
+  // The first lost member, if any (OK otherwise).
+  Status Health() const;
+  // Returns once every rank has entered the barrier (rank 0 gathers and
+  // releases, over control messages). A rank must not leave the group while
+  // others may still address it: end with a Barrier.
+  Status Barrier(Deadline deadline);
+
+ private:
+  Group(net::Node& node, int rank, std::vector<net::PeerId> peers, std::vector<GroupMember> members)
+      : node_(node), rank_(rank), peers_(std::move(peers)), members_(std::move(members)) {}
+  net::Node& node_;
+  int rank_;
+  std::vector<net::PeerId> peers_;
+  std::vector<GroupMember> members_;
+  uint64_t barriers_ = 0;
+};
+
+}  // namespace tenax::comm

@@ -1,0 +1,343 @@
+#include "tenax/comm/allreduce.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "tenax/comm/channel_codec.h"
+#include "tenax/net/control_codec.h"
+
+namespace tenax::comm {
+namespace {
+
+size_t RoundUp64(size_t n) { return (n + 63) / 64 * 64; }
+
+uint64_t LoadWord(const uint8_t* p) {
+  return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(const_cast<uint8_t*>(p)))
+      .load(std::memory_order_acquire);
+}
+
+// Chunk j of a segment of `count` elements split over `p` ranks: the first
+// count % p chunks hold one element more.
+struct Chunk {
+  size_t begin, length;
+};
+Chunk ChunkOf(size_t count, int p, int j) {
+  const size_t base = count / static_cast<size_t>(p), rem = count % static_cast<size_t>(p);
+  const size_t uj = static_cast<size_t>(j);
+  return {uj * base + std::min(uj, rem), base + (uj < rem ? 1 : 0)};
+}
+
+int Mod(int a, int p) { return ((a % p) + p) % p; }
+
+std::string EncodeOffer(size_t count, int rank, const net::MemoryRegion& buffer, const net::MemoryRegion& scratch) {
+  wire::CollectiveOffer m;
+  m.set_count(count);
+  m.set_rank(static_cast<uint32_t>(rank));
+  const auto& b = buffer.descriptor();
+  const auto& s = scratch.descriptor();
+  m.set_buffer(net::EncodeRegion(b.address, b.length, b.rkey));
+  m.set_scratch(net::EncodeRegion(s.address, s.length, s.rkey));
+  return m.SerializeAsString();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count, Deadline deadline,
+                                                     AllreduceOptions options) {
+  if (count == 0) return InvalidArgument("allreduce over an empty buffer");
+  std::unique_ptr<Allreduce> a(new Allreduce(group));
+  const int p = group.world();
+  a->options_ = options;
+  a->count_ = count;
+  a->ring_slot_bytes_ = RoundUp64(ChunkOf(count, p, 0).length * sizeof(float));
+  a->direct_slot_bytes_ = RoundUp64(std::min(count * sizeof(float), options.direct_max_bytes));
+  const size_t slots = std::max(a->ring_slot_bytes_ * static_cast<size_t>(p - 1),
+                                a->direct_slot_bytes_ * static_cast<size_t>(p));
+  net::Node& node = group.node();
+  TENAX_ASSIGN_OR_RETURN(a->buffer_, node.Allocate(count * sizeof(float)));
+  a->data_ = reinterpret_cast<float*>(a->buffer_.data());
+  std::memset(a->data_, 0, count * sizeof(float));
+  TENAX_ASSIGN_OR_RETURN(a->scratch_, node.Allocate(a->SlotsOffset() + slots));
+  std::memset(a->scratch_.data(), 0, a->scratch_.size());
+  a->remote_buffer_.resize(static_cast<size_t>(p));
+  a->remote_scratch_.resize(static_cast<size_t>(p));
+  a->tx_messages_.assign(static_cast<size_t>(p), 0);
+  a->rx_messages_.assign(static_cast<size_t>(p), 0);
+  a->scratch_op_to_.assign(static_cast<size_t>(p), 0);
+  if (p == 1) return a;
+
+  const std::string offer = EncodeOffer(count, group.rank(), a->buffer_, a->scratch_);
+  for (int r = 0; r < p; ++r) {
+    if (r != group.rank()) TENAX_RETURN_IF_ERROR(node.SendControl(group.peer(r), kCollectiveOfferKind, offer, deadline));
+  }
+  for (int r = 0; r < p; ++r) {
+    if (r == group.rank()) continue;
+    auto msg = node.ReceiveControl(deadline, group.peer(r), kCollectiveOfferKind);
+    if (!msg.ok()) {
+      return Status(msg.status().code(), "allreduce setup: no offer from " + group.Describe(r) + ": " +
+                                             msg.status().message());
+    }
+    TENAX_ASSIGN_OR_RETURN(wire::CollectiveOffer o, DecodeCollectiveOffer(msg->payload, group.Describe(r)));
+    if (o.count() != count) {
+      return FailedPrecondition("allreduce setup: " + group.Describe(r) + " reduces " + std::to_string(o.count()) +
+                                " floats, this rank " + std::to_string(count));
+    }
+    TENAX_ASSIGN_OR_RETURN(net::DecodedRegion b, net::DecodeRegion(o.buffer(), group.Describe(r)));
+    TENAX_ASSIGN_OR_RETURN(net::DecodedRegion s, net::DecodeRegion(o.scratch(), group.Describe(r)));
+    if (b.length < count * sizeof(float) || s.length < a->scratch_.size()) {
+      return ProtocolError("allreduce setup: " + group.Describe(r) +
+                           " offered regions too small for the agreed layout (different options?)");
+    }
+    TENAX_ASSIGN_OR_RETURN(a->remote_buffer_[static_cast<size_t>(r)],
+                           node.Import(group.peer(r), net::RegionDescriptor{b.address, b.length, b.rkey}));
+    TENAX_ASSIGN_OR_RETURN(a->remote_scratch_[static_cast<size_t>(r)],
+                           node.Import(group.peer(r), net::RegionDescriptor{s.address, s.length, s.rkey}));
+  }
+  return a;
+}
+
+Allreduce::~Allreduce() {
+  // Outstanding puts read our buffer: let them finish before the caller may
+  // free it (bounded, the peers may be gone).
+  for (auto& p : pending_) (void)group_.node().Wait(p.op, Deadline::After(std::chrono::seconds(1)));
+}
+
+Status Allreduce::Fail(Status st) {
+  if (failed_.ok()) failed_ = st;
+  return failed_;
+}
+
+std::string Allreduce::Where(const Segment& s, int waiting_for) const {
+  return "allreduce #" + std::to_string(s.op) + " (" + std::to_string(s.count) + " floats at " +
+         std::to_string(s.offset) + ") on rank " + std::to_string(group_.rank()) +
+         (waiting_for >= 0 ? ", waiting for " + group_.Describe(waiting_for) : "");
+}
+
+Status Allreduce::Start(size_t offset, size_t count, float scale) {
+  if (!failed_.ok()) return failed_;
+  if (offset > count_ || count > count_ - offset) {
+    return InvalidArgument("allreduce segment [" + std::to_string(offset) + ", +" + std::to_string(count) +
+                           ") outside the buffer of " + std::to_string(count_) + " floats");
+  }
+  Segment s;
+  s.offset = offset;
+  s.count = count;
+  s.scale = scale;
+  s.op = next_op_++;
+  s.ring = count * sizeof(float) > options_.direct_max_bytes;
+  queue_.push_back(s);
+  return Status::Ok();
+}
+
+Status Allreduce::Signal(int to, size_t remote_offset, uint64_t value) {
+  Pending p;
+  p.value = std::make_unique<uint64_t>(value);
+  p.to = to;
+  p.op = group_.node().Put(p.value.get(), sizeof(uint64_t), remote_scratch_[static_cast<size_t>(to)], remote_offset);
+  pending_.push_back(std::move(p));
+  return Status::Ok();
+}
+
+Status Allreduce::Send(int to, const void* src, size_t bytes, const net::RemoteRegion& region, size_t remote_offset) {
+  net::Node& node = group_.node();
+  const net::PeerId peer = group_.peer(to);
+  if (bytes > 0) {
+    Pending p;
+    p.to = to;
+    p.op = node.Put(src, bytes, region, remote_offset);
+    pending_.push_back(std::move(p));
+    TENAX_RETURN_IF_ERROR(node.Fence(peer));  // the counter must not overtake the data
+  }
+  return Signal(to, SignalOffset(group_.rank()), ++tx_messages_[static_cast<size_t>(to)]);
+}
+
+bool Allreduce::Arrived(int from, uint64_t messages) const {
+  return LoadWord(scratch_.data() + SignalOffset(from)) >= messages;
+}
+
+bool Allreduce::ScratchFree(int to) const {
+  return LoadWord(scratch_.data() + AckOffset(to)) >= scratch_op_to_[static_cast<size_t>(to)];
+}
+
+Status Allreduce::Ack(int to, uint64_t op) { return Signal(to, AckOffset(group_.rank()), op); }
+
+// Checks (without blocking) that every put we issued has completed, so the
+// buffer is ours again. Failed puts fail the collective.
+Result<bool> Allreduce::OutgoingDone() {
+  net::Node& node = group_.node();
+  const Deadline now = Deadline::At(SteadyClock::now());
+  size_t kept = 0;
+  for (auto& p : pending_) {
+    Status st = node.Wait(p.op, now);
+    if (st.code() == StatusCode::kDeadlineExceeded) {
+      pending_[kept++] = std::move(p);
+    } else if (!st.ok()) {
+      return Status(st.code(), "a write to " + group_.Describe(p.to) + " failed: " + st.message());
+    }
+  }
+  pending_.resize(kept);
+  return kept == 0;
+}
+
+Result<bool> Allreduce::AdvanceRing(Segment& s) {
+  const int p = group_.world(), r = group_.rank();
+  const int right = Mod(r + 1, p), left = Mod(r - 1, p);
+  const int steps = 2 * (p - 1);
+  while (s.step < steps) {
+    const bool reduce = s.step < p - 1;
+    const int k = reduce ? s.step : s.step - (p - 1);
+    if (!s.sent) {
+      if (reduce) {
+        // Distinct slots per step: only an earlier op's use of right's
+        // scratch must have been acknowledged.
+        if (k == 0 && !ScratchFree(right)) {
+          waiting_for_ = right;
+          return false;
+        }
+        const Chunk c = ChunkOf(s.count, p, Mod(r - k, p));
+        TENAX_RETURN_IF_ERROR(Send(right, data_ + s.offset + c.begin, c.length * sizeof(float),
+                                   remote_scratch_[static_cast<size_t>(right)],
+                                   SlotsOffset() + static_cast<size_t>(k) * ring_slot_bytes_));
+        scratch_op_to_[static_cast<size_t>(right)] = s.op;
+      } else {
+        const Chunk c = ChunkOf(s.count, p, Mod(r + 1 - k, p));
+        TENAX_RETURN_IF_ERROR(Send(right, data_ + s.offset + c.begin, c.length * sizeof(float),
+                                   remote_buffer_[static_cast<size_t>(right)],
+                                   (s.offset + c.begin) * sizeof(float)));
+      }
+      s.sent = true;
+    }
+    if (!Arrived(left, s.rx_base + static_cast<uint64_t>(s.step) + 1)) {
+      waiting_for_ = left;
+      return false;
+    }
+    if (reduce) {
+      const Chunk c = ChunkOf(s.count, p, Mod(r - k - 1, p));
+      float* dst = data_ + s.offset + c.begin;
+      const float* src =
+          reinterpret_cast<const float*>(scratch_.data() + SlotsOffset() + static_cast<size_t>(k) * ring_slot_bytes_);
+      for (size_t i = 0; i < c.length; ++i) dst[i] += src[i];
+      if (k == p - 2) {
+        // Reduce phase done: our chunk is final, and left's slots are free.
+        if (s.scale != 1.0f) {
+          const Chunk own = ChunkOf(s.count, p, Mod(r + 1, p));
+          float* o = data_ + s.offset + own.begin;
+          for (size_t i = 0; i < own.length; ++i) o[i] *= s.scale;
+        }
+        TENAX_RETURN_IF_ERROR(Ack(left, s.op));
+      }
+    }
+    ++s.step;
+    s.sent = false;
+  }
+  rx_messages_[static_cast<size_t>(left)] = s.rx_base + static_cast<uint64_t>(steps);
+  return OutgoingDone();
+}
+
+Result<bool> Allreduce::AdvanceDirect(Segment& s) {
+  const int p = group_.world(), r = group_.rank();
+  const size_t bytes = s.count * sizeof(float);
+  if (s.step == 2) return OutgoingDone();  // summed and acknowledged; only our acks may be in flight
+  if (s.step == 0) {
+    for (int q = 0; q < p; ++q) {
+      if (q != r && !ScratchFree(q)) {
+        waiting_for_ = q;
+        return false;
+      }
+    }
+    for (int d = 1; d < p; ++d) {  // start with the right neighbour, spread the load
+      const int q = Mod(r + d, p);
+      TENAX_RETURN_IF_ERROR(Send(q, data_ + s.offset, bytes, remote_scratch_[static_cast<size_t>(q)],
+                                 SlotsOffset() + static_cast<size_t>(r) * direct_slot_bytes_));
+      scratch_op_to_[static_cast<size_t>(q)] = s.op;
+    }
+    s.step = 1;
+  }
+  for (int q = 0; q < p; ++q) {
+    if (q != r && !Arrived(q, rx_messages_[static_cast<size_t>(q)] + 1)) {
+      waiting_for_ = q;
+      return false;
+    }
+  }
+  // Our own puts read the segment: it may change only once they are done.
+  TENAX_ASSIGN_OR_RETURN(bool idle, OutgoingDone());
+  if (!idle) return false;
+  std::vector<const float*> src(static_cast<size_t>(p));
+  for (int q = 0; q < p; ++q) {
+    src[static_cast<size_t>(q)] =
+        q == r ? data_ + s.offset
+               : reinterpret_cast<const float*>(scratch_.data() + SlotsOffset() + static_cast<size_t>(q) * direct_slot_bytes_);
+  }
+  float* out = data_ + s.offset;
+  for (size_t i = 0; i < s.count; ++i) {
+    float acc = src[0][i];
+    for (size_t q = 1; q < src.size(); ++q) acc += src[q][i];
+    out[i] = acc * s.scale;
+  }
+  for (int q = 0; q < p; ++q) {
+    if (q == r) continue;
+    ++rx_messages_[static_cast<size_t>(q)];
+    TENAX_RETURN_IF_ERROR(Ack(q, s.op));
+  }
+  s.step = 2;
+  return OutgoingDone();
+}
+
+Result<bool> Allreduce::Advance(Segment& s) {
+  if (group_.world() == 1) {
+    if (s.scale != 1.0f) {
+      for (size_t i = 0; i < s.count; ++i) data_[s.offset + i] *= s.scale;
+    }
+    return true;
+  }
+  if (s.ring) {
+    if (s.step == 0 && !s.sent) s.rx_base = rx_messages_[static_cast<size_t>(Mod(group_.rank() - 1, group_.world()))];
+    return AdvanceRing(s);
+  }
+  return AdvanceDirect(s);
+}
+
+Result<uint64_t> Allreduce::Poll() {
+  if (!failed_.ok()) return failed_;
+  if (!queue_.empty()) group_.node().Progress();
+  while (!queue_.empty()) {
+    waiting_for_ = -1;
+    auto done = Advance(queue_.front());
+    if (!done.ok()) return Fail(Status(done.status().code(), Where(queue_.front(), -1) + ": " + done.status().message()));
+    if (!*done) break;
+    queue_.pop_front();
+    ++completed_;
+  }
+  return completed_;
+}
+
+Status Allreduce::Wait(Deadline deadline) {
+  uint32_t spins = 0;
+  while (true) {
+    TENAX_ASSIGN_OR_RETURN(uint64_t done, Poll());
+    (void)done;
+    if (queue_.empty()) return Status::Ok();
+    // Checks that cost more than a load run every few hundred spins.
+    if (++spins % 256 != 0) continue;
+    const Segment& s = queue_.front();
+    if (waiting_for_ >= 0) {
+      if (Status st = group_.node().PeerStatus(group_.peer(waiting_for_)); !st.ok()) {
+        return Fail(Status(st.code(), Where(s, waiting_for_) + ": " + st.message()));
+      }
+    }
+    if (interrupt_) {
+      if (Status st = interrupt_(); !st.ok()) return Fail(Status(st.code(), Where(s, waiting_for_) + ": " + st.message()));
+    }
+    if (deadline.Expired()) {
+      return Fail(DeadlineExceeded(Where(s, waiting_for_) + ": no progress before the deadline"));
+    }
+  }
+}
+
+Status Allreduce::Run(size_t offset, size_t count, float scale, Deadline deadline) {
+  TENAX_RETURN_IF_ERROR(Start(offset, count, scale));
+  return Wait(deadline);
+}
+
+}  // namespace tenax::comm
