@@ -35,3 +35,8 @@ target_link_libraries(tenax_net_wire PUBLIC tenax_core_base ${Protobuf_LIBRARIES
 protobuf_generate_cpp(TENAX_COMM_PROTO_SRCS TENAX_COMM_PROTO_HDRS ${CMAKE_SOURCE_DIR}/proto/comm_wire.proto)
 add_library(tenax_comm_wire STATIC ${TENAX_COMM_PROTO_SRCS} src/comm/channel_codec.cc src/comm/buffer_plan.cc)
 target_link_libraries(tenax_comm_wire PUBLIC tenax_net_wire)
+
+# coord's messages and their decoders (fuzzed).
+protobuf_generate_cpp(TENAX_COORD_PROTO_SRCS TENAX_COORD_PROTO_HDRS ${CMAKE_SOURCE_DIR}/proto/coord_wire.proto)
+add_library(tenax_coord_wire STATIC ${TENAX_COORD_PROTO_SRCS} src/coord/coord_codec.cc)
+target_link_libraries(tenax_coord_wire PUBLIC tenax_net_wire PRIVATE tenax_warnings)

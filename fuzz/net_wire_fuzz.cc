@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "tenax/comm/channel_codec.h"
+#include "tenax/coord/coord_codec.h"
 #include "tenax/net/control_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -22,11 +23,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                              tenax::comm::DecodeDynamicTensor(text, "fuzz-peer").status(),
                              tenax::comm::DecodeDynamicDone(text, "fuzz-peer").status(),
                              tenax::comm::DecodeMeshHello(text, "fuzz-peer").status(),
-                             tenax::comm::DecodeCollectiveOffer(text, "fuzz-peer").status()}) {
+                             tenax::comm::DecodeCollectiveOffer(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeJoinRequest(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeJoinReply(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeRoster(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeProgress(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeDone(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeFailure(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeWatch(text, "fuzz-peer").status()}) {
     if (!status.ok() && status.code() != tenax::StatusCode::kProtocolError) std::abort();
   }
   auto dyn = tenax::comm::DecodeDynamicTensor(text, "fuzz-peer");
   if (dyn.ok() && dyn->length != dyn->spec.nbytes()) std::abort();
+  auto roster = tenax::coord::DecodeRoster(text, "fuzz-peer");
+  if (roster.ok()) {
+    std::vector<bool> seen(static_cast<size_t>(roster->members_size()));
+    for (const auto& m : roster->members()) {
+      if (m.rank() >= seen.size() || seen[m.rank()]) std::abort();
+      seen[m.rank()] = true;
+    }
+  }
   auto hello = tenax::comm::DecodeMeshHello(text, "fuzz-peer");
   if (hello.ok() && hello->rank() >= hello->world()) std::abort();
   return 0;

@@ -11,55 +11,14 @@
 #include <random>
 #include <thread>
 
+#include "thread_group.h"
+
 namespace tenax::comm {
 namespace {
 
 using namespace std::chrono_literals;
 
-net::NodeOptions Options(int rank, const std::string& transports) {
-  net::NodeOptions o;
-  o.name = "rank-" + std::to_string(rank);
-  o.secret = "allreduce-test-secret-0123456789";
-  o.transports = transports;
-  o.net_devices = "lo";
-  return o;
-}
-
-// Runs `body(group)` on `world` threads, each with a Node, connected as a
-// group. Returns each rank's status.
-std::vector<Status> RunGroup(int world, const std::string& transports,
-                             const std::function<Status(Group&)>& body) {
-  std::vector<Status> status(static_cast<size_t>(world));
-  std::vector<GroupMember> members(static_cast<size_t>(world));
-  std::latch listening(world);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      auto& st = status[static_cast<size_t>(r)];
-      auto node = net::Node::Create(Options(r, transports));
-      if (!node.ok()) {
-        st = node.status();
-        listening.count_down();
-        return;
-      }
-      auto port = (*node)->Listen("127.0.0.1", 0);
-      members[static_cast<size_t>(r)] = {"127.0.0.1", port.ok() ? *port : uint16_t{0}, "thread " + std::to_string(r)};
-      listening.arrive_and_wait();
-      if (!port.ok()) {
-        st = port.status();
-        return;
-      }
-      auto group = Group::Connect(**node, "job-a", r, members, Deadline::After(20s));
-      if (!group.ok()) {
-        st = group.status();
-        return;
-      }
-      st = body(**group);
-    });
-  }
-  for (auto& t : threads) t.join();
-  return status;
-}
+using tenax::testing::RunThreadGroup;
 
 // Element i of rank r's input: integers, so every sum is exact.
 float Input(int rank, size_t i, uint64_t salt) { return static_cast<float>((rank + 1) * 3 + static_cast<int>((i * 7 + salt) % 13)); }
@@ -81,7 +40,7 @@ TEST_P(AllreduceTest, SumsSegmentsOfAnySizeInPlace) {
   const std::vector<std::pair<size_t, size_t>> segments = {
       {0, 1}, {0, 3}, {5, 7}, {0, 1001}, {3, 8191}, {0, 8193}, {11, 100003}, {0, (1 << 20) + 5}};
   const size_t total = (1 << 20) + 16;
-  auto statuses = RunGroup(world(), transports(), [&](Group& g) -> Status {
+  auto statuses = RunThreadGroup(world(), transports(), [&](Group& g) -> Status {
     TENAX_ASSIGN_OR_RETURN(auto ar, Allreduce::Create(g, total, Deadline::After(20s)));
     float* buf = ar->data();
     uint64_t salt = 0;
@@ -112,7 +71,7 @@ TEST_P(AllreduceTest, QueuedBucketsAreScaledAndBitwiseEqualOnEveryRank) {
   const std::vector<std::pair<size_t, size_t>> buckets = {{0, 50000}, {50000, 300}, {50300, 20000}, {70300, 7}};
   const size_t total = 70307;
   std::vector<std::vector<float>> results(static_cast<size_t>(world()));
-  auto statuses = RunGroup(world(), transports(), [&](Group& g) -> Status {
+  auto statuses = RunThreadGroup(world(), transports(), [&](Group& g) -> Status {
     TENAX_ASSIGN_OR_RETURN(auto ar, Allreduce::Create(g, total, Deadline::After(20s)));
     std::mt19937 rng(static_cast<uint32_t>(g.rank()) + 17);
     std::uniform_real_distribution<float> dist(-1, 1);
@@ -147,7 +106,7 @@ INSTANTIATE_TEST_SUITE_P(Ranks, AllreduceTest,
                          });
 
 TEST(AllreduceFailure, MemberThatLeavesFailsTheOthersWithItsRank) {
-  auto statuses = RunGroup(3, "", [&](Group& g) -> Status {
+  auto statuses = RunThreadGroup(3, "", [&](Group& g) -> Status {
     TENAX_ASSIGN_OR_RETURN(auto ar, Allreduce::Create(g, 4096, Deadline::After(20s)));
     TENAX_RETURN_IF_ERROR(ar->Run(0, 4096, 1.0f, Deadline::After(20s)));
     if (g.rank() == 2) return Status::Ok();  // leaves: its Node closes
@@ -164,7 +123,7 @@ TEST(AllreduceFailure, MemberThatLeavesFailsTheOthersWithItsRank) {
 
 TEST(AllreduceFailure, SilentMemberMeetsTheDeadline) {
   std::latch done(2);
-  auto statuses = RunGroup(2, "", [&](Group& g) -> Status {
+  auto statuses = RunThreadGroup(2, "", [&](Group& g) -> Status {
     TENAX_ASSIGN_OR_RETURN(auto ar, Allreduce::Create(g, 100000, Deadline::After(20s)));
     Status st = Status::Ok();
     if (g.rank() == 0) {
@@ -180,7 +139,7 @@ TEST(AllreduceFailure, SilentMemberMeetsTheDeadline) {
 }
 
 TEST(AllreduceFailure, InterruptStopsAWait) {
-  auto statuses = RunGroup(2, "", [&](Group& g) -> Status {
+  auto statuses = RunThreadGroup(2, "", [&](Group& g) -> Status {
     TENAX_ASSIGN_OR_RETURN(auto ar, Allreduce::Create(g, 64, Deadline::After(20s)));
     if (g.rank() == 1) return g.Barrier(Deadline::After(20s));
     ar->SetInterrupt([] { return Cancelled("coordinator: rank 1 failed"); });

@@ -13,41 +13,13 @@
 #include "tenax/core/signals.h"
 #include "tenax/train/data_tensors.h"
 #include "tenax/train/model.h"
+#include "trainer_common.h"
 #include "tenax/version.h"
 
 namespace tenax {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const TrainConfig& c, ClassifierImpl& model) {
-  if (c.optimizer == "adam") {
-    return std::make_unique<torch::optim::Adam>(model.parameters(),
-                                                torch::optim::AdamOptions(c.lr).weight_decay(c.weight_decay));
-  }
-  return std::make_unique<torch::optim::SGD>(
-      model.parameters(), torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
-}
-
-// Loads a split and trims it to `limit` samples (0 = all).
-Result<DataTensors> LoadSplit(const std::string& dir, Split split, int64_t limit) {
-  TENAX_ASSIGN_OR_RETURN(LabeledImages raw, LoadFashionMnist(dir, split));
-  return ToTensors(TakeFirst(std::move(raw), limit));
-}
-
-// Catches libtorch exceptions (programmer errors or OOM) at the library
-// boundary so callers only ever see a Status.
-template <typename Fn>
-auto GuardTorch(const char* what, Fn&& fn) -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const std::exception& e) {
-    std::string msg = e.what();
-    return Internal(std::string(what) + ": " + msg.substr(0, msg.find('\n')));
-  }
-}
+using namespace train_internal;
 
 Result<TrainOutcome> TrainSingleImpl(const TrainConfig& c, const ConfigDoc& effective_config,
                                      const std::string& out_dir, const TrainRunOptions& options) {

@@ -7,7 +7,7 @@ namespace tenax {
 Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   ConfigReader r(doc);
   TrainConfig c;
-  c.mode = r.Choice("mode", c.mode, {"single"});
+  c.mode = r.Choice("mode", c.mode, {"single", "sync"});
   c.data_dir = r.String("data.dir", kDefaultFashionMnistDir);
   if (c.data_dir.empty()) r.Fail("data.dir", "must not be empty");
   c.train_limit = r.Int("data.train_limit", 0, 0, 60000);
@@ -34,8 +34,52 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
     r.Fail("train.batch_size", "is " + std::to_string(c.batch_size) + ", more than the " +
                                    std::to_string(train_samples) + " training samples");
   }
+  if (c.mode == "sync") {
+    ClusterConfig& k = c.cluster;
+    k.workers = r.Int("cluster.workers", k.workers, 1, 1024);
+    k.job_id = r.String("cluster.job_id", k.job_id);
+    if (k.job_id.empty() || k.job_id.size() > 128) r.Fail("cluster.job_id", "must be 1 to 128 characters");
+    k.coordinator = r.String("cluster.coordinator", k.coordinator);
+    if (auto hp = ParseHostPort(k.coordinator); !hp.ok()) r.Fail("cluster.coordinator", hp.status().message());
+    k.host = r.String("cluster.host", k.host);
+    if (k.host.empty()) r.Fail("cluster.host", "must not be empty");
+    k.secret = r.String("cluster.secret", "");
+    if (!k.secret.empty() && k.secret.size() < 16) r.Fail("cluster.secret", "must be at least 16 bytes");
+    k.transports = r.String("cluster.transports", "");
+    k.join_timeout_seconds = r.Real("cluster.join_timeout_seconds", k.join_timeout_seconds, 0.1, 86400);
+    k.step_timeout_seconds = r.Real("cluster.step_timeout_seconds", k.step_timeout_seconds, 0.1, 86400);
+    k.peer_timeout_seconds = r.Real("cluster.peer_timeout_seconds", k.peer_timeout_seconds, 0.5, 3600);
+    // Every worker needs at least one sample of every global batch.
+    if (c.batch_size * k.workers > train_samples) {
+      r.Fail("cluster.workers", std::to_string(k.workers) + " workers x batch " + std::to_string(c.batch_size) +
+                                    " need " + std::to_string(c.batch_size * k.workers) +
+                                    " samples per step, more than the " + std::to_string(train_samples) +
+                                    " training samples");
+    }
+  } else {
+    for (const char* key : {"cluster.workers", "cluster.job_id", "cluster.coordinator", "cluster.host",
+                            "cluster.secret", "cluster.transports", "cluster.join_timeout_seconds",
+                            "cluster.step_timeout_seconds", "cluster.peer_timeout_seconds"}) {
+      if (r.has(key)) r.Fail(key, "only applies to mode = \"sync\"");
+    }
+  }
   TENAX_RETURN_IF_ERROR(r.Finish());
   return c;
+}
+
+Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& text) {
+  const size_t colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
+    return InvalidArgument("'" + text + "' is not host:port");
+  }
+  const std::string port_text = text.substr(colon + 1);
+  int64_t port = 0;
+  for (char ch : port_text) {
+    if (ch < '0' || ch > '9' || port > 65535) return InvalidArgument("'" + text + "' has a bad port");
+    port = port * 10 + (ch - '0');
+  }
+  if (port > 65535) return InvalidArgument("'" + text + "' has a port above 65535");
+  return std::make_pair(text.substr(0, colon), static_cast<uint16_t>(port));
 }
 
 }  // namespace tenax

@@ -1,0 +1,42 @@
+// Synchronous data-parallel training (mode = "sync"): every rank holds a
+// replica of the model; each step, rank r trains on its slice of one global
+// batch, gradients are averaged by allreduce over the group, and every rank
+// applies the same optimizer step, so the replicas stay bitwise identical.
+//
+// Data: each epoch e (1-based) draws one permutation of the training set
+// from a generator seeded with train.seed + e, the same on every rank;
+// global batch s is perm[s*W*b, (s+1)*W*b) and rank r reads its own slice
+// [r*b, (r+1)*b) of it (W ranks, per-rank batch b). Partial global batches
+// are dropped. So W ranks with batch b follow exactly the trajectory of one
+// rank with batch W*b (up to float rounding).
+//
+// Gradients: parameters' .grad are views into the allreduce buffer, laid
+// out in reverse registration order (roughly the order backward produces
+// them) and cut into buckets. A hook on each parameter's gradient
+// accumulator counts ready parameters; a complete bucket starts its
+// allreduce at once, while backward still runs (as PyTorch DDP's reducer).
+//
+// Outputs: rank 0 writes out_dir/{config.toml, metrics.jsonl, model.pt,
+// summary.json}; other ranks write nothing. This header is libtorch-free.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "tenax/comm/group.h"
+#include "tenax/train/single_trainer.h"
+
+namespace tenax {
+
+struct SyncRunOptions {
+  TrainRunOptions run;                   // progress callback (every rank), warm-up steps
+  std::function<Status()> interrupt;     // consulted while waiting for peers (coordinator failure, signals)
+  double step_timeout_seconds = 60;      // a collective with no progress for this long fails
+  size_t bucket_bytes = 256 << 10;       // gradient bucket size
+};
+
+// Collective over `group`: every rank calls it with the same config.
+Result<TrainOutcome> TrainSync(const TrainConfig& config, const ConfigDoc& effective_config, const std::string& out_dir,
+                               comm::Group& group, const SyncRunOptions& options);
+
+}  // namespace tenax

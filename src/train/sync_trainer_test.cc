@@ -1,0 +1,76 @@
+// The promise of synchronous data parallelism: W ranks with batch b follow
+// the trajectory of one rank with batch W*b, and the replicas stay equal.
+#include "tenax/train/sync_trainer.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "tenax/train/fashion_mnist.h"
+#include "tenax/train/model.h"
+#include "testing.h"
+#include "thread_group.h"
+
+namespace tenax {
+namespace {
+
+TrainConfig SmallConfig(int64_t batch) {
+  TrainConfig c;
+  c.mode = "sync";
+  c.data_dir = kDefaultFashionMnistDir;
+  c.train_limit = 2048;
+  c.test_limit = 500;
+  c.model = "mlp";
+  c.epochs = 1;
+  c.max_steps = 12;
+  c.batch_size = batch;
+  c.lr = 0.05;
+  c.threads = 1;
+  c.log_every_steps = 4;
+  return c;
+}
+
+std::vector<torch::Tensor> Params(const std::string& path) {
+  auto loaded = LoadModel(path);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+  std::vector<torch::Tensor> out;
+  if (loaded.ok()) {
+    for (auto& p : loaded->model->parameters()) out.push_back(p.detach().clone());
+  }
+  return out;
+}
+
+TEST(SyncTrainer, TwoRanksWithBatchBMatchOneRankWithBatch2B) {
+  testing::ScratchDir dir;
+  ConfigDoc doc;
+  const std::string one = dir.path() + "/one", two = dir.path() + "/two";
+  auto solo = testing::RunThreadGroup(1, "", [&](comm::Group& g) -> Status {
+    return TrainSync(SmallConfig(64), doc, one, g, {}).status();
+  });
+  ASSERT_TRUE(solo[0].ok()) << solo[0].ToString();
+  std::vector<double> accuracy(2);
+  auto pair = testing::RunThreadGroup(2, "", [&](comm::Group& g) -> Status {
+    TENAX_ASSIGN_OR_RETURN(TrainOutcome out, TrainSync(SmallConfig(32), doc, two, g, {}));
+    accuracy[static_cast<size_t>(g.rank())] = out.final_test_accuracy;
+    return g.Barrier(Deadline::After(std::chrono::seconds(20)));
+  });
+  ASSERT_TRUE(pair[0].ok()) << pair[0].ToString();
+  ASSERT_TRUE(pair[1].ok()) << pair[1].ToString();
+  EXPECT_EQ(accuracy[0], accuracy[1]) << "ranks disagree on the test accuracy";
+
+  auto a = Params(one + "/model.pt"), b = Params(two + "/model.pt");
+  ASSERT_EQ(a.size(), b.size());
+  double max_diff = 0, max_change = 0;
+  torch::manual_seed(1);
+  auto fresh = MakeModel("mlp");
+  ASSERT_TRUE(fresh.ok());
+  auto fresh_params = (*fresh)->parameters();
+  for (size_t i = 0; i < a.size(); ++i) {
+    max_diff = std::max(max_diff, (a[i] - b[i]).abs().max().item<double>());
+    max_change = std::max(max_change, (a[i] - fresh_params[i].detach()).abs().max().item<double>());
+  }
+  EXPECT_GT(max_change, 1e-3) << "training did not move the parameters";
+  EXPECT_LT(max_diff, 1e-5) << "2 x 32 diverged from 1 x 64";
+}
+
+}  // namespace
+}  // namespace tenax
