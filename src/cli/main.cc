@@ -16,6 +16,10 @@ int ReportError(const std::string& command, const Status& status) {
       return 130;
     case StatusCode::kInternal:
       return 1;
+    case StatusCode::kPeerLost:
+    case StatusCode::kDeadlineExceeded:
+    case StatusCode::kUnavailable:
+      return 3;  // another process or the network failed
     default:
       return 2;
   }
@@ -33,13 +37,16 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   tenax::cli::AddTrainCommand(app, exit_code);
   tenax::cli::AddEvalCommand(app, exit_code);
+  tenax::cli::AddRunCommand(app, exit_code);
+  tenax::cli::AddCoordinatorCommand(app, exit_code);
+  tenax::cli::AddWorkerCommand(app, exit_code);
   tenax::cli::AddBenchCommand(app, exit_code);
   // CLI11 would report a mistyped command as "A subcommand is required".
   bool known_command = false;
   for (auto* sub : app.get_subcommands([](CLI::App*) { return true; }))
     known_command |= argc > 1 && sub->check_name(argv[1]);
   if (argc > 1 && argv[1][0] != '-' && !known_command) {
-    std::fprintf(stderr, "tenax: error: unknown command '%s' (commands: train, eval, bench; see 'tenax --help')\n",
+    std::fprintf(stderr, "tenax: error: unknown command '%s' (commands: train, eval, run, coordinator, worker, bench; see 'tenax --help')\n",
                  argv[1]);
     return 2;
   }

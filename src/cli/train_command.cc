@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "command.h"
+#include "job_file.h"
 #include "progress_bar.h"
 #include "tenax/core/log.h"
 #include "tenax/core/signals.h"
@@ -18,18 +19,15 @@ struct TrainArgs {
   std::vector<std::string> overrides;
 };
 
-// Parses the config file and applies --set overrides in order.
-Result<ConfigDoc> LoadConfigWithOverrides(const std::string& path, const std::vector<std::string>& overrides) {
-  TENAX_ASSIGN_OR_RETURN(ConfigDoc doc, ConfigDoc::Load(path));
-  for (const auto& o : overrides) TENAX_RETURN_IF_ERROR(doc.Override(o));
-  return doc;
-}
-
 int RunTrain(const TrainArgs& args) {
   auto doc = LoadConfigWithOverrides(args.config_path, args.overrides);
   if (!doc.ok()) return ReportError("train", doc.status());
   auto config = ParseTrainConfig(*doc);
   if (!config.ok()) return ReportError("train", config.status());
+  if (config->mode == "sync") {
+    return ReportError("train", InvalidArgument(args.config_path + ": mode \"sync\" is a multi-process job; run it with "
+                                                "'tenax run " + args.config_path + " --out DIR'"));
+  }
 
   InitLogging("train", config->log_level);
   InstallStopHandlers();

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -49,6 +50,50 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const std::vector<std:
   return child;
 }
 
+Result<std::unique_ptr<ChildProcess>> ChildProcess::StartLogged(const std::vector<std::string>& argv,
+                                                                const std::string& log_path) {
+  if (argv.empty()) return InvalidArgument("ChildProcess: empty argv");
+  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return IoError(log_path + ": cannot open for the child's output: " + ErrnoMessage(errno));
+  std::vector<char*> cargv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    const int err = errno;
+    ::close(log_fd);
+    return IoError("fork: " + ErrnoMessage(err));
+  }
+  if (pid == 0) {
+    // Only async-signal-safe calls between fork and exec.
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
+    ::dup2(log_fd, STDOUT_FILENO);
+    ::dup2(log_fd, STDERR_FILENO);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  std::unique_ptr<ChildProcess> child(new ChildProcess());
+  child->pid_ = pid;
+  return child;
+}
+
+std::optional<int> ChildProcess::TryWait() {
+  if (pid_ <= 0) return exit_code_;
+  int wstatus = 0;
+  pid_t r = ::waitpid(pid_, &wstatus, WNOHANG);
+  if (r == 0 || (r < 0 && errno == EINTR)) return std::nullopt;
+  exit_code_ = r < 0 ? -1 : (WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus));
+  pid_ = -1;
+  return exit_code_;
+}
+
+void ChildProcess::Signal(int signal) {
+  if (pid_ > 0) ::kill(pid_, signal);
+}
+
 ChildProcess::~ChildProcess() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
@@ -58,6 +103,7 @@ ChildProcess::~ChildProcess() {
 }
 
 Result<std::string> ChildProcess::ReadLine() {
+  if (out_fd_ < 0) return NotFound("child " + std::to_string(pid_) + " has no output pipe");
   char buf[4096];
   while (true) {
     size_t nl = buffer_.find('\n');

@@ -3,6 +3,8 @@
 // the user directly.
 #pragma once
 
+#include <optional>
+
 #include <sys/types.h>
 
 #include <memory>
@@ -28,6 +30,15 @@ Result<ProcessOutput> RunAndCapture(const std::vector<std::string>& argv);
 class ChildProcess {
  public:
   static Result<std::unique_ptr<ChildProcess>> Start(const std::vector<std::string>& argv);
+  // Starts argv[0] (a path) with stdout and stderr appended to `log_path`
+  // (no pipe: ReadLine reports end of output). The child gets SIGTERM if
+  // this process dies, so a killed launcher leaves no orphans.
+  static Result<std::unique_ptr<ChildProcess>> StartLogged(const std::vector<std::string>& argv,
+                                                           const std::string& log_path);
+  // Non-blocking: the exit code if the child has exited, else nullopt.
+  std::optional<int> TryWait();
+  // Sends `signal` if the child is still running.
+  void Signal(int signal);
   ~ChildProcess();
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;

@@ -1,0 +1,44 @@
+// The coordinator role (`tenax coordinator`): admits workers into one job,
+// assigns ranks, hands every joiner the job's configuration, publishes the
+// roster once all have joined (rendezvous), relays progress to watchers
+// (the launcher), and turns the loss of any member into one Failure
+// message, naming the rank and host, to everyone still connected.
+//
+// State lives in a JobStore (SQLite): killed and restarted with the same
+// state file, the coordinator resumes the same job; running workers
+// reconnect and rejoin with their ranks (they keep training meanwhile).
+//
+// Membership has a generation number that bumps whenever the set of
+// members changes; leases (renewed every second while a member's connection
+// lives) record who was alive when. Today a lost member ends the job;
+// replacing it is a later step that can bump the generation and re-publish
+// the roster.
+//
+// Threading: Run() owns its Node on the calling thread.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "tenax/core/status.h"
+
+namespace tenax::coord {
+
+struct CoordinatorOptions {
+  std::string job_id;
+  std::string config_toml;  // handed to every joiner
+  int world = 0;
+  std::string state_path;   // SQLite file
+  std::string listen_host = "127.0.0.1";
+  uint16_t port = 0;        // 0 = any free port
+  std::string port_file;    // if set, the bound port is written here (atomically) once listening
+  std::string secret;
+  std::chrono::milliseconds join_timeout{60000};
+  std::chrono::milliseconds peer_timeout{10000};
+};
+
+// Serves until the job finished (OK) or failed (the failure, as
+// FailedPrecondition naming the rank), or a stop signal (Cancelled).
+Status RunCoordinator(const CoordinatorOptions& options);
+
+}  // namespace tenax::coord

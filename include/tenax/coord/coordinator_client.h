@@ -1,0 +1,62 @@
+// A worker's connection to the coordinator: join, wait for the roster,
+// report progress, completion and failures, and learn about other ranks'
+// failures. If the coordinator restarts, the client rejoins with its rank
+// (at most one attempt per second, from the calls below) while training
+// goes on.
+//
+// Threading: uses its Node from the Node's thread only.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "coord_wire.pb.h"
+#include "tenax/net/node.h"
+
+namespace tenax::coord {
+
+struct JoinInfo {
+  int rank = 0;
+  int world = 0;
+  std::string config_toml;
+};
+
+class CoordinatorClient {
+ public:
+  // Connects (retrying until `deadline` while nothing answers, as the
+  // coordinator may start after the workers under mpirun) and joins.
+  // Refused with the coordinator's reason (wrong job, rank taken...);
+  // DeadlineExceeded naming the address when nothing answered.
+  static Result<std::unique_ptr<CoordinatorClient>> Join(net::Node& node, const std::string& host, uint16_t port,
+                                                         wire::JoinRequest request, Deadline deadline);
+
+  const JoinInfo& info() const { return info_; }
+  Result<wire::Roster> WaitRoster(Deadline deadline);
+
+  // Best effort: the coordinator may be restarting.
+  void ReportProgress(const wire::Progress& progress);
+  void ReportFailure(const std::string& reason);
+  // Delivered or DeadlineExceeded (retries a restarting coordinator).
+  Status ReportDone(const std::string& summary_json, Deadline deadline);
+  // Non-blocking: FailedPrecondition naming the failed rank if the
+  // coordinator announced a failure; OK otherwise.
+  Status CheckFailure();
+
+ private:
+  CoordinatorClient(net::Node& node, std::string host, uint16_t port, wire::JoinRequest request)
+      : node_(node), host_(std::move(host)), port_(port), request_(std::move(request)) {}
+  Status ConnectAndJoin(Deadline deadline);
+  bool Usable();  // reconnects when lost, at most once per second
+
+  net::Node& node_;
+  std::string host_;
+  uint16_t port_;
+  wire::JoinRequest request_;
+  JoinInfo info_;
+  net::PeerId peer_ = 0;
+  bool connected_ = false;
+  SteadyClock::time_point next_attempt_{};
+  Status failure_;
+};
+
+}  // namespace tenax::coord

@@ -1,0 +1,773 @@
+// tenax bench allreduce: tenax's in-place float32 sum allreduce (comm::Allreduce
+// over a comm::Group) against Open MPI's MPI_Allreduce and Gloo's allreduce
+// (the call PyTorch's ProcessGroupGloo makes), P processes on this machine,
+// in the same run.
+//
+// For each (implementation, process count) the parent starts the processes:
+// P copies of the hidden `tenax bench allreduce-rank`, one `mpirun -np P`
+// of bench/mpi_allreduce.cc, or P copies of bench/gloo_allreduce.cc. All
+// three time the same way: per size, --warmup untimed calls, one barrier,
+// then max(min_iters, min(2000, budget/bytes)) individually timed calls; each
+// rank takes its median and the slowest rank's median is the result. Every
+// implementation checks one fresh call per size for the exact sum. Rank 0
+// prints one JSON line per size; the parent collects them.
+//
+// Nothing is pinned: all processes share the machine's cores, as the peers'
+// launch lines do. Children that outlive a failure or a stop signal are
+// killed (SIGTERM, then SIGKILL), and the rendezvous directory is removed.
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+#include "command.h"
+#include "tenax/comm/allreduce.h"
+#include "tenax/comm/group.h"
+#include "tenax/core/files.h"
+#include "tenax/core/log.h"
+#include "tenax/core/signals.h"
+#include "tenax/core/subprocess.h"
+#include "tenax/net/auth.h"
+#include "tenax/net/node.h"
+
+namespace tenax::cli {
+namespace {
+
+using namespace std::chrono_literals;
+using Seconds = std::chrono::duration<double>;
+
+constexpr const char* kMpiBinName = "tenax_bench_mpi_allreduce";
+constexpr const char* kGlooBinName = "tenax_bench_gloo_allreduce";
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+uint64_t Iterations(uint64_t bytes, uint64_t budget_bytes, uint64_t min_iters) {
+  return std::max(min_iters, std::min<uint64_t>(2000, budget_bytes / bytes));
+}
+
+// "4096", "4KiB", "4k", "1MiB", "64M" -> bytes; a positive multiple of 4.
+Result<uint64_t> ParseSize(const std::string& s) {
+  size_t end = 0;
+  while (end < s.size() && s[end] >= '0' && s[end] <= '9') ++end;
+  if (end == 0 || end > 12) return InvalidArgument("bad size '" + s + "' (e.g. 4096, 4KiB, 64MiB)");
+  uint64_t v = std::stoull(s.substr(0, end));
+  const std::string unit = s.substr(end);
+  if (unit == "k" || unit == "K" || unit == "KiB") {
+    v <<= 10;
+  } else if (unit == "m" || unit == "M" || unit == "MiB") {
+    v <<= 20;
+  } else if (unit == "g" || unit == "G" || unit == "GiB") {
+    v <<= 30;
+  } else if (!unit.empty() && unit != "B") {
+    return InvalidArgument("bad size '" + s + "' (units: KiB, MiB, GiB)");
+  }
+  if (v == 0 || v % 4 != 0) return InvalidArgument("bad size '" + s + "': a positive multiple of 4 bytes (float32)");
+  if (v > (uint64_t{1} << 31)) return InvalidArgument("size '" + s + "' above 2 GiB");
+  return v;
+}
+
+Result<std::vector<uint64_t>> ParseSizes(const std::vector<std::string>& items) {
+  std::vector<uint64_t> out;
+  for (const auto& item : items) {
+    TENAX_ASSIGN_OR_RETURN(uint64_t b, ParseSize(item));
+    out.push_back(b);
+  }
+  if (out.empty()) return InvalidArgument("--sizes is empty");
+  return out;
+}
+
+std::string JoinSizes(const std::vector<uint64_t>& sizes) {
+  std::string s;
+  for (uint64_t b : sizes) s += (s.empty() ? "" : ",") + std::to_string(b);
+  return s;
+}
+
+std::string HumanBytes(uint64_t b) {
+  if (b >= (1 << 20) && b % (1 << 20) == 0) return std::to_string(b >> 20) + " MiB";
+  if (b >= (1 << 10) && b % (1 << 10) == 0) return std::to_string(b >> 10) + " KiB";
+  return std::to_string(b) + " B";
+}
+
+std::string HumanSeconds(double s) {
+  char buf[32];
+  if (s < 1e-3) {
+    std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
+  } else if (s < 1) {
+    std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3f s", s);
+  }
+  return buf;
+}
+
+// Same values as the MPI and Gloo peers: small integers, so every sum is exact.
+void Fill(float* data, size_t count, int rank) {
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank + 1 + static_cast<int>(i % 7));
+}
+
+size_t CountWrong(const float* data, size_t count, int procs, size_t* first_bad) {
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const float expect = static_cast<float>(procs * (procs + 1) / 2 + procs * static_cast<int>(i % 7));
+    if (data[i] != expect && wrong++ == 0) *first_bad = i;
+  }
+  return wrong;
+}
+
+// ------------------------------------------------------------ one tenax rank
+
+struct RankArgs {
+  int rank = -1;
+  int procs = 0;
+  std::string rendezvous;
+  std::vector<std::string> sizes;
+  uint64_t budget_bytes = 256 << 20;
+  uint64_t min_iters = 10;
+  uint64_t warmup = 3;
+  std::string transports;
+};
+
+std::string PortFile(const std::string& dir, int rank) { return dir + "/rank-" + std::to_string(rank) + ".port"; }
+
+// Waits for every rank's port file, driving our Node meanwhile so that ranks
+// which already have the full list can complete their handshake with us.
+Result<std::vector<comm::GroupMember>> AwaitMembers(net::Node& node, const RankArgs& a, Deadline deadline) {
+  std::vector<comm::GroupMember> members(static_cast<size_t>(a.procs));
+  int missing = a.procs;
+  while (true) {
+    missing = 0;
+    for (int r = 0; r < a.procs; ++r) {
+      auto& m = members[static_cast<size_t>(r)];
+      if (m.port != 0) continue;
+      auto text = ReadFileText(PortFile(a.rendezvous, r), 64);
+      if (!text.ok()) {
+        if (text.status().code() != StatusCode::kNotFound) return text.status();
+        ++missing;
+        continue;
+      }
+      char* end = nullptr;
+      const unsigned long port = std::strtoul(text->c_str(), &end, 10);
+      if (port == 0 || port > 65535) return ProtocolError(PortFile(a.rendezvous, r) + ": bad port '" + *text + "'");
+      m = {"127.0.0.1", static_cast<uint16_t>(port), "rank " + std::to_string(r)};
+    }
+    if (missing == 0) return members;
+    if (deadline.Expired()) {
+      return DeadlineExceeded(std::to_string(missing) + " rank(s) never wrote a port file into " + a.rendezvous);
+    }
+    node.Progress();
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
+Status RunRank(const RankArgs& a) {
+  if (a.procs < 1 || a.rank < 0 || a.rank >= a.procs) return InvalidArgument("need 0 <= --rank < --procs");
+  if (a.min_iters == 0) return InvalidArgument("--min-iters must be >= 1");
+  TENAX_ASSIGN_OR_RETURN(std::vector<uint64_t> sizes, ParseSizes(a.sizes));
+  const uint64_t max_bytes = *std::max_element(sizes.begin(), sizes.end());
+
+  net::NodeOptions o;
+  o.name = "allreduce-rank-" + std::to_string(a.rank);
+  o.transports = a.transports;
+  o.net_devices = "lo";
+  TENAX_ASSIGN_OR_RETURN(o.secret, net::ResolveSecret(""));  // the parent's per-run $TENAX_SECRET
+  TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(o));
+  TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen("127.0.0.1", 0));
+  TENAX_RETURN_IF_ERROR(WriteFileAtomic(PortFile(a.rendezvous, a.rank), std::to_string(port) + "\n"));
+
+  const Deadline setup = Deadline::After(30s);
+  TENAX_ASSIGN_OR_RETURN(std::vector<comm::GroupMember> members, AwaitMembers(*node, a, setup));
+  TENAX_ASSIGN_OR_RETURN(auto group, comm::Group::Connect(*node, "bench-allreduce", a.rank, members, setup));
+  TENAX_ASSIGN_OR_RETURN(auto ar, comm::Allreduce::Create(*group, max_bytes / sizeof(float), setup));
+  // Per-rank medians and failure flags, gathered by a sum into zeroed slots.
+  TENAX_ASSIGN_OR_RETURN(auto stats, comm::Allreduce::Create(*group, static_cast<size_t>(a.procs) + 1, setup));
+
+  float* data = ar->data();
+  for (const uint64_t bytes : sizes) {
+    const size_t count = bytes / sizeof(float);
+    const uint64_t iters = Iterations(bytes, a.budget_bytes, a.min_iters);
+    std::vector<double> seconds(iters);
+    const Deadline deadline = Deadline::After(300s);
+    Fill(data, count, a.rank);
+    for (uint64_t w = 0; w < a.warmup; ++w) TENAX_RETURN_IF_ERROR(ar->Run(0, count, 1.0f, deadline));
+    // One barrier so all ranks start together; none between iterations.
+    TENAX_RETURN_IF_ERROR(group->Barrier(deadline));
+    for (uint64_t it = 0; it < iters; ++it) {
+      const auto t0 = SteadyClock::now();
+      TENAX_RETURN_IF_ERROR(ar->Run(0, count, 1.0f, deadline));
+      seconds[it] = Seconds(SteadyClock::now() - t0).count();
+    }
+    // The timed calls saturate the data at +inf; check one fresh call.
+    Fill(data, count, a.rank);
+    TENAX_RETURN_IF_ERROR(ar->Run(0, count, 1.0f, deadline));
+    size_t first_bad = 0;
+    const size_t wrong = CountWrong(data, count, a.procs, &first_bad);
+    if (wrong) {
+      spdlog::error("rank {}: {} of {} floats wrong at {} bytes (first at {}: {})", a.rank, wrong, count, bytes,
+                    first_bad, data[first_bad]);
+    }
+    float* s = stats->data();
+    std::fill(s, s + a.procs + 1, 0.0f);
+    s[a.rank] = static_cast<float>(Median(seconds));
+    s[a.procs] = wrong ? 1.0f : 0.0f;
+    TENAX_RETURN_IF_ERROR(stats->Run(0, static_cast<size_t>(a.procs) + 1, 1.0f, deadline));
+    if (s[a.procs] != 0) {
+      return DataLoss("allreduce of " + std::to_string(bytes) + " bytes gave wrong sums on " +
+                      std::to_string(static_cast<int>(s[a.procs])) + " rank(s)");
+    }
+    const double slowest = *std::max_element(s, s + a.procs);
+    if (a.rank == 0) {
+      std::printf("{\"impl\":\"tenax\",\"procs\":%d,\"bytes\":%llu,\"seconds\":%.9g,\"iterations\":%llu}\n", a.procs,
+                  static_cast<unsigned long long>(bytes), slowest, static_cast<unsigned long long>(iters));
+      std::fflush(stdout);
+    }
+  }
+  // A rank that leaves while others still address it looks lost to them.
+  return group->Barrier(Deadline::After(30s));
+}
+
+// --------------------------------------------------------------- children
+
+// The processes of one run. Each child's stdout is read by its own thread
+// (so no child blocks on a full pipe and the parent can watch for stop
+// signals and failures meanwhile). Destruction kills whatever still runs.
+class ChildSet {
+ public:
+  ChildSet() = default;
+  ChildSet(const ChildSet&) = delete;
+  ChildSet& operator=(const ChildSet&) = delete;
+  ~ChildSet() { Kill(); }
+
+  Status Start(const std::string& name, const std::vector<std::string>& argv) {
+    auto proc = ChildProcess::Start(argv);
+    if (!proc.ok()) return proc.status().WithContext(name);
+    auto c = std::make_unique<Child>();
+    c->name = name;
+    c->pid = (*proc)->pid();
+    c->proc = std::move(*proc);
+    Child* raw = c.get();
+    c->reader = std::thread([raw] {
+      while (true) {
+        auto line = raw->proc->ReadLine();
+        if (!line.ok()) break;
+        std::lock_guard<std::mutex> lock(raw->mu);
+        raw->lines.push_back(std::move(*line));
+      }
+      std::string rest = raw->proc->TakeRemainder();
+      std::lock_guard<std::mutex> lock(raw->mu);
+      if (!rest.empty()) raw->lines.push_back(std::move(rest));
+    });
+    children_.push_back(std::move(c));
+    return Status::Ok();
+  }
+
+  // Waits until every child exited 0. A non-zero exit, a stop signal or the
+  // deadline kills the others and fails.
+  Status Wait(Deadline deadline) {
+    while (true) {
+      bool all = true;
+      for (auto& c : children_) {
+        if (!Poll(*c)) {
+          all = false;
+        } else if (c->exit_code != 0) {
+          const std::string who = c->name;
+          const int code = c->exit_code;
+          Kill();
+          return Internal(who + " exited with status " + std::to_string(code) +
+                          (code > 128 ? " (signal " + std::to_string(code - 128) + ")" : ""));
+        }
+      }
+      if (all) {
+        Reap();
+        return Status::Ok();
+      }
+      if (StopRequested()) {
+        Kill();
+        return Cancelled("stopped by signal " + std::to_string(StopSignal()));
+      }
+      if (deadline.Expired()) {
+        Kill();
+        return DeadlineExceeded("still running at the per-run time limit (--timeout)");
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+
+  // Lines child `i` printed (complete once Wait returned).
+  std::vector<std::string> Lines(size_t i) {
+    std::lock_guard<std::mutex> lock(children_[i]->mu);
+    return children_[i]->lines;
+  }
+
+  // SIGTERM (mpirun forwards it to its ranks; SIGKILL would orphan them),
+  // a grace period, then SIGKILL; joins the readers and reaps everyone.
+  void Kill() {
+    for (auto& c : children_) {
+      if (!Poll(*c)) ::kill(c->pid, SIGTERM);
+    }
+    const Deadline grace = Deadline::After(3s);
+    while (!grace.Expired()) {
+      bool all = true;
+      for (auto& c : children_) all &= Poll(*c);
+      if (all) break;
+      std::this_thread::sleep_for(10ms);
+    }
+    for (auto& c : children_) {
+      if (!Poll(*c)) ::kill(c->pid, SIGKILL);  // not reaped yet: the pid is still ours
+    }
+    Reap();
+  }
+
+ private:
+  struct Child {
+    std::string name;
+    pid_t pid = -1;
+    std::unique_ptr<ChildProcess> proc;
+    std::thread reader;
+    std::mutex mu;
+    std::vector<std::string> lines;
+    bool exited = false;
+    int exit_code = -1;
+  };
+
+  // Has the child exited? Looks without reaping (WNOWAIT), so the pid stays
+  // ours to signal until Reap.
+  static bool Poll(Child& c) {
+    if (c.exited) return true;
+    if (!c.proc) return true;
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(c.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+      c.exited = true;  // ECHILD: already reaped
+      return true;
+    }
+    if (info.si_pid == 0) return false;
+    c.exited = true;
+    c.exit_code = info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
+    return true;
+  }
+
+  // For exited children: join the reader (the pipe is closed) and reap.
+  void Reap() {
+    for (auto& c : children_) {
+      if (!c->proc || !Poll(*c)) continue;
+      if (c->reader.joinable()) c->reader.join();
+      c->proc->Wait();
+      c->proc.reset();
+    }
+  }
+
+  std::vector<std::unique_ptr<Child>> children_;
+};
+
+// ----------------------------------------------------------------- parent
+
+struct BenchArgs {
+  bool quick = false;
+  std::string json_path;
+  std::vector<int> procs = {2, 4};
+  std::vector<std::string> sizes = {"4KiB", "1MiB", "16MiB", "64MiB"};
+  std::vector<std::string> impls = {"tenax", "mpi", "gloo"};
+  uint64_t budget_bytes = 0;  // 0 = 64 MiB with --quick, else 256 MiB
+  uint64_t min_iters = 0;     // 0 = 5 with --quick, else 10
+  int64_t warmup = -1;        // -1 = 2 with --quick, else 3
+  std::string transports;     // tenax ranks: "" = UCX's choice (shared memory), "tcp"
+  std::string mpirun = "mpirun";
+  std::string mpi_bin;
+  std::string gloo_bin;
+  int64_t timeout_seconds = 300;
+};
+
+struct RunResult {
+  std::string impl;
+  int procs = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;
+  uint64_t iterations = 0;
+};
+
+Result<std::string> SelfExe() {
+  char self[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return Internal("cannot find the tenax binary (/proc/self/exe)");
+  self[n] = 0;
+  return std::string(self);
+}
+
+Result<std::string> FindPeerBinary(const std::string& override_path, const std::string& name, const std::string& flag) {
+  std::string path = override_path;
+  if (path.empty()) {
+    TENAX_ASSIGN_OR_RETURN(std::string self, SelfExe());
+    // The build tree: <build>/src/tenax next to <build>/bench/<name>.
+    path = (std::filesystem::path(self).parent_path() / ".." / "bench" / name).lexically_normal().string();
+  }
+  if (::access(path.c_str(), X_OK) != 0) {
+    return NotFound(path + ": " + name + " not found or not executable (build the CMake target " + name +
+                    ", or pass " + flag + ")");
+  }
+  return path;
+}
+
+Status CheckOnPath(const std::string& program) {
+  if (program.find('/') != std::string::npos) {
+    if (::access(program.c_str(), X_OK) == 0) return Status::Ok();
+    return NotFound(program + ": not found or not executable (--mpirun)");
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/bin:/bin";
+  size_t pos = 0;
+  while (pos <= dirs.size()) {
+    const size_t colon = std::min(dirs.find(':', pos), dirs.size());
+    const std::string dir = dirs.substr(pos, colon - pos);
+    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return Status::Ok();
+    pos = colon + 1;
+  }
+  return NotFound(program + ": not found in PATH (install Open MPI, or pass --mpirun)");
+}
+
+// Removes the rendezvous directory on every way out.
+struct TempDir {
+  std::string path;
+  ~TempDir() {
+    if (path.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+};
+
+struct RunPlan {
+  std::string impl;
+  int procs = 0;
+  std::vector<uint64_t> sizes;
+  uint64_t budget_bytes = 0, min_iters = 0, warmup = 0;
+};
+
+// Runs one (impl, procs) and returns its per-size results.
+Result<std::vector<RunResult>> RunOne(const BenchArgs& a, const RunPlan& plan, const std::string& tenax_bin,
+                                      const std::string& mpi_bin, const std::string& gloo_bin,
+                                      const std::string& rendezvous) {
+  const std::vector<std::string> common = {"--sizes",     JoinSizes(plan.sizes),
+                                           "--budget-bytes", std::to_string(plan.budget_bytes),
+                                           "--min-iters", std::to_string(plan.min_iters),
+                                           "--warmup",    std::to_string(plan.warmup)};
+  std::error_code ec;
+  std::filesystem::create_directories(rendezvous, ec);
+  if (ec) return IoError(rendezvous + ": cannot create: " + ec.message());
+
+  ChildSet children;
+  if (plan.impl == "mpi") {
+    std::vector<std::string> argv = {a.mpirun, "-np", std::to_string(plan.procs), "--allow-run-as-root",
+                                     "--oversubscribe", "--bind-to", "none", mpi_bin};
+    argv.insert(argv.end(), common.begin(), common.end());
+    TENAX_RETURN_IF_ERROR(children.Start("mpirun", argv));
+  } else {
+    for (int r = 0; r < plan.procs; ++r) {
+      std::vector<std::string> argv;
+      if (plan.impl == "tenax") {
+        argv = {tenax_bin, "bench", "allreduce-rank", "--rank", std::to_string(r), "--procs",
+                std::to_string(plan.procs), "--rendezvous", rendezvous};
+        if (!a.transports.empty()) argv.insert(argv.end(), {"--transports", a.transports});
+      } else {
+        argv = {gloo_bin, "--rank", std::to_string(r), "--procs", std::to_string(plan.procs), "--store-dir",
+                rendezvous};
+      }
+      argv.insert(argv.end(), common.begin(), common.end());
+      TENAX_RETURN_IF_ERROR(children.Start(plan.impl + " rank " + std::to_string(r), argv));
+    }
+  }
+  TENAX_RETURN_IF_ERROR(children.Wait(Deadline::After(std::chrono::seconds(a.timeout_seconds))));
+
+  // Rank 0 (or mpirun, which forwards rank 0) printed one JSON line per
+  // size; libraries may print other lines.
+  std::map<uint64_t, RunResult> by_size;
+  for (const std::string& line : children.Lines(0)) {
+    if (line.empty() || line[0] != '{') continue;
+    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("bytes") || !j.contains("seconds")) continue;
+    RunResult r;
+    r.impl = j.value("impl", "");
+    r.procs = j.value("procs", 0);
+    r.bytes = j.value("bytes", uint64_t{0});
+    r.seconds = j.value("seconds", 0.0);
+    r.iterations = j.value("iterations", uint64_t{0});
+    if (r.impl != plan.impl || r.procs != plan.procs) {
+      return Internal("unexpected result line (wanted impl " + plan.impl + ", " + std::to_string(plan.procs) +
+                      " procs): " + line);
+    }
+    if (!(r.seconds > 0) || !std::isfinite(r.seconds)) return Internal("result without a positive time: " + line);
+    by_size[r.bytes] = r;
+  }
+  std::vector<RunResult> out;
+  for (uint64_t bytes : plan.sizes) {
+    auto it = by_size.find(bytes);
+    if (it == by_size.end()) return Internal("no result for " + HumanBytes(bytes) + " (rank 0 printed no JSON line)");
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+double BusBandwidthGBps(int procs, uint64_t bytes, double seconds) {
+  return 2.0 * (procs - 1) / procs * static_cast<double>(bytes) / seconds / 1e9;
+}
+
+Status RunBenchAllreduce(const BenchArgs& in) {
+  BenchArgs a = in;
+  InstallStopHandlers();
+  RunPlan base;
+  base.budget_bytes = a.budget_bytes ? a.budget_bytes : a.quick ? (64u << 20) : (256u << 20);
+  base.min_iters = a.min_iters ? a.min_iters : a.quick ? 5 : 10;
+  base.warmup = static_cast<uint64_t>(a.warmup >= 0 ? a.warmup : a.quick ? 2 : 3);
+  TENAX_ASSIGN_OR_RETURN(base.sizes, ParseSizes(a.sizes));
+  std::vector<std::string> impls;  // in a fixed order, without duplicates
+  for (const char* name : {"tenax", "mpi", "gloo"}) {
+    if (std::find(a.impls.begin(), a.impls.end(), name) != a.impls.end()) impls.push_back(name);
+  }
+  std::vector<int> procs = a.procs;
+  std::sort(procs.begin(), procs.end());
+  procs.erase(std::unique(procs.begin(), procs.end()), procs.end());
+  if (impls.empty() || procs.empty()) return InvalidArgument("nothing to run (--impls, --procs)");
+
+  // Find every program before running anything.
+  TENAX_ASSIGN_OR_RETURN(const std::string tenax_bin, SelfExe());
+  std::string mpi_bin, gloo_bin;
+  const bool want_mpi = std::count(impls.begin(), impls.end(), "mpi") > 0;
+  const bool want_gloo = std::count(impls.begin(), impls.end(), "gloo") > 0;
+  if (want_mpi) {
+    TENAX_ASSIGN_OR_RETURN(mpi_bin, FindPeerBinary(a.mpi_bin, kMpiBinName, "--mpi-bin"));
+    TENAX_RETURN_IF_ERROR(CheckOnPath(a.mpirun));
+  }
+  if (want_gloo) {
+    TENAX_ASSIGN_OR_RETURN(gloo_bin, FindPeerBinary(a.gloo_bin, kGlooBinName, "--gloo-bin"));
+  }
+
+  // A fresh random secret for this run, handed to the tenax ranks through
+  // the environment (not argv, which other users can read).
+  std::string secret;
+  for (unsigned char c : net::RandomNonce()) secret += "0123456789abcdef"[c % 16];
+  while (secret.size() < 32) secret += secret;
+  ::setenv(net::kSecretEnvVar, secret.c_str(), 1);
+
+  TempDir work;
+  {
+    std::string tmpl = std::filesystem::temp_directory_path().string() + "/tenax-allreduce-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) return IoError(tmpl + ": mkdtemp: " + ErrnoMessage(errno));
+    work.path = tmpl;
+  }
+
+  std::string impl_list, procs_list;
+  for (const auto& i : impls) impl_list += (impl_list.empty() ? "" : ",") + i;
+  for (int p : procs) procs_list += (procs_list.empty() ? "" : ",") + std::to_string(p);
+  spdlog::info("allreduce: impls {}, procs {}, sizes {}; budget {} bytes, min {} iterations, {} warmup",
+               impl_list, procs_list, JoinSizes(base.sizes), base.budget_bytes, base.min_iters, base.warmup);
+  const auto started = SteadyClock::now();
+  std::vector<RunResult> results;
+  std::vector<std::string> failures;
+  int run_index = 0;
+  for (int p : procs) {
+    for (const std::string& impl : impls) {
+      if (StopRequested()) return Cancelled("benchmark stopped");
+      RunPlan plan = base;
+      plan.impl = impl;
+      plan.procs = p;
+      const std::string dir = work.path + "/run-" + std::to_string(run_index++) + "-" + impl + "-" + std::to_string(p);
+      const auto t0 = SteadyClock::now();
+      spdlog::info("{} with {} processes ...", impl, p);
+      auto r = RunOne(a, plan, tenax_bin, mpi_bin, gloo_bin, dir);
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+      if (!r.ok()) {
+        if (r.status().code() == StatusCode::kCancelled) return r.status();
+        const std::string msg = impl + " with " + std::to_string(p) + " procs: " + r.status().message();
+        spdlog::error("{}", msg);
+        failures.push_back(msg);
+        continue;
+      }
+      for (const auto& x : *r) {
+        spdlog::info("{:>5} {} procs {:>7}: {:>10}  {:7.3f} GB/s bus  ({} iterations)", impl, p, HumanBytes(x.bytes),
+                     HumanSeconds(x.seconds), BusBandwidthGBps(p, x.bytes, x.seconds), x.iterations);
+        results.push_back(x);
+      }
+      spdlog::info("{} with {} processes took {:.1f} s", impl, p, Seconds(SteadyClock::now() - t0).count());
+    }
+  }
+  const double wall = Seconds(SteadyClock::now() - started).count();
+
+  auto find = [&](const std::string& impl, int p, uint64_t bytes) -> std::optional<double> {
+    for (const auto& r : results) {
+      if (r.impl == impl && r.procs == p && r.bytes == bytes) return r.seconds;
+    }
+    return std::nullopt;
+  };
+  auto best_peer = [&](int p, uint64_t bytes) -> std::optional<double> {
+    std::optional<double> best;
+    for (const char* peer : {"mpi", "gloo"}) {
+      auto s = find(peer, p, bytes);
+      if (s && (!best || *s < *best)) best = s;
+    }
+    return best;
+  };
+  auto json_or_null = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+
+  nlohmann::json jresults = nlohmann::json::array();
+  for (const auto& r : results) {
+    jresults.push_back({{"impl", r.impl},
+                        {"procs", r.procs},
+                        {"bytes", r.bytes},
+                        {"seconds", r.seconds},
+                        {"busbw_gbps", BusBandwidthGBps(r.procs, r.bytes, r.seconds)},
+                        {"iterations", r.iterations}});
+  }
+  nlohmann::json jratios = nlohmann::json::array();
+  for (int p : procs) {
+    for (uint64_t bytes : base.sizes) {
+      const auto t = find("tenax", p, bytes), best = best_peer(p, bytes);
+      jratios.push_back({{"procs", p},
+                         {"bytes", bytes},
+                         {"tenax_seconds", json_or_null(t)},
+                         {"mpi_seconds", json_or_null(find("mpi", p, bytes))},
+                         {"gloo_seconds", json_or_null(find("gloo", p, bytes))},
+                         {"tenax_vs_best_peer", json_or_null(t && best ? std::optional<double>(*t / *best)
+                                                                       : std::nullopt)}});
+    }
+  }
+
+  // The table: per process count and size, each implementation's time and
+  // bus bandwidth, and tenax's time over the faster peer's.
+  std::printf("\nallreduce, float32 sum in place; time = max over ranks of each rank's median call\n");
+  std::printf("%5s %8s |", "procs", "size");
+  for (const auto& impl : impls) std::printf(" %10s", (impl + " time").c_str());
+  std::printf(" |");
+  for (const auto& impl : impls) std::printf(" %11s", (impl + " GB/s").c_str());
+  std::printf(" | %s\n", "tenax/best peer");
+  for (int p : procs) {
+    for (uint64_t bytes : base.sizes) {
+      std::printf("%5d %8s |", p, HumanBytes(bytes).c_str());
+      for (const auto& impl : impls) {
+        auto s = find(impl, p, bytes);
+        std::printf(" %10s", s ? HumanSeconds(*s).c_str() : "-");
+      }
+      std::printf(" |");
+      for (const auto& impl : impls) {
+        auto s = find(impl, p, bytes);
+        if (s) {
+          std::printf(" %11.3f", BusBandwidthGBps(p, bytes, *s));
+        } else {
+          std::printf(" %11s", "-");
+        }
+      }
+      const auto t = find("tenax", p, bytes), best = best_peer(p, bytes);
+      if (t && best) {
+        std::printf(" | %15.3f\n", *t / *best);
+      } else {
+        std::printf(" | %15s\n", "-");
+      }
+    }
+  }
+  std::printf("(GB/s: bus bandwidth 2(p-1)/p * bytes / time)\n\n");
+  for (auto [bytes, target] : {std::pair<uint64_t, double>{64u << 20, 0.5}, {4u << 10, 1.0}}) {
+    const auto t = find("tenax", 2, bytes), best = best_peer(2, bytes);
+    if (!t || !best) continue;
+    const double ratio = *t / *best;
+    std::printf("%s, 2 procs: tenax takes %.3f of the faster peer's time (target <= %.1f): %s\n",
+                HumanBytes(bytes).c_str(), ratio, target, ratio <= target ? "met" : "MISSED");
+  }
+  std::printf("wall time: %.1f s\n", wall);
+  std::fflush(stdout);
+
+  nlohmann::json out = {{"benchmark", "allreduce"},
+                        {"quick", a.quick},
+                        {"budget_bytes", base.budget_bytes},
+                        {"min_iters", base.min_iters},
+                        {"warmup", base.warmup},
+                        {"tenax_transports", a.transports.empty() ? "auto" : a.transports},
+                        {"wall_seconds", wall},
+                        {"results", jresults},
+                        {"ratios", jratios},
+                        {"failures", failures}};
+  if (!a.json_path.empty()) TENAX_RETURN_IF_ERROR(WriteFileAtomic(a.json_path, out.dump(2) + "\n"));
+  if (!failures.empty()) {
+    std::string msg = std::to_string(failures.size()) + " run(s) failed";
+    for (const auto& f : failures) msg += "; " + f;
+    return Internal(msg);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddBenchAllreduceCommands(CLI::App& bench, int& exit_code) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* cmd = bench.add_subcommand(
+      "allreduce", "In-place float32 sum allreduce: tenax vs Open MPI vs Gloo, 2 and 4 processes on this machine");
+  cmd->add_flag("--quick", a->quick, "Fewer iterations (under 4 minutes)");
+  cmd->add_option("--json", a->json_path, "Write the results as JSON to FILE")->type_name("FILE");
+  cmd->add_option("--procs", a->procs, "Process counts, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--sizes", a->sizes, "Message sizes (bytes, or with KiB/MiB), comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--impls", a->impls, "Implementations, comma-separated")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"tenax", "mpi", "gloo"}))
+      ->capture_default_str();
+  cmd->add_option("--budget-bytes", a->budget_bytes,
+                  "Timed calls per size = max(min-iters, min(2000, budget/size)) (default 64 MiB quick, 256 MiB full)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  cmd->add_option("--min-iters", a->min_iters, "Minimum timed calls per size (default 5 quick, 10 full)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{100000}));
+  cmd->add_option("--warmup", a->warmup, "Untimed calls per size (default 2 quick, 3 full)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1000}));
+  cmd->add_option("--transports", a->transports, "UCX transports of the tenax ranks (\"\" = shared memory, tcp)")
+      ->check(CLI::IsMember({"", "tcp"}));
+  cmd->add_option("--mpirun", a->mpirun, "Open MPI launcher")->capture_default_str();
+  cmd->add_option("--mpi-bin", a->mpi_bin, "The MPI peer (default: <build>/bench/tenax_bench_mpi_allreduce)");
+  cmd->add_option("--gloo-bin", a->gloo_bin, "The Gloo peer (default: <build>/bench/tenax_bench_gloo_allreduce)");
+  cmd->add_option("--timeout", a->timeout_seconds, "Time limit per (implementation, procs) run, seconds")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}))
+      ->capture_default_str();
+  cmd->callback([a, &exit_code] {
+    InitLogging("bench");
+    Status st = RunBenchAllreduce(*a);
+    exit_code = st.ok() ? 0 : ReportError("bench allreduce", st);
+  });
+
+  auto r = std::make_shared<RankArgs>();
+  r->sizes = a->sizes;
+  CLI::App* rank = bench.add_subcommand("allreduce-rank", "One tenax rank of 'bench allreduce' (internal)");
+  rank->group("");  // hidden from --help
+  rank->add_option("--rank", r->rank)->required();
+  rank->add_option("--procs", r->procs)->required();
+  rank->add_option("--rendezvous", r->rendezvous, "Directory for the ranks' port files")->required();
+  rank->add_option("--sizes", r->sizes)->delimiter(',');
+  rank->add_option("--budget-bytes", r->budget_bytes);
+  rank->add_option("--min-iters", r->min_iters);
+  rank->add_option("--warmup", r->warmup);
+  rank->add_option("--transports", r->transports);
+  rank->callback([r, &exit_code] {
+    // Do not outlive the benchmark that started us.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    InitLogging("allreduce-rank-" + std::to_string(r->rank));
+    Status st = RunRank(*r);
+    exit_code = st.ok() ? 0 : ReportError("bench allreduce-rank", st);
+  });
+}
+
+}  // namespace tenax::cli

@@ -1,0 +1,40 @@
+#include "job_file.h"
+
+#include <sstream>
+
+namespace tenax::cli {
+
+Result<ConfigDoc> LoadConfigWithOverrides(const std::string& path, const std::vector<std::string>& overrides) {
+  TENAX_ASSIGN_OR_RETURN(ConfigDoc doc, ConfigDoc::Load(path));
+  for (const auto& o : overrides) TENAX_RETURN_IF_ERROR(doc.Override(o));
+  return doc;
+}
+
+namespace {
+Result<Job> FromDoc(ConfigDoc doc) {
+  TENAX_ASSIGN_OR_RETURN(TrainConfig config, ParseTrainConfig(doc));
+  if (config.mode != "sync") {
+    return InvalidArgument(doc.source_name() + ": mode is \"" + config.mode +
+                           "\"; cluster jobs need mode = \"sync\" (use 'tenax train' for a single process)");
+  }
+  std::ostringstream text;
+  text << doc.table() << "\n";
+  return Job{std::move(doc), std::move(config), text.str()};
+}
+}  // namespace
+
+Result<Job> LoadSyncJob(const std::string& path, const std::vector<std::string>& overrides) {
+  TENAX_ASSIGN_OR_RETURN(ConfigDoc doc, LoadConfigWithOverrides(path, overrides));
+  return FromDoc(std::move(doc));
+}
+
+Result<Job> ParseSyncJob(const std::string& toml_text, const std::string& source) {
+  TENAX_ASSIGN_OR_RETURN(ConfigDoc doc, ConfigDoc::Parse(toml_text, source));
+  return FromDoc(std::move(doc));
+}
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+}  // namespace tenax::cli

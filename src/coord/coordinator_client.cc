@@ -1,0 +1,127 @@
+#include "tenax/coord/coordinator_client.h"
+
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "tenax/coord/coord_codec.h"
+
+namespace tenax::coord {
+namespace {
+using namespace std::chrono_literals;
+}
+
+Status CoordinatorClient::ConnectAndJoin(Deadline deadline) {
+  const std::string where = host_ + ":" + std::to_string(port_);
+  auto peer = node_.Connect(host_, port_, deadline);
+  if (!peer.ok()) return peer.status();
+  TENAX_RETURN_IF_ERROR(node_.SendControl(*peer, kJoinRequestKind, request_.SerializeAsString(), deadline));
+  auto msg = node_.ReceiveControl(deadline, *peer, kJoinReplyKind);
+  if (!msg.ok()) return Status(msg.status().code(), "coordinator " + where + " did not answer the join: " + msg.status().message());
+  TENAX_ASSIGN_OR_RETURN(wire::JoinReply reply, DecodeJoinReply(msg->payload, "coordinator " + where));
+  if (!reply.error().empty()) return Refused("coordinator " + where + " refused: " + reply.error());
+  if (connected_ || info_.world != 0) {
+    if (static_cast<int>(reply.rank()) != info_.rank) return ProtocolError("coordinator moved us to another rank");
+  }
+  info_ = {static_cast<int>(reply.rank()), static_cast<int>(reply.world()), reply.config_toml()};
+  peer_ = *peer;
+  connected_ = true;
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Join(net::Node& node, const std::string& host,
+                                                                   uint16_t port, wire::JoinRequest request,
+                                                                   Deadline deadline) {
+  std::unique_ptr<CoordinatorClient> c(new CoordinatorClient(node, host, port, std::move(request)));
+  Status last;
+  while (true) {
+    last = c->ConnectAndJoin(deadline.Earlier(Deadline::After(2s)));
+    if (last.ok()) return c;
+    // Only "nobody there yet" is worth retrying; a refusal is final.
+    if (last.code() != StatusCode::kUnavailable && last.code() != StatusCode::kDeadlineExceeded &&
+        last.code() != StatusCode::kPeerLost) {
+      return last;
+    }
+    if (deadline.Expired()) {
+      return DeadlineExceeded("coordinator " + host + ":" + std::to_string(port) +
+                              " did not answer before the join deadline (" + last.message() + ")");
+    }
+    std::this_thread::sleep_for(100ms);  // retry pacing, not synchronisation
+  }
+}
+
+bool CoordinatorClient::Usable() {
+  if (connected_ && node_.PeerStatus(peer_).ok()) return true;
+  if (connected_) {
+    spdlog::warn("rank {}: lost the coordinator ({}); will rejoin", info_.rank, node_.PeerStatus(peer_).message());
+    connected_ = false;
+  }
+  const auto now = SteadyClock::now();
+  if (now < next_attempt_) return false;
+  next_attempt_ = now + 1s;
+  request_.set_rejoin(true);
+  request_.set_requested_rank(info_.rank);
+  if (Status st = ConnectAndJoin(Deadline::After(1s)); !st.ok()) {
+    spdlog::debug("rank {}: rejoin failed: {}", info_.rank, st.message());
+    if (st.code() == StatusCode::kRefused) failure_ = FailedPrecondition(st.message());
+    return false;
+  }
+  spdlog::info("rank {}: rejoined the coordinator", info_.rank);
+  return true;
+}
+
+Result<wire::Roster> CoordinatorClient::WaitRoster(Deadline deadline) {
+  while (true) {
+    auto msg = node_.ReceiveControl(deadline.Earlier(Deadline::After(200ms)), peer_);
+    if (msg.ok()) {
+      if (msg->kind == kRosterKind) return DecodeRoster(msg->payload, "coordinator");
+      if (msg->kind == kFailureKind) {
+        TENAX_ASSIGN_OR_RETURN(wire::Failure f, DecodeFailure(msg->payload, "coordinator"));
+        return FailedPrecondition("the job failed before it started: " + f.reason());
+      }
+      continue;
+    }
+    if (deadline.Expired()) return DeadlineExceeded("the other workers did not all join before the join deadline");
+    if (!Usable() && !failure_.ok()) return failure_;
+  }
+}
+
+void CoordinatorClient::ReportProgress(const wire::Progress& progress) {
+  if (Usable()) (void)node_.SendControl(peer_, kProgressKind, progress.SerializeAsString(), Deadline::After(1s));
+}
+
+void CoordinatorClient::ReportFailure(const std::string& reason) {
+  wire::Failure f;
+  f.set_rank(static_cast<uint32_t>(info_.rank));
+  f.set_host(request_.host());
+  f.set_reason(reason);
+  if (Usable()) (void)node_.SendControl(peer_, kFailureKind, f.SerializeAsString(), Deadline::After(1s));
+}
+
+Status CoordinatorClient::ReportDone(const std::string& summary_json, Deadline deadline) {
+  wire::Done d;
+  d.set_rank(static_cast<uint32_t>(info_.rank));
+  d.set_summary_json(summary_json);
+  while (true) {
+    if (Usable() && node_.SendControl(peer_, kDoneKind, d.SerializeAsString(), deadline).ok()) return Status::Ok();
+    if (deadline.Expired()) return DeadlineExceeded("could not tell the coordinator that rank " + std::to_string(info_.rank) + " finished");
+    node_.Progress();
+    std::this_thread::sleep_for(50ms);  // pacing reconnect attempts
+  }
+}
+
+Status CoordinatorClient::CheckFailure() {
+  if (!failure_.ok()) return failure_;
+  if (!connected_) {
+    (void)Usable();
+    return failure_;
+  }
+  auto msg = node_.ReceiveControl(Deadline::At(SteadyClock::now()), peer_, kFailureKind);
+  if (!msg.ok()) return Status::Ok();
+  auto f = DecodeFailure(msg->payload, "coordinator");
+  failure_ = f.ok() ? FailedPrecondition("rank " + std::to_string(f->rank()) + " on " + f->host() + " failed: " + f->reason())
+                    : f.status();
+  return failure_;
+}
+
+}  // namespace tenax::coord

@@ -1,0 +1,201 @@
+// Multi-process tests of the cluster roles with the real tenax binary on
+// loopback: the launcher's outputs and cleanup, a SIGKILLed worker, mpirun,
+// a coordinator killed and restarted, and bad input.
+#include <dirent.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "testing.h"
+
+namespace tenax::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A small, fast job: the mlp on a slice of the data.
+std::string WriteJob(const ScratchDir& dir, const std::string& name, const std::string& extra_cluster = "",
+                     int64_t max_steps = 60) {
+  const std::string path = dir / name;
+  std::ofstream out(path);
+  out << "mode = \"sync\"\n"
+      << "[cluster]\nworkers = 2\njob_id = \"" << name << "\"\npeer_timeout_seconds = 2\n"
+      << "join_timeout_seconds = 30\nstep_timeout_seconds = 20\n" << extra_cluster << "\n"
+      << "[data]\ntrain_limit = 8192\ntest_limit = 1000\n"
+      << "[model]\nname = \"mlp\"\n"
+      << "[train]\nepochs = 50\nmax_steps = " << max_steps << "\nbatch_size = 32\nthreads = 1\nlr = 0.05\n"
+      << "[log]\nevery_steps = 10\n";
+  return path;
+}
+
+// PIDs of live processes whose command line mentions `needle`.
+std::vector<int> ProcessesMentioning(const std::string& needle) {
+  std::vector<int> pids;
+  DIR* proc = opendir("/proc");
+  if (!proc) return pids;
+  while (dirent* e = readdir(proc)) {
+    const int pid = atoi(e->d_name);
+    if (pid <= 0 || pid == getpid()) continue;
+    std::ifstream in("/proc/" + std::string(e->d_name) + "/cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (auto& c : cmd) c = c == '\0' ? ' ' : c;
+    std::ifstream st("/proc/" + std::string(e->d_name) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+    const bool zombie = stat.find(") Z ") != std::string::npos;
+    if (!zombie && cmd.find(needle) != std::string::npos) pids.push_back(pid);
+  }
+  closedir(proc);
+  return pids;
+}
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("TENAX_SECRET", "cluster-test-secret-0123456789", 1); }
+};
+
+TEST_F(ClusterTest, RunTrainsWithTwoWorkersAndLeavesARunDirectory) {
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "small");
+  auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "run"});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"));
+  EXPECT_EQ("sync", summary["mode"]);
+  EXPECT_EQ(2, summary["workers"]);
+  EXPECT_EQ(60, summary["steps"]);
+  EXPECT_GT(summary["final_test_accuracy"].get<double>(), 0.5);  // 60 steps of the mlp: well above chance (0.1)
+  EXPECT_GT(summary["samples_per_second"].get<double>(), 0);
+  EXPECT_GT(summary["wall_seconds"].get<double>(), 0);
+  for (const char* f : {"run/metrics.jsonl", "run/model.pt", "run/logs/coordinator.log", "run/logs/worker-0.log",
+                        "run/logs/worker-1.log"}) {
+    EXPECT_FALSE(ReadText(dir / f).empty()) << f;
+  }
+  EXPECT_NE(std::string::npos, ReadText(dir / "run/logs/coordinator.log").find("finished"));
+  EXPECT_NE(std::string::npos, r.out.find("final test accuracy"));
+  EXPECT_TRUE(ProcessesMentioning(dir.path()).empty()) << "children outlived the launcher";
+}
+
+TEST_F(ClusterTest, SigtermToTheLauncherStopsEveryChild) {
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "long", "", 1000000);
+  Child run({TenaxBinary(), "run", job, "--out", dir / "run"});
+  ASSERT_TRUE(run.WaitForStderrLine("step")) << run.stderr_text();
+  EXPECT_EQ(4u, ProcessesMentioning(dir / "run").size()) << "expected the launcher, a coordinator and 2 workers";
+  run.Signal(SIGTERM);
+  EXPECT_EQ(130, run.Wait()) << run.stderr_text();
+  EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "orphans left behind";
+  EXPECT_FALSE(std::ifstream(dir / "run/summary.json").good());
+}
+
+TEST_F(ClusterTest, SigkilledWorkerIsReportedByRankWithinTheDeadline) {
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "victim", "", 1000000);
+  Child run({TenaxBinary(), "run", job, "--out", dir / "run"});
+  ASSERT_TRUE(run.WaitForStderrLine("step")) << run.stderr_text();
+  auto victims = ProcessesMentioning("--rank 1 --out " + dir / "run");
+  ASSERT_EQ(1u, victims.size());
+  const auto killed_at = Clock::now();
+  ASSERT_EQ(0, kill(victims[0], SIGKILL));
+  EXPECT_EQ(3, run.Wait()) << run.stderr_text();
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed_at).count();
+  EXPECT_LT(seconds, 10.0) << "detection took longer than the job's deadlines allow";  // peer timeout 2 s
+  EXPECT_NE(std::string::npos, run.stderr_text().find("rank 1 on 127.0.0.1")) << run.stderr_text();
+  EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "survivors left running";
+  // The survivor's own log names the failed rank too.
+  EXPECT_NE(std::string::npos, ReadText(dir / "run/logs/worker-0.log").find("rank 1")) << ReadText(dir / "run/logs/worker-0.log");
+}
+
+TEST_F(ClusterTest, MpirunStartsTheWorkers) {
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "mpi");
+  Child coordinator({TenaxBinary(), "coordinator", "--job", job, "--state", dir / "state.db", "--port-file",
+                     dir / "port"});
+  ASSERT_TRUE(coordinator.WaitForStderrLine("listening on")) << coordinator.stderr_text();
+  const std::string port = ReadText(dir / "port");
+  auto r = RunProcess({"mpirun", "-np", "2", "--oversubscribe", "--allow-run-as-root", "--bind-to", "none", "-x",
+                       "TENAX_SECRET", TenaxBinary(), "worker", "--job", job, "--coordinator",
+                       "127.0.0.1:" + port.substr(0, port.find('\n')), "--out", dir / "run"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  EXPECT_EQ(0, coordinator.Wait()) << coordinator.stderr_text();
+  auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"));
+  EXPECT_EQ(2, summary["workers"]);
+  EXPECT_NE(std::string::npos, coordinator.stderr_text().find("rank 1 joined"));
+}
+
+TEST_F(ClusterTest, RestartedCoordinatorResumesTheSameJob) {
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "restart", "", 1500);
+  auto first = std::make_unique<Child>(std::vector<std::string>{
+      TenaxBinary(), "coordinator", "--job", job, "--state", dir / "state.db", "--port-file", dir / "port"});
+  ASSERT_TRUE(first->WaitForStderrLine("listening on")) << first->stderr_text();
+  std::string port = ReadText(dir / "port");
+  port = port.substr(0, port.find('\n'));
+  std::vector<std::unique_ptr<Child>> workers;
+  for (int r = 0; r < 2; ++r) {
+    workers.push_back(std::make_unique<Child>(std::vector<std::string>{
+        TenaxBinary(), "worker", "--job", job, "--coordinator", "127.0.0.1:" + port, "--rank", std::to_string(r),
+        "--out", dir / "run"}));
+  }
+  ASSERT_TRUE(first->WaitForStderrLine("publishing the roster")) << first->stderr_text();
+  ASSERT_TRUE(workers[0]->WaitForStderrLine("step 10/")) << workers[0]->stderr_text();
+  first->Signal(SIGKILL);
+  EXPECT_EQ(128 + SIGKILL, first->Wait());
+  Child second({TenaxBinary(), "coordinator", "--job", job, "--state", dir / "state.db", "--port", port});
+  ASSERT_TRUE(second.WaitForStderrLine("resuming")) << second.stderr_text();
+  EXPECT_EQ(0, second.Wait()) << second.stderr_text();
+  for (auto& w : workers) EXPECT_EQ(0, w->Wait()) << w->stderr_text();
+  EXPECT_NE(std::string::npos, second.stderr_text().find("rank 0 rejoined")) << second.stderr_text();
+  EXPECT_NE(std::string::npos, second.stderr_text().find("rank 1 rejoined")) << second.stderr_text();
+  auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"));
+  EXPECT_EQ(1500, summary["steps"]);
+}
+
+TEST_F(ClusterTest, JobFilesAreValidatedBeforeAnythingStarts) {
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "bad");
+  auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "run", "--set", "cluster.workers=300"});
+  EXPECT_EQ(2, r.exit_code);
+  EXPECT_NE(std::string::npos, r.err.find("cluster.workers")) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("more than the 8192 training samples")) << r.err;
+  r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "run", "--set", "cluster.wokers=3"});
+  EXPECT_EQ(2, r.exit_code);
+  EXPECT_NE(std::string::npos, r.err.find("did you mean")) << r.err;
+  r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "run", "--set", "mode=\"single\""});
+  EXPECT_EQ(2, r.exit_code);
+  EXPECT_NE(std::string::npos, r.err.find("mode")) << r.err;
+  EXPECT_FALSE(std::ifstream(dir / "run/logs/coordinator.log").good()) << "started processes for a bad job";
+}
+
+TEST_F(ClusterTest, WrongSecretOrJobIsRefusedAndSilenceIsReportedInTime) {
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "guarded");
+  Child coordinator({TenaxBinary(), "coordinator", "--job", job, "--state", dir / "state.db", "--port-file",
+                     dir / "port"});
+  ASSERT_TRUE(coordinator.WaitForStderrLine("listening on")) << coordinator.stderr_text();
+  std::string port = ReadText(dir / "port");
+  const std::string address = "127.0.0.1:" + port.substr(0, port.find('\n'));
+  auto r = RunProcess({"/usr/bin/env", "TENAX_SECRET=not-the-cluster-secret-at-all", TenaxBinary(), "worker",
+                       "--job", job, "--coordinator", address, "--set", "cluster.join_timeout_seconds=3"});
+  EXPECT_NE(0, r.exit_code);
+  EXPECT_NE(std::string::npos, r.err.find("cluster secret")) << r.err;
+  r = RunProcess({TenaxBinary(), "worker", "--job", job, "--coordinator", address, "--set",
+                  "cluster.job_id=\"someone-else\""});
+  EXPECT_EQ(2, r.exit_code);
+  EXPECT_NE(std::string::npos, r.err.find("serves job 'guarded', not 'someone-else'")) << r.err;
+  coordinator.Signal(SIGTERM);
+  coordinator.Wait();
+  // Nothing listens there any more: reported within the join deadline.
+  const auto start = Clock::now();
+  r = RunProcess({TenaxBinary(), "worker", "--job", job, "--coordinator", address, "--set",
+                  "cluster.join_timeout_seconds=2"});
+  EXPECT_EQ(3, r.exit_code) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find(address)) << r.err;
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 8.0);
+}
+
+}  // namespace
+}  // namespace tenax::testing
