@@ -21,6 +21,10 @@ PACKAGES=(
   python3 python3-torch python3-numpy
   # the RPC peer of the transport benchmark
   libgrpc++-dev protobuf-compiler-grpc
+  # coord: the coordinator's state
+  libsqlite3-dev
+  # mpirun launches workers; MPI and Gloo are the allreduce benchmark's peers
+  openmpi-bin libopenmpi-dev libgloo-dev
 )
 
 missing=()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The README's first command: install what tenax needs, build it, and train
-# the CNN on Fashion-MNIST in one process (examples/single.toml).
-# Outputs go to runs/single/ (override with TENAX_OUT=DIR).
+# The README's first command: install what tenax needs, build it, and run the
+# quickstart job: a coordinator and 2 worker processes on this machine train
+# the CNN on Fashion-MNIST data-parallel (examples/quickstart.toml).
+# Outputs go to runs/quickstart/ (override with TENAX_OUT=DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +11,7 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENAX_FUZZ=OFF > build.l
 echo "building tenax (log: build.log) ..."
 cmake --build build -j"$(nproc)" --target tenax >> build.log 2>&1 || { tail -50 build.log; exit 1; }
 
-out="${TENAX_OUT:-runs/single}"
-./build/src/tenax train --config examples/single.toml --out "$out"
+out="${TENAX_OUT:-runs/quickstart}"
+./build/src/tenax run examples/quickstart.toml --out "$out"
 echo
 cat "$out/summary.json"
