@@ -144,6 +144,7 @@ void AddBenchCommand(CLI::App& root, int& exit_code) {
   CLI::App* bench = root.add_subcommand("bench", "Benchmarks that run tenax and its peer in the same run");
   bench->require_subcommand(1);
   AddBenchTransportCommands(*bench, exit_code);
+  AddBenchTrainCommand(*bench, exit_code);
   AddBenchAllreduceCommands(*bench, exit_code);
 
   auto a = std::make_shared<BenchTrainArgs>();

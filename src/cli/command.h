@@ -24,6 +24,8 @@ void AddCoordinatorCommand(CLI::App& root, int& exit_code);
 void AddWorkerCommand(CLI::App& root, int& exit_code);
 // `bench transport` and its hidden receiver `bench transport-peer`.
 void AddBenchTransportCommands(CLI::App& bench, int& exit_code);
+// `bench train`: 2-worker sync training, tenax vs PyTorch DDP.
+void AddBenchTrainCommand(CLI::App& bench, int& exit_code);
 // `bench allreduce` and its hidden rank `bench allreduce-rank`.
 void AddBenchAllreduceCommands(CLI::App& bench, int& exit_code);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "tenax/comm/channel_codec.h"
 #include "tenax/net/control_codec.h"
@@ -318,8 +319,12 @@ Status Allreduce::Wait(Deadline deadline) {
     TENAX_ASSIGN_OR_RETURN(uint64_t done, Poll());
     (void)done;
     if (queue_.empty()) return Status::Ok();
+    // Spin first (a peer on its own core answers within microseconds), then
+    // yield the core on every round: when processes outnumber cores, the
+    // peer we wait for may need this very core to make progress.
+    if (++spins > 2048) std::this_thread::yield();
     // Checks that cost more than a load run every few hundred spins.
-    if (++spins % 256 != 0) continue;
+    if (spins % 256 != 0) continue;
     const Segment& s = queue_.front();
     if (waiting_for_ >= 0) {
       if (Status st = group_.node().PeerStatus(group_.peer(waiting_for_)); !st.ok()) {
