@@ -293,8 +293,13 @@ Status Coordinator::Serve() {
       auto peer = node_.Accept(Deadline::At(SteadyClock::now()));
       if (!peer.ok()) break;
     }
-    auto msg = node_.ReceiveControl(Deadline::After(20ms));
-    if (msg.ok()) Handle(*msg);
+    // Every message already here is handled before any loss is judged: a
+    // worker's last words (Done, or why it failed) often arrive together
+    // with its disconnect.
+    for (auto msg = node_.ReceiveControl(Deadline::After(20ms)); msg.ok();
+         msg = node_.ReceiveControl(Deadline::At(SteadyClock::now()))) {
+      Handle(*msg);
+    }
     for (auto& [rank, live] : live_) {
       if (!live.connected) continue;
       if (Status st = node_.PeerStatus(live.peer); !st.ok()) OnLost(rank, st.message());
