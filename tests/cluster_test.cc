@@ -109,6 +109,22 @@ TEST_F(ClusterTest, SigkilledWorkerIsReportedByRankWithinTheDeadline) {
   EXPECT_NE(std::string::npos, ReadText(dir / "run/logs/worker-0.log").find("rank 1")) << ReadText(dir / "run/logs/worker-0.log");
 }
 
+TEST_F(ClusterTest, HungWorkerIsReportedByRankWithinThePeerTimeout) {
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "hung", "", 1000000);
+  Child run({TenaxBinary(), "run", job, "--out", dir / "run"});
+  ASSERT_TRUE(run.WaitForStderrLine("step")) << run.stderr_text();
+  auto victims = ProcessesMentioning("--rank 1 --out " + dir / "run");
+  ASSERT_EQ(1u, victims.size());
+  const auto stopped_at = Clock::now();
+  ASSERT_EQ(0, kill(victims[0], SIGSTOP));  // alive, connected, silent
+  EXPECT_EQ(3, run.Wait()) << run.stderr_text();
+  const double seconds = std::chrono::duration<double>(Clock::now() - stopped_at).count();
+  EXPECT_LT(seconds, 15.0) << "peer timeout 2 s, plus the launcher's 5 s SIGTERM grace for the stopped process";
+  EXPECT_NE(std::string::npos, run.stderr_text().find("rank 1 on 127.0.0.1")) << run.stderr_text();
+  EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "the stopped worker was left behind";
+}
+
 TEST_F(ClusterTest, MpirunStartsTheWorkers) {
   ScratchDir dir;
   const std::string job = WriteJob(dir, "mpi");

@@ -208,8 +208,9 @@ void Coordinator::OnLost(int rank, const std::string& why) {
   const MemberRecord& m = members_[rank];
   if (m.state == "done") return;  // finished and left: expected
   if (pending_report_ && pending_report_->reporter == rank) {
-    // The reporter itself left after telling us why: its reason stands.
-    return FlushPendingReport(true);
+    // The reporter left after telling us why; its verdict still waits out
+    // the grace period in case the rank it waited for turns out lost.
+    return;
   }
   if (job_.state == "joining") {
     // Not started yet: the rank is free again.
