@@ -53,8 +53,7 @@ Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count,
   a->count_ = count;
   a->ring_slot_bytes_ = RoundUp64(ChunkOf(count, p, 0).length * sizeof(float));
   a->direct_slot_bytes_ = RoundUp64(std::min(count * sizeof(float), options.direct_max_bytes));
-  const size_t slots = std::max(a->ring_slot_bytes_ * static_cast<size_t>(p - 1),
-                                a->direct_slot_bytes_ * static_cast<size_t>(p));
+  const size_t slots = a->ring_slot_bytes_ * static_cast<size_t>(p - 1) + a->direct_slot_bytes_ * 2 * static_cast<size_t>(p);
   net::Node& node = group.node();
   TENAX_ASSIGN_OR_RETURN(a->buffer_, node.Allocate(count * sizeof(float)));
   a->data_ = reinterpret_cast<float*>(a->buffer_.data());
@@ -65,7 +64,9 @@ Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count,
   a->remote_scratch_.resize(static_cast<size_t>(p));
   a->tx_messages_.assign(static_cast<size_t>(p), 0);
   a->rx_messages_.assign(static_cast<size_t>(p), 0);
-  a->scratch_op_to_.assign(static_cast<size_t>(p), 0);
+  a->ring_op_to_.assign(static_cast<size_t>(p), 0);
+  a->direct_op_to_.assign(static_cast<size_t>(p), {0, 0});
+  a->sum_sources_.resize(static_cast<size_t>(p));
   if (p == 1) return a;
 
   const std::string offer = EncodeOffer(count, group.rank(), a->buffer_, a->scratch_);
@@ -95,6 +96,23 @@ Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count,
     TENAX_ASSIGN_OR_RETURN(a->remote_scratch_[static_cast<size_t>(r)],
                            node.Import(group.peer(r), net::RegionDescriptor{s.address, s.length, s.rkey}));
   }
+  // Plain stores when every peer is mapped here. All ranks on one host
+  // decide alike; mixing is still correct (each side only reads its own
+  // signal words), just slower.
+  a->mapped_buffer_.assign(static_cast<size_t>(p), nullptr);
+  a->mapped_scratch_.assign(static_cast<size_t>(p), nullptr);
+  bool mapped = options.allow_mapping;
+  for (int r = 0; r < p && mapped; ++r) {
+    if (r == group.rank()) continue;
+    auto b = node.MapRemote(a->remote_buffer_[static_cast<size_t>(r)]);
+    auto s = node.MapRemote(a->remote_scratch_[static_cast<size_t>(r)]);
+    mapped = b.ok() && s.ok();
+    if (mapped) {
+      a->mapped_buffer_[static_cast<size_t>(r)] = *b;
+      a->mapped_scratch_[static_cast<size_t>(r)] = *s;
+    }
+  }
+  a->mapped_ = mapped;
   return a;
 }
 
@@ -132,6 +150,12 @@ Status Allreduce::Start(size_t offset, size_t count, float scale) {
 }
 
 Status Allreduce::Signal(int to, size_t remote_offset, uint64_t value) {
+  if (mapped_) {
+    // Release: the data stored before becomes visible no later than the counter.
+    std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(mapped_scratch_[static_cast<size_t>(to)] + remote_offset))
+        .store(value, std::memory_order_release);
+    return Status::Ok();
+  }
   Pending p;
   p.value = std::make_unique<uint64_t>(value);
   p.to = to;
@@ -140,9 +164,15 @@ Status Allreduce::Signal(int to, size_t remote_offset, uint64_t value) {
   return Status::Ok();
 }
 
-Status Allreduce::Send(int to, const void* src, size_t bytes, const net::RemoteRegion& region, size_t remote_offset) {
+Status Allreduce::Send(int to, const void* src, size_t bytes, bool into_buffer, size_t remote_offset) {
   net::Node& node = group_.node();
   const net::PeerId peer = group_.peer(to);
+  const size_t t = static_cast<size_t>(to);
+  if (mapped_) {
+    if (bytes > 0) std::memcpy((into_buffer ? mapped_buffer_[t] : mapped_scratch_[t]) + remote_offset, src, bytes);
+    return Signal(to, SignalOffset(group_.rank()), ++tx_messages_[t]);
+  }
+  const net::RemoteRegion& region = into_buffer ? remote_buffer_[t] : remote_scratch_[t];
   if (bytes > 0) {
     Pending p;
     p.to = to;
@@ -157,8 +187,8 @@ bool Allreduce::Arrived(int from, uint64_t messages) const {
   return LoadWord(scratch_.data() + SignalOffset(from)) >= messages;
 }
 
-bool Allreduce::ScratchFree(int to) const {
-  return LoadWord(scratch_.data() + AckOffset(to)) >= scratch_op_to_[static_cast<size_t>(to)];
+bool Allreduce::ScratchFree(int to, uint64_t after_op) const {
+  return LoadWord(scratch_.data() + AckOffset(to)) >= after_op;
 }
 
 Status Allreduce::Ack(int to, uint64_t op) { return Signal(to, AckOffset(group_.rank()), op); }
@@ -192,19 +222,17 @@ Result<bool> Allreduce::AdvanceRing(Segment& s) {
       if (reduce) {
         // Distinct slots per step: only an earlier op's use of right's
         // scratch must have been acknowledged.
-        if (k == 0 && !ScratchFree(right)) {
+        if (k == 0 && !ScratchFree(right, ring_op_to_[static_cast<size_t>(right)])) {
           waiting_for_ = right;
           return false;
         }
         const Chunk c = ChunkOf(s.count, p, Mod(r - k, p));
-        TENAX_RETURN_IF_ERROR(Send(right, data_ + s.offset + c.begin, c.length * sizeof(float),
-                                   remote_scratch_[static_cast<size_t>(right)],
+        TENAX_RETURN_IF_ERROR(Send(right, data_ + s.offset + c.begin, c.length * sizeof(float), false,
                                    SlotsOffset() + static_cast<size_t>(k) * ring_slot_bytes_));
-        scratch_op_to_[static_cast<size_t>(right)] = s.op;
+        ring_op_to_[static_cast<size_t>(right)] = s.op;
       } else {
         const Chunk c = ChunkOf(s.count, p, Mod(r + 1 - k, p));
-        TENAX_RETURN_IF_ERROR(Send(right, data_ + s.offset + c.begin, c.length * sizeof(float),
-                                   remote_buffer_[static_cast<size_t>(right)],
+        TENAX_RETURN_IF_ERROR(Send(right, data_ + s.offset + c.begin, c.length * sizeof(float), true,
                                    (s.offset + c.begin) * sizeof(float)));
       }
       s.sent = true;
@@ -239,19 +267,19 @@ Result<bool> Allreduce::AdvanceRing(Segment& s) {
 Result<bool> Allreduce::AdvanceDirect(Segment& s) {
   const int p = group_.world(), r = group_.rank();
   const size_t bytes = s.count * sizeof(float);
+  const size_t parity = s.op % 2;
   if (s.step == 2) return OutgoingDone();  // summed and acknowledged; only our acks may be in flight
   if (s.step == 0) {
     for (int q = 0; q < p; ++q) {
-      if (q != r && !ScratchFree(q)) {
+      if (q != r && !ScratchFree(q, direct_op_to_[static_cast<size_t>(q)][parity])) {
         waiting_for_ = q;
         return false;
       }
     }
     for (int d = 1; d < p; ++d) {  // start with the right neighbour, spread the load
       const int q = Mod(r + d, p);
-      TENAX_RETURN_IF_ERROR(Send(q, data_ + s.offset, bytes, remote_scratch_[static_cast<size_t>(q)],
-                                 SlotsOffset() + static_cast<size_t>(r) * direct_slot_bytes_));
-      scratch_op_to_[static_cast<size_t>(q)] = s.op;
+      TENAX_RETURN_IF_ERROR(Send(q, data_ + s.offset, bytes, false, DirectSlotOffset(s.op, r)));
+      direct_op_to_[static_cast<size_t>(q)][parity] = s.op;
     }
     s.step = 1;
   }
@@ -262,19 +290,29 @@ Result<bool> Allreduce::AdvanceDirect(Segment& s) {
     }
   }
   // Our own puts read the segment: it may change only once they are done.
-  TENAX_ASSIGN_OR_RETURN(bool idle, OutgoingDone());
-  if (!idle) return false;
-  std::vector<const float*> src(static_cast<size_t>(p));
-  for (int q = 0; q < p; ++q) {
-    src[static_cast<size_t>(q)] =
-        q == r ? data_ + s.offset
-               : reinterpret_cast<const float*>(scratch_.data() + SlotsOffset() + static_cast<size_t>(q) * direct_slot_bytes_);
+  if (!mapped_) {
+    TENAX_ASSIGN_OR_RETURN(bool idle, OutgoingDone());
+    if (!idle) return false;
   }
+  for (int q = 0; q < p; ++q) {
+    sum_sources_[static_cast<size_t>(q)] =
+        q == r ? data_ + s.offset : reinterpret_cast<const float*>(scratch_.data() + DirectSlotOffset(s.op, q));
+  }
+  // Rank order on every rank: the same bits everywhere. x * 1.0f == x, so
+  // skipping the scale changes nothing.
   float* out = data_ + s.offset;
-  for (size_t i = 0; i < s.count; ++i) {
-    float acc = src[0][i];
-    for (size_t q = 1; q < src.size(); ++q) acc += src[q][i];
-    out[i] = acc * s.scale;
+  const float* a = sum_sources_[0];
+  const float* b = sum_sources_[1];
+  if (p == 2 && s.scale == 1.0f) {
+    for (size_t i = 0; i < s.count; ++i) out[i] = a[i] + b[i];
+  } else if (p == 2) {
+    for (size_t i = 0; i < s.count; ++i) out[i] = (a[i] + b[i]) * s.scale;
+  } else {
+    for (size_t i = 0; i < s.count; ++i) {
+      float acc = a[i];
+      for (size_t q = 1; q < sum_sources_.size(); ++q) acc += sum_sources_[q][i];
+      out[i] = acc * s.scale;
+    }
   }
   for (int q = 0; q < p; ++q) {
     if (q == r) continue;
@@ -301,7 +339,9 @@ Result<bool> Allreduce::Advance(Segment& s) {
 
 Result<uint64_t> Allreduce::Poll() {
   if (!failed_.ok()) return failed_;
-  if (!queue_.empty()) group_.node().Progress();
+  // Mapped messages need no transport progress; the Node still needs
+  // driving now and then (heartbeats, loss detection).
+  if (!queue_.empty() && (!mapped_ || ++polls_ % 64 == 0)) group_.node().Progress();
   while (!queue_.empty()) {
     waiting_for_ = -1;
     auto done = Advance(queue_.front());

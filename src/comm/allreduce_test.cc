@@ -31,7 +31,15 @@ float Expected(int world, size_t i, uint64_t salt) {
 class AllreduceTest : public ::testing::TestWithParam<std::tuple<int, const char*>> {
  protected:
   int world() const { return std::get<0>(GetParam()); }
-  std::string transports() const { return std::get<1>(GetParam()); }
+  // "shm": plain stores into mapped peer memory; "shm_puts": one-sided
+  // puts over shared memory; "tcp": puts over TCP (never mappable).
+  std::string variant() const { return std::get<1>(GetParam()); }
+  std::string transports() const { return variant() == "tcp" ? "tcp" : ""; }
+  AllreduceOptions options() const {
+    AllreduceOptions o;
+    o.allow_mapping = variant() == "shm";
+    return o;
+  }
 };
 
 TEST_P(AllreduceTest, SumsSegmentsOfAnySizeInPlace) {
@@ -41,7 +49,7 @@ TEST_P(AllreduceTest, SumsSegmentsOfAnySizeInPlace) {
       {0, 1}, {0, 3}, {5, 7}, {0, 1001}, {3, 8191}, {0, 8193}, {11, 100003}, {0, (1 << 20) + 5}};
   const size_t total = (1 << 20) + 16;
   auto statuses = RunThreadGroup(world(), transports(), [&](Group& g) -> Status {
-    TENAX_ASSIGN_OR_RETURN(auto ar, Allreduce::Create(g, total, Deadline::After(20s)));
+    TENAX_ASSIGN_OR_RETURN(auto ar, Allreduce::Create(g, total, Deadline::After(20s), options()));
     float* buf = ar->data();
     uint64_t salt = 0;
     for (auto [off, n] : segments) {
@@ -72,7 +80,7 @@ TEST_P(AllreduceTest, QueuedBucketsAreScaledAndBitwiseEqualOnEveryRank) {
   const size_t total = 70307;
   std::vector<std::vector<float>> results(static_cast<size_t>(world()));
   auto statuses = RunThreadGroup(world(), transports(), [&](Group& g) -> Status {
-    TENAX_ASSIGN_OR_RETURN(auto ar, Allreduce::Create(g, total, Deadline::After(20s)));
+    TENAX_ASSIGN_OR_RETURN(auto ar, Allreduce::Create(g, total, Deadline::After(20s), options()));
     std::mt19937 rng(static_cast<uint32_t>(g.rank()) + 17);
     std::uniform_real_distribution<float> dist(-1, 1);
     for (size_t i = 0; i < total; ++i) ar->data()[i] = dist(rng);
@@ -99,10 +107,9 @@ TEST_P(AllreduceTest, QueuedBucketsAreScaledAndBitwiseEqualOnEveryRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, AllreduceTest,
-                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values("", "tcp")),
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4), ::testing::Values("shm", "shm_puts", "tcp")),
                          [](const auto& info) {
-                           return std::to_string(std::get<0>(info.param)) + "ranks_" +
-                                  (std::string(std::get<1>(info.param)).empty() ? "shm" : "tcp");
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param);
                          });
 
 TEST(AllreduceFailure, MemberThatLeavesFailsTheOthersWithItsRank) {

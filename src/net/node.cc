@@ -863,6 +863,15 @@ Result<RemoteRegion> Node::Import(PeerId peer, const RegionDescriptor& d) {
   return r;
 }
 
+Result<uint8_t*> Node::MapRemote(const RemoteRegion& remote) {
+  TENAX_RETURN_IF_ERROR(impl_->PeerUsable(remote.peer()));
+  if (impl_->peers[remote.peer()].shaper) return Unavailable("link emulation is on for this peer");
+  void* ptr = nullptr;
+  ucs_status_t s = ucp_rkey_ptr(static_cast<ucp_rkey_h>(remote.rkey_), remote.address(), &ptr);
+  if (s != UCS_OK || ptr == nullptr) return Unavailable("region not mappable here: " + UcxError(s));
+  return static_cast<uint8_t*>(ptr);
+}
+
 Op Node::Put(const void* local, size_t size, const RemoteRegion& remote, size_t remote_offset) {
   return Rma(/*put=*/true, const_cast<void*>(local), size, remote, remote_offset);
 }

@@ -12,7 +12,8 @@
 //   slots; the allgather writes the finished chunk into the right
 //   neighbour's buffer in place.
 // Every message is one put, a fence and a put of a per-sender counter into
-// the receiver's signal word; a receiver acknowledges consumed scratch slots
+// the receiver's signal word (or, when the peers' memory is mapped here,
+// a memcpy and a release store); a receiver acknowledges consumed scratch slots
 // before the sender may reuse them. Both algorithms give bitwise identical
 // results on every rank (each element is summed in one fixed order), which
 // keeps data-parallel replicas identical.
@@ -28,6 +29,7 @@
 // unspecified.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -40,6 +42,7 @@ namespace tenax::comm {
 
 struct AllreduceOptions {
   size_t direct_max_bytes = 32 << 10;  // segments up to this size use the direct algorithm
+  bool allow_mapping = true;           // plain stores into peers' memory when the transport maps it
 };
 
 class Allreduce {
@@ -92,10 +95,12 @@ class Allreduce {
   Result<bool> Advance(Segment& s);  // true when the segment is complete
   Result<bool> AdvanceRing(Segment& s);
   Result<bool> AdvanceDirect(Segment& s);
-  Status Send(int to, const void* src, size_t bytes, const net::RemoteRegion& region, size_t remote_offset);
+  // Writes into rank `to`'s buffer (into_buffer) or scratch region, then
+  // bumps its signal word for messages from us.
+  Status Send(int to, const void* src, size_t bytes, bool into_buffer, size_t remote_offset);
   Status Signal(int to, size_t remote_offset, uint64_t value);
   bool Arrived(int from, uint64_t messages) const;
-  bool ScratchFree(int to) const;
+  bool ScratchFree(int to, uint64_t after_op) const;  // `to` acknowledged every op up to after_op
   Status Ack(int to, uint64_t op);
   Result<bool> OutgoingDone();
   Status Fail(Status st);
@@ -104,6 +109,12 @@ class Allreduce {
   size_t SignalOffset(int from) const { return 64 * static_cast<size_t>(from); }
   size_t AckOffset(int from) const { return 64 * static_cast<size_t>(group_.world() + from); }
   size_t SlotsOffset() const { return 64 * 2 * static_cast<size_t>(group_.world()); }
+  // Direct slots come in two sets used by alternate ops, so a rank may
+  // start op k+1 while its peers still read op k's slots.
+  size_t DirectSlotOffset(uint64_t op, int sender) const {
+    return SlotsOffset() + ring_slot_bytes_ * static_cast<size_t>(group_.world() - 1) +
+           ((op % 2) * static_cast<size_t>(group_.world()) + static_cast<size_t>(sender)) * direct_slot_bytes_;
+  }
 
   Group& group_;
   AllreduceOptions options_;
@@ -115,9 +126,17 @@ class Allreduce {
   net::MemoryRegion scratch_;
   std::vector<net::RemoteRegion> remote_buffer_;   // by rank
   std::vector<net::RemoteRegion> remote_scratch_;  // by rank
+  // When every peer's regions are mapped into this process (shared memory
+  // on one host), messages are plain stores: memcpy + a release store of
+  // the counter, no transport call. Otherwise one-sided puts.
+  bool mapped_ = false;
+  std::vector<uint8_t*> mapped_buffer_, mapped_scratch_;  // by rank
+  uint32_t polls_ = 0;
   std::vector<uint64_t> tx_messages_;              // messages sent to each rank
   std::vector<uint64_t> rx_messages_;              // messages consumed from each rank
-  std::vector<uint64_t> scratch_op_to_;            // last op that wrote into each rank's scratch
+  std::vector<uint64_t> ring_op_to_;               // last op that wrote each rank's ring slots
+  std::vector<std::array<uint64_t, 2>> direct_op_to_;  // last op that wrote each rank's direct slots, by parity
+  std::vector<const float*> sum_sources_;          // reused by the direct sum
   std::vector<Pending> pending_;
   std::deque<Segment> queue_;
   uint64_t next_op_ = 1;

@@ -194,6 +194,15 @@ class Node {
   Op Put(const void* local, size_t size, const RemoteRegion& remote, size_t remote_offset);
   Op Get(void* local, size_t size, const RemoteRegion& remote, size_t remote_offset);
 
+  // Direct load/store access to a peer's region, when the transport maps
+  // it into this process (shared memory on one host, memory the peer got
+  // from Allocate). Unavailable otherwise, and for peers with an emulated
+  // link shape (which plain stores would bypass). The pointer stays valid
+  // while `remote` lives; stores into it need no progress and are ordered
+  // like any stores to memory (x86: TSO; use release/acquire atomics for
+  // flags).
+  Result<uint8_t*> MapRemote(const RemoteRegion& remote);
+
   // Orders later operations to `peer` after earlier ones (no completion wait).
   Status Fence(PeerId peer);
   // Waits until every operation issued to `peer` is complete at the target.
