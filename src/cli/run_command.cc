@@ -188,7 +188,11 @@ Status RunJob(const RunArgs& a) {
       cluster.Stop();
       return Cancelled("stopped by signal " + std::to_string(StopSignal()));
     }
-    auto msg = node->ReceiveControl(Deadline::After(100ms), coord);
+    // Node waits poll: check without blocking and pace the idle loop, so
+    // the launcher leaves the cores to the workers.
+    node->Progress();
+    auto msg = node->ReceiveControl(Deadline::At(SteadyClock::now()), coord);
+    if (!msg.ok() && msg.status().code() == StatusCode::kDeadlineExceeded) std::this_thread::sleep_for(5ms);
     if (msg.ok() && msg->kind == coord::kProgressKind) {
       auto p = coord::DecodeProgress(msg->payload, "coordinator");
       if (!p.ok()) continue;

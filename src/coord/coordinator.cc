@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 
 #include "tenax/coord/coord_codec.h"
 #include "tenax/coord/job_store.h"
@@ -290,6 +291,7 @@ Status Coordinator::Serve() {
   while (true) {
     if (StopRequested()) return Cancelled("coordinator stopped by signal " + std::to_string(StopSignal()));
     if (!io_error_.ok()) return io_error_;
+    node_.Progress();  // the non-blocking calls below may not drive UCX themselves
     while (true) {  // admit new connections; they must speak first
       auto peer = node_.Accept(Deadline::At(SteadyClock::now()));
       if (!peer.ok()) break;
@@ -297,10 +299,15 @@ Status Coordinator::Serve() {
     // Every message already here is handled before any loss is judged: a
     // worker's last words (Done, or why it failed) often arrive together
     // with its disconnect.
-    for (auto msg = node_.ReceiveControl(Deadline::After(20ms)); msg.ok();
+    bool idle = true;
+    for (auto msg = node_.ReceiveControl(Deadline::At(SteadyClock::now())); msg.ok();
          msg = node_.ReceiveControl(Deadline::At(SteadyClock::now()))) {
       Handle(*msg);
+      idle = false;
     }
+    // Node waits poll; an idle coordinator must not take a core from the
+    // workers (pacing, not synchronisation: messages wait in UCX meanwhile).
+    if (idle) std::this_thread::sleep_for(2ms);
     for (auto& [rank, live] : live_) {
       if (!live.connected) continue;
       if (Status st = node_.PeerStatus(live.peer); !st.ok()) OnLost(rank, st.message());
