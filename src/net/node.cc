@@ -634,9 +634,13 @@ Node::Node(NodeOptions options) : impl_(std::make_unique<Impl>()), options_(std:
 
 Node::~Node() {
   if (!impl_) return;
+  // Live peers get a flushing close, so messages sent just before (a
+  // barrier's release, a final report) still reach them; dead ones a
+  // forced close. The wait below bounds both.
   for (auto& [id, p] : impl_->peers) {
-    if (p.ep) impl_->to_close.push_back({p.ep, false});
-    if (p.data_ep) impl_->to_close.push_back({p.data_ep, false});
+    const bool flush = p.lost.ok();
+    if (p.ep) impl_->to_close.push_back({p.ep, flush});
+    if (p.data_ep) impl_->to_close.push_back({p.data_ep, flush});
     p.ep = nullptr;
     p.data_ep = nullptr;
   }
