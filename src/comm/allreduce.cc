@@ -341,7 +341,7 @@ Result<uint64_t> Allreduce::Poll() {
   if (!failed_.ok()) return failed_;
   // Mapped messages need no transport progress; the Node still needs
   // driving now and then (heartbeats, loss detection).
-  if (!queue_.empty() && (!mapped_ || ++polls_ % 64 == 0)) group_.node().Progress();
+  if (!queue_.empty() && (!mapped_ || ++polls_ % 1024 == 0)) group_.node().Progress();
   while (!queue_.empty()) {
     waiting_for_ = -1;
     auto done = Advance(queue_.front());
