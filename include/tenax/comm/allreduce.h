@@ -43,6 +43,10 @@ namespace tenax::comm {
 struct AllreduceOptions {
   size_t direct_max_bytes = 32 << 10;  // segments up to this size use the direct algorithm
   bool allow_mapping = true;           // plain stores into peers' memory when the transport maps it
+  // Ring segments run as consecutive pieces of at most this size, so that a
+  // chunk a peer just wrote into our scratch is summed while still in cache
+  // (0 = one piece).
+  size_t ring_piece_bytes = 1 << 20;
 };
 
 class Allreduce {
@@ -84,6 +88,7 @@ class Allreduce {
     int step = 0;       // ring: 0..2(p-1); direct: 0 = not sent, 1 = sent, 2 = summed
     bool sent = false;  // ring: this step's message left
     uint64_t rx_base = 0;
+    bool last = true;  // the last piece of what Start queued: completes it
   };
   struct Pending {
     net::Op op;
