@@ -232,19 +232,10 @@ Result<TrainOutcome> TrainSyncImpl(const TrainConfig& c, const ConfigDoc& effect
       interval_loss += local_loss;
       ++interval_steps;
 
-      TrainProgress p;
-      p.epoch = epoch;
-      p.epochs = epochs;
-      p.step_in_epoch = step;
-      p.steps_per_epoch = steps_per_epoch;
-      p.global_step = global_step;
-      p.total_steps = total_steps;
-      p.samples_per_second = samples / std::max(train_seconds, 1e-9);
-      p.elapsed_seconds = SecondsSince(wall_start);
-      p.eta_seconds = train_seconds / global_step * (total_steps - global_step);
-      const bool epoch_done = step == steps_per_epoch || global_step == total_steps;
-      p.log_point = global_step % c.log_every_steps == 0 || epoch_done;
-      p.loss = interval_loss / interval_steps;
+      TrainProgress p = MakeProgress({epoch, epochs, step, steps_per_epoch, global_step, total_steps,
+                                      c.log_every_steps, samples, train_seconds, interval_loss, interval_steps,
+                                      wall_start});
+      const bool epoch_done = EpochDone(p);
       if (p.log_point) {
         // The mean loss over every rank's samples (same steps on every rank).
         buffer[layout.loss_slot] = static_cast<float>(p.loss);
