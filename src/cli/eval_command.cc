@@ -1,4 +1,4 @@
-// tenax eval --model DIR/model.pt
+// tenax eval --model DIR/model.pt [--data DIR | --job JOB.toml]
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -13,13 +13,27 @@ namespace {
 struct EvalArgs {
   std::string model_path;
   std::string data_dir = kDefaultFashionMnistDir;
-  int64_t limit = 0;
+  std::string job_path;
+  int64_t limit = -1;
   int64_t threads = 0;
   bool json = false;
 };
 
 int RunEval(const EvalArgs& args) {
-  auto out = EvaluateModelFile(args.model_path, args.data_dir, args.limit, args.threads);
+  // The test split: a job file's [data] section (any format), else the
+  // Fashion-MNIST files in --data.
+  TrainConfig data;
+  if (!args.job_path.empty()) {
+    auto doc = ConfigDoc::Load(args.job_path);
+    if (!doc.ok()) return ReportError("eval", doc.status());
+    auto parsed = ParseTrainConfig(*doc);
+    if (!parsed.ok()) return ReportError("eval", parsed.status());
+    data = *parsed;
+  } else {
+    data.data_dir = args.data_dir;
+  }
+  if (args.limit >= 0) data.test_limit = args.limit;
+  auto out = EvaluateModelFile(args.model_path, data, args.threads);
   if (!out.ok()) return ReportError("eval", out.status());
   if (args.json) {
     nlohmann::json j = {{"model", out->model_name},
@@ -38,13 +52,18 @@ int RunEval(const EvalArgs& args) {
 
 void AddEvalCommand(CLI::App& root, int& exit_code) {
   auto args = std::make_shared<EvalArgs>();
-  CLI::App* cmd = root.add_subcommand("eval", "Print the Fashion-MNIST test accuracy of a saved model");
-  cmd->add_option("--model", args->model_path, "A model.pt written by 'tenax train'")->required()->type_name("FILE");
-  cmd->add_option("--data", args->data_dir, "Directory of the Fashion-MNIST idx files")
-      ->type_name("DIR")
-      ->capture_default_str();
-  cmd->add_option("--limit", args->limit, "Evaluate only the first N test samples (0 = all)")
-      ->check(CLI::Range(int64_t{0}, int64_t{10000}));
+  CLI::App* cmd = root.add_subcommand("eval", "Print the test accuracy of a saved model");
+  cmd->add_option("--model", args->model_path, "A model.pt written by 'tenax train' or 'tenax run' (built-in or TorchScript)")
+      ->required()
+      ->type_name("FILE");
+  auto* data_opt = cmd->add_option("--data", args->data_dir, "Directory of the Fashion-MNIST idx files")
+                       ->type_name("DIR")
+                       ->capture_default_str();
+  cmd->add_option("--job", args->job_path, "Take the test split from this job file's [data] section (e.g. npy files)")
+      ->type_name("JOB.toml")
+      ->excludes(data_opt);
+  cmd->add_option("--limit", args->limit, "Evaluate only the first N test samples (0 = all; default: the job's data.test_limit, else all)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--threads", args->threads, "Compute threads (0 = one per core)")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}));
   cmd->add_flag("--json", args->json, "Print one JSON object instead of a sentence");

@@ -18,6 +18,27 @@ TEST(ModelTest, OutputShapesAreBatchByTenClasses) {
   }
 }
 
+// Shapes and class counts come from the data: 3 x 32 x 32 images, 7 classes.
+TEST(ModelTest, BuiltinsTakeTheDataShapeAndSaveIt) {
+  testing::ScratchDir dir;
+  for (const auto& name : ModelNames()) {
+    auto model = MakeModel(name, {3, 32, 32}, 7);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    auto out = (*model)->forward(torch::randn({5, 3, 32, 32}));
+    EXPECT_EQ(out.sizes(), (std::vector<int64_t>{5, 7})) << name;
+    ASSERT_TRUE(SaveModel(*model, name, {3, 32, 32}, 7, dir / (name + ".pt")).ok());
+    auto loaded = LoadModel(dir / (name + ".pt"));
+    ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+    EXPECT_EQ(loaded->sample_shape, (std::vector<int64_t>{3, 32, 32}));
+    EXPECT_EQ(loaded->classes, 7);
+    auto x = torch::randn({2, 3, 32, 32});
+    EXPECT_TRUE(torch::equal((*model)->forward(x), loaded->model->forward(x))) << name;
+  }
+  auto tiny = MakeModel("cnn", {1, 8, 8}, 10);
+  ASSERT_EQ(tiny.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(tiny.status().message().find("at least 12 x 12"), std::string::npos) << tiny.status().message();
+}
+
 TEST(ModelTest, UnknownNameIsInvalidArgument) {
   auto r = MakeModel("resnet");
   ASSERT_EQ(r.status().code(), StatusCode::kInvalidArgument);
@@ -28,10 +49,12 @@ TEST(ModelTest, SaveLoadRoundTripKeepsNameAndWeights) {
   testing::ScratchDir dir;
   torch::manual_seed(3);
   auto model = *MakeModel("cnn");
-  ASSERT_TRUE(SaveModel(model, "cnn", dir / "model.pt").ok());
+  ASSERT_TRUE(SaveModel(model, "cnn", kFashionMnistShape, kFashionMnistClassCount, dir / "model.pt").ok());
   auto loaded = LoadModel(dir / "model.pt");
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
   EXPECT_EQ(loaded->name, "cnn");
+  EXPECT_EQ(loaded->sample_shape, kFashionMnistShape);
+  EXPECT_EQ(loaded->classes, kFashionMnistClassCount);
   auto a = model->parameters();
   auto b = loaded->model->parameters();
   ASSERT_EQ(a.size(), b.size());

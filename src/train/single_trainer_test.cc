@@ -23,7 +23,7 @@ TrainJob MakeJob(const std::vector<std::string>& overrides) {
   for (const auto& o : overrides) EXPECT_TRUE(run.doc.Override(o).ok()) << o;
   auto c = ParseTrainConfig(run.doc);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
-  run.config = *c;
+  if (c.ok()) run.config = *c;
   return run;
 }
 
@@ -81,10 +81,14 @@ TEST(SingleTrainerTest, DeterministicWithSeed) {
                             "train.batch_size=32", "train.threads=2", "train.seed=" + seed});
     auto out = TrainSingle(run.config, run.doc, dir / sub, {});
     EXPECT_TRUE(out.ok()) << out.status().ToString();
-    return LoadModel(dir / sub + "/model.pt")->model->parameters();
+    auto loaded = LoadModel(dir / sub + "/model.pt");
+    EXPECT_TRUE(loaded.ok()) << loaded.status().ToString();
+    return loaded.ok() ? loaded->model->parameters() : std::vector<torch::Tensor>{};
   };
   auto a = weights("5", "a"), b = weights("5", "b"), c = weights("6", "c");
+  ASSERT_FALSE(a.empty());
   ASSERT_EQ(a.size(), b.size());
+  ASSERT_EQ(a.size(), c.size());
   bool all_equal_ab = true, all_equal_ac = true;
   for (size_t i = 0; i < a.size(); ++i) {
     all_equal_ab &= torch::equal(a[i], b[i]);
@@ -126,8 +130,11 @@ TEST(SingleTrainerTest, EvaluateModelFileMatchesTraining) {
   testing::ScratchDir dir;
   TrainJob run = MakeJob({"model.name=mlp", "data.train_limit=1000", "data.test_limit=500", "train.max_steps=30"});
   auto out = TrainSingle(run.config, run.doc, dir.path(), {});
-  ASSERT_TRUE(out.ok());
-  auto eval = EvaluateModelFile(dir / "model.pt", testing::kFashionMnistDir, 500, 0);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  TrainConfig data;
+  data.data_dir = testing::kFashionMnistDir;
+  data.test_limit = 500;
+  auto eval = EvaluateModelFile(dir / "model.pt", data, 0);
   ASSERT_TRUE(eval.ok()) << eval.status().ToString();
   EXPECT_EQ(eval->model_name, "mlp");
   EXPECT_EQ(eval->samples, 500);

@@ -8,10 +8,34 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   ConfigReader r(doc);
   TrainConfig c;
   c.mode = r.Choice("mode", c.mode, {"single", "sync"});
-  c.data_dir = r.String("data.dir", kDefaultFashionMnistDir);
-  if (c.data_dir.empty()) r.Fail("data.dir", "must not be empty");
-  c.train_limit = r.Int("data.train_limit", 0, 0, 60000);
-  c.test_limit = r.Int("data.test_limit", 0, 0, 10000);
+  c.data_format = r.Choice("data.format", c.data_format, {kFashionMnistFormat, kNpyFormat});
+  const bool npy = c.data_format == kNpyFormat;
+  if (npy) {
+    if (r.has("data.dir")) r.Fail("data.dir", "only applies to data.format = \"fashion-mnist\" (npy reads data.train_images etc.)");
+    struct NpyKey {
+      const char* key;
+      std::string* value;
+    };
+    for (NpyKey k : {NpyKey{"data.train_images", &c.train_images}, NpyKey{"data.train_labels", &c.train_labels},
+                     NpyKey{"data.test_images", &c.test_images}, NpyKey{"data.test_labels", &c.test_labels}}) {
+      *k.value = r.String(k.key, "");
+      if (k.value->empty()) r.Fail(k.key, "must name a .npy file when data.format = \"npy\"");
+    }
+  } else {
+    c.data_dir = r.String("data.dir", kDefaultFashionMnistDir);
+    if (c.data_dir.empty()) r.Fail("data.dir", "must not be empty");
+    for (const char* key : {"data.train_images", "data.train_labels", "data.test_images", "data.test_labels"}) {
+      if (r.has(key)) r.Fail(key, "only applies to data.format = \"npy\"");
+    }
+  }
+  // Fashion-MNIST's sizes are known; an npy file's are checked when it loads.
+  c.train_limit = r.Int("data.train_limit", 0, 0, npy ? int64_t{1} << 40 : 60000);
+  c.test_limit = r.Int("data.test_limit", 0, 0, npy ? int64_t{1} << 40 : 10000);
+  c.model_path = r.String("model.path", "");
+  if (r.has("model.path") && c.model_path.empty()) r.Fail("model.path", "must name a TorchScript file");
+  if (!c.model_path.empty() && r.has("model.name")) {
+    r.Fail("model.name", "and model.path exclude each other (model.path loads a TorchScript module)");
+  }
   c.model = r.Choice("model.name", c.model, {"mlp", "cnn"});
   c.epochs = r.Int("train.epochs", c.epochs, 1, 10000);
   c.max_steps = r.Int("train.max_steps", 0, 0, int64_t{1} << 40);
@@ -29,7 +53,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   c.log_every_steps = r.Int("log.every_steps", c.log_every_steps, 1, int64_t{1} << 40);
   c.log_level = r.Choice("log.level", c.log_level, {"trace", "debug", "info", "warn", "error"});
 
-  const int64_t train_samples = c.train_limit > 0 ? c.train_limit : 60000;
+  const int64_t train_samples = c.train_limit > 0 ? c.train_limit : npy ? int64_t{1} << 40 : 60000;
   if (c.batch_size > train_samples) {
     r.Fail("train.batch_size", "is " + std::to_string(c.batch_size) + ", more than the " +
                                    std::to_string(train_samples) + " training samples");

@@ -4,8 +4,9 @@
 //   [cluster] (sync) workers, job_id, coordinator, host, secret,
 //            transports, join_timeout_seconds, step_timeout_seconds,
 //            peer_timeout_seconds
-//   [data]   dir, train_limit, test_limit
-//   [model]  name = "mlp" | "cnn"
+//   [data]   format = "fashion-mnist" | "npy", dir, train_images,
+//            train_labels, test_images, test_labels, train_limit, test_limit
+//   [model]  name = "mlp" | "cnn", or path = a TorchScript file
 //   [train]  epochs, max_steps, batch_size, optimizer = "sgd" | "adam", lr,
 //            momentum, weight_decay, seed, threads
 //   [log]    every_steps, level
@@ -35,12 +36,22 @@ struct ClusterConfig {
   double peer_timeout_seconds = 10;         // silence after which a process counts as lost
 };
 
+// Where samples come from (see train/data_source.h).
+inline constexpr const char* kFashionMnistFormat = "fashion-mnist";
+inline constexpr const char* kNpyFormat = "npy";
+
 struct TrainConfig {
   std::string mode = "single";
-  std::string data_dir;
+  std::string data_format = kFashionMnistFormat;
+  std::string data_dir;      // fashion-mnist: the directory of the four idx files
+  std::string train_images;  // npy: N x C x H x W (or N x H x W) images
+  std::string train_labels;  // npy: N integer labels
+  std::string test_images;
+  std::string test_labels;
   int64_t train_limit = 0;  // 0 = the whole split
   int64_t test_limit = 0;
-  std::string model = "cnn";
+  std::string model = "cnn";  // a built-in model; ignored when model_path is set
+  std::string model_path;     // a TorchScript module saved by PyTorch ("" = use `model`)
   int64_t epochs = 2;
   int64_t max_steps = 0;  // 0 = run all epochs
   int64_t batch_size = 64;

@@ -1,0 +1,61 @@
+// The exchange seam of the training loop: how a step's local gradients
+// become the update every replica applies. Local (one process), allreduce
+// (synchronous data parallel); later: allreduce over a changing membership
+// (elastic), coded gather from the fastest n-s workers (gradient coding),
+// push/pull to parameter-server shards (asynchronous VC-ASGD).
+//
+// Contract (the loop calls, per run):
+//   Attach(model)           once, before the optimizer is built. May replace
+//                           the initial parameters (a broadcast from rank 0)
+//                           and may point the parameters' .grad at its own
+//                           memory (zero-copy allreduce buffers).
+//   per step: BeginStep() -> forward/backward -> FinishStep()
+//                           BeginStep zeroes the gradients. Gradient hooks
+//                           installed by Attach may start communication while
+//                           backward runs; FinishStep returns once every
+//                           parameter's .grad holds the update to apply (the
+//                           average over replicas for data parallelism).
+//   MeanOverReplicas / SumOverReplicas
+//                           collective reductions of scalars (loss at log
+//                           points, correct counts at evaluation). Every
+//                           replica calls them at the same points.
+//   Detach()                before the model is saved: .grad no longer
+//                           aliases exchange memory.
+// Threading: one thread of control (the training thread) calls everything;
+// hooks run on it too (libtorch runs CPU backward on the calling thread).
+// Failure: a lost or hung peer, a missed deadline or an interrupt returns a
+// typed error naming the rank (PeerLost, DeadlineExceeded, Cancelled); the
+// loop stops and returns it. After an error the exchange is unusable.
+// Ownership: the exchange does not own the model; the model outlives it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "tenax/core/status.h"
+#include "tenax/train/trainable_model.h"
+
+namespace tenax {
+
+class GradientExchange {
+ public:
+  virtual ~GradientExchange() = default;
+
+  // Where this replica sits. The sampler gives rank r slice r of every global
+  // batch of world x batch_size samples.
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+
+  virtual Status Attach(TrainableModel& model) = 0;
+  virtual void BeginStep() = 0;
+  virtual Status FinishStep() = 0;
+  virtual Result<double> MeanOverReplicas(double local) = 0;
+  virtual Result<double> SumOverReplicas(double local) = 0;
+  virtual void Detach() = 0;
+
+  // Facts for summary.json (e.g. "workers") and the start-up log line.
+  virtual void DescribeInSummary(nlohmann::json& summary) const = 0;
+  virtual std::string Describe() const = 0;
+};
+
+}  // namespace tenax

@@ -1,0 +1,80 @@
+#include "tenax/train/data_source.h"
+
+#include "tenax/train/npy_source.h"
+
+namespace tenax {
+namespace {
+
+// Per-pixel mean and standard deviation of the Fashion-MNIST training set.
+constexpr double kFashionMnistMean = 0.2860;
+constexpr double kFashionMnistStd = 0.3530;
+
+class InMemorySource final : public DataSource {
+ public:
+  InMemorySource(Batch data, int64_t classes, std::string description) : data_(std::move(data)) {
+    info_.size = data_.size();
+    info_.sample_shape.assign(data_.images.sizes().begin() + 1, data_.images.sizes().end());
+    info_.classes = classes;
+    info_.description = std::move(description);
+  }
+
+  const DatasetInfo& info() const override { return info_; }
+
+  Result<Batch> Read(const torch::Tensor& indices) override {
+    if (indices.numel() > 0) {
+      const int64_t lo = indices.min().item<int64_t>(), hi = indices.max().item<int64_t>();
+      if (lo < 0 || hi >= info_.size) return OutOfRange(lo < 0 ? lo : hi);
+    }
+    return Batch{data_.images.index_select(0, indices), data_.labels.index_select(0, indices)};
+  }
+
+  Result<Batch> ReadRange(int64_t begin, int64_t end) override {
+    if (begin < 0 || end > info_.size || begin > end) return OutOfRange(begin < 0 || begin > end ? begin : end);
+    return Batch{data_.images.slice(0, begin, end), data_.labels.slice(0, begin, end)};
+  }
+
+ private:
+  Status OutOfRange(int64_t index) const {
+    return InvalidArgument(info_.description + ": sample " + std::to_string(index) + " is outside [0, " +
+                           std::to_string(info_.size) + ")");
+  }
+
+  Batch data_;
+  DatasetInfo info_;
+};
+
+Result<std::unique_ptr<DataSource>> OpenFashionMnist(const std::string& dir, Split split, int64_t limit) {
+  TENAX_ASSIGN_OR_RETURN(LabeledImages raw, LoadFashionMnist(dir, split));
+  LabeledImages data = TakeFirst(std::move(raw), limit);
+  auto pixels =
+      torch::from_blob(data.pixels.data(), {data.count, 1, data.rows, data.cols}, torch::kUInt8);
+  Batch b;
+  b.images = pixels.to(torch::kFloat32).div_(255.0).sub_(kFashionMnistMean).div_(kFashionMnistStd).contiguous();
+  b.labels = torch::from_blob(data.labels.data(), {data.count}, torch::kUInt8).to(torch::kInt64);
+  std::string what = std::string("fashion-mnist ") + (split == Split::kTrain ? "train" : "test") + " (" + dir + ")";
+  return MakeInMemorySource(std::move(b), kFashionMnistClasses, std::move(what));
+}
+
+}  // namespace
+
+std::unique_ptr<DataSource> MakeInMemorySource(Batch data, int64_t classes, std::string description) {
+  return std::make_unique<InMemorySource>(std::move(data), classes, std::move(description));
+}
+
+Result<std::unique_ptr<DataSource>> OpenDataSource(const TrainConfig& config, Split split, int64_t limit,
+                                                   int64_t classes_from_train) {
+  if (config.data_format == kNpyFormat) return OpenNpySource(config, split, limit, classes_from_train);
+  return OpenFashionMnist(config.data_dir, split, limit);
+}
+
+Result<DataSplits> OpenDataSplits(const TrainConfig& config) {
+  DataSplits d;
+  TENAX_ASSIGN_OR_RETURN(d.train, OpenDataSource(config, Split::kTrain, config.train_limit));
+  TENAX_ASSIGN_OR_RETURN(d.test, OpenDataSource(config, Split::kTest, config.test_limit, d.train->info().classes));
+  if (d.test->info().sample_shape != d.train->info().sample_shape) {
+    return InvalidArgument(d.test->info().description + ": samples have another shape than the training data's");
+  }
+  return d;
+}
+
+}  // namespace tenax

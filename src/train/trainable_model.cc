@@ -1,0 +1,65 @@
+#include "tenax/train/trainable_model.h"
+
+#include "tenax/train/model.h"
+#include "tenax/train/script_model.h"
+
+namespace tenax {
+namespace {
+
+// A built-in module (model.h) behind the model seam.
+class BuiltinModel final : public TrainableModel {
+ public:
+  BuiltinModel(std::string name, Classifier module, std::vector<int64_t> shape, int64_t classes)
+      : name_(std::move(name)), module_(std::move(module)), shape_(std::move(shape)), classes_(classes) {}
+
+  torch::Tensor Forward(const torch::Tensor& images) override { return module_->forward(images); }
+  std::vector<torch::Tensor> Parameters() override { return module_->parameters(); }
+  void SetTraining(bool training) override { module_->train(training); }
+  bool IsTraining() const override { return module_->is_training(); }
+  Status Save(const std::string& path) override { return SaveModel(module_, name_, shape_, classes_, path); }
+  std::string Describe() const override { return name_; }
+
+ private:
+  std::string name_;
+  Classifier module_;
+  std::vector<int64_t> shape_;
+  int64_t classes_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<TrainableModel>> MakeTrainableModel(const TrainConfig& config, const DatasetInfo& info) {
+  if (!config.model_path.empty()) return LoadScriptModel(config.model_path, info);
+  TENAX_ASSIGN_OR_RETURN(Classifier module, MakeModel(config.model, info.sample_shape, info.classes));
+  return std::unique_ptr<TrainableModel>(
+      std::make_unique<BuiltinModel>(config.model, std::move(module), info.sample_shape, info.classes));
+}
+
+Result<std::unique_ptr<TrainableModel>> LoadTrainedModel(const std::string& path) {
+  TENAX_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
+  return std::unique_ptr<TrainableModel>(std::make_unique<BuiltinModel>(
+      loaded.name, std::move(loaded.model), std::move(loaded.sample_shape), loaded.classes));
+}
+
+Result<int64_t> CountCorrect(TrainableModel& model, DataSource& data, int64_t begin, int64_t end,
+                             int64_t batch_size) {
+  const bool was_training = model.IsTraining();
+  model.SetTraining(false);
+  torch::NoGradGuard no_grad;
+  int64_t correct = 0;
+  Status status;
+  for (int64_t i = begin; i < end && status.ok(); i += batch_size) {
+    auto batch = data.ReadRange(i, std::min(end, i + batch_size));
+    if (!batch.ok()) {
+      status = batch.status();
+      break;
+    }
+    auto logits = model.Forward(batch->images);
+    correct += logits.argmax(1).eq(batch->labels).sum().item<int64_t>();
+  }
+  model.SetTraining(was_training);
+  if (!status.ok()) return status;
+  return correct;
+}
+
+}  // namespace tenax

@@ -1,0 +1,256 @@
+#include "tenax/train/training_loop.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <spdlog/spdlog.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "tenax/core/files.h"
+#include "tenax/core/metrics.h"
+#include "tenax/core/signals.h"
+#include "tenax/train/torch_runtime.h"
+#include "tenax/version.h"
+#include "trainer_common.h"
+
+namespace tenax {
+namespace {
+
+using namespace train_internal;
+
+std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const TrainConfig& c, std::vector<torch::Tensor> params) {
+  if (c.optimizer == "adam") {
+    return std::make_unique<torch::optim::Adam>(std::move(params),
+                                                torch::optim::AdamOptions(c.lr).weight_decay(c.weight_decay));
+  }
+  return std::make_unique<torch::optim::SGD>(
+      std::move(params), torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string s;
+  for (int64_t d : shape) s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s;
+}
+
+// The run's outputs on the writing replica: config.toml and metrics.jsonl
+// now, the model and summary.json (last, atomically) at the end.
+class RunOutputs {
+ public:
+  static Result<RunOutputs> Open(bool writer, const std::string& out_dir, const ConfigDoc& effective_config) {
+    RunOutputs o;
+    o.writer_ = writer;
+    o.dir_ = out_dir;
+    if (!writer) return o;
+    TENAX_RETURN_IF_ERROR(EnsureWritableDir(out_dir));
+    std::error_code ec;
+    std::filesystem::remove(o.summary_path(), ec);
+    if (ec) return IoError(o.summary_path() + ": cannot remove the previous run's summary: " + ec.message());
+    std::ostringstream toml_text;
+    toml_text << effective_config.table() << "\n";
+    TENAX_RETURN_IF_ERROR(WriteFileAtomic(out_dir + "/config.toml", toml_text.str()));
+    TENAX_ASSIGN_OR_RETURN(JsonLinesWriter w, JsonLinesWriter::Open(out_dir + "/metrics.jsonl"));
+    o.metrics_.emplace(std::move(w));
+    return o;
+  }
+  Status Record(const nlohmann::json& record) { return metrics_ ? metrics_->Write(record) : Status::Ok(); }
+  std::string summary_path() const { return dir_ + "/summary.json"; }
+  std::string model_path() const { return dir_ + "/model.pt"; }
+  bool writer() const { return writer_; }
+
+ private:
+  bool writer_ = false;
+  std::string dir_;
+  std::optional<JsonLinesWriter> metrics_;
+};
+
+// Where the loop stands; turned into the progress every trainer reports.
+struct LoopPosition {
+  int64_t epoch, epochs, step, steps_per_epoch, global_step, total_steps, log_every_steps;
+  int64_t samples;
+  double train_seconds;
+  double interval_loss;
+  int64_t interval_steps;
+  Clock::time_point wall_start;
+};
+
+TrainProgress MakeProgress(const LoopPosition& l) {
+  TrainProgress p;
+  p.epoch = l.epoch;
+  p.epochs = l.epochs;
+  p.step_in_epoch = l.step;
+  p.steps_per_epoch = l.steps_per_epoch;
+  p.global_step = l.global_step;
+  p.total_steps = l.total_steps;
+  p.samples_per_second = l.samples / std::max(l.train_seconds, 1e-9);
+  p.elapsed_seconds = SecondsSince(l.wall_start);
+  p.eta_seconds = l.train_seconds / l.global_step * (l.total_steps - l.global_step);
+  p.loss = l.interval_loss / l.interval_steps;
+  const bool epoch_done = l.step == l.steps_per_epoch || l.global_step == l.total_steps;
+  p.log_point = l.global_step % l.log_every_steps == 0 || epoch_done;
+  return p;
+}
+
+Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_config, const std::string& out_dir,
+                          const TrainingParts& parts, const TrainRunOptions& options) {
+  const auto wall_start = Clock::now();
+  DataSource& train = *parts.train;
+  DataSource& test = *parts.test;
+  GradientExchange& exchange = *parts.exchange;
+  const int rank = exchange.rank(), world = exchange.world();
+  const int64_t threads = ConfigureTorchThreads(c.threads);
+
+  const int64_t n = train.info().size, t = test.info().size;
+  const int64_t b = c.batch_size, global_batch = b * world;
+  if (global_batch > n) {
+    return InvalidArgument(world > 1 ? std::to_string(world) + " workers x batch " + std::to_string(b) + " exceed the " +
+                                           std::to_string(n) + " training samples"
+                                     : "train.batch_size " + std::to_string(b) + " exceeds the " + std::to_string(n) +
+                                           " training samples");
+  }
+  TENAX_ASSIGN_OR_RETURN(RunOutputs out, RunOutputs::Open(rank == 0, out_dir, effective_config));
+
+  // The initial weights come from torch's process-wide generator.
+  Result<std::unique_ptr<TrainableModel>> made = Internal("model not built");
+  SeededModelInit(c.seed, [&] { made = MakeTrainableModel(c, train.info()); });
+  TENAX_ASSIGN_OR_RETURN(std::unique_ptr<TrainableModel> model, std::move(made));
+  TENAX_RETURN_IF_ERROR(exchange.Attach(*model));
+  auto optimizer = MakeOptimizer(c, model->Parameters());
+  model->SetTraining(true);
+
+  // One replica keeps the last partial batch; replicas drop a partial global
+  // batch (every rank must read a full slice).
+  const int64_t steps_per_epoch = world == 1 ? (n + b - 1) / b : n / global_batch;
+  int64_t total_steps = steps_per_epoch * c.epochs;
+  if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
+  const int64_t epochs = (total_steps + steps_per_epoch - 1) / steps_per_epoch;
+  spdlog::info("{}: model {} on {} training samples ({}, {} classes) / {} test samples, {} epoch(s) of {} steps, "
+               "batch {}{}, {} lr {:g}{}, {} thread(s)",
+               exchange.Describe(), model->Describe(), n, ShapeText(train.info().sample_shape), train.info().classes,
+               t, epochs, steps_per_epoch, b, world > 1 ? fmt::format(" per rank ({} global)", global_batch) : "",
+               c.optimizer, c.lr, c.optimizer == "sgd" ? fmt::format(" momentum {:g}", c.momentum) : std::string(),
+               threads);
+
+  TrainOutcome outcome;
+  double train_seconds = 0, steady_seconds = 0;
+  int64_t steady_samples = 0, samples = 0, global_step = 0;
+  double interval_loss = 0;
+  int64_t interval_steps = 0;
+  bool first_interval = true;
+  double test_accuracy = 0;
+
+  for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
+    auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(c.seed + epoch));
+    auto perm = torch::randperm(n, gen, torch::TensorOptions().dtype(torch::kInt64));
+    for (int64_t step = 1; step <= steps_per_epoch && global_step < total_steps; ++step) {
+      if (StopRequested()) return Cancelled("training stopped by signal " + std::to_string(StopSignal()));
+      const auto step_start = Clock::now();
+      const int64_t begin = (step - 1) * global_batch + rank * b;
+      TENAX_ASSIGN_OR_RETURN(Batch batch, train.Read(perm.slice(0, begin, std::min(n, begin + b))));
+      exchange.BeginStep();
+      auto loss = torch::nn::functional::cross_entropy(model->Forward(batch.images), batch.labels);
+      loss.backward();
+      TENAX_RETURN_IF_ERROR(exchange.FinishStep());
+      optimizer->step();
+      const double local_loss = loss.item<double>();
+      const double step_seconds = SecondsSince(step_start);
+
+      const int64_t step_samples = batch.size() * world;
+      ++global_step;
+      samples += step_samples;
+      train_seconds += step_seconds;
+      if (global_step > options.warmup_steps) {
+        steady_seconds += step_seconds;
+        steady_samples += step_samples;
+      }
+      if (!std::isfinite(local_loss)) {
+        return InvalidArgument("loss became " + std::to_string(local_loss) + " at step " +
+                               std::to_string(global_step) + (world > 1 ? " on rank " + std::to_string(rank) : "") +
+                               "; lower train.lr (now " + std::to_string(c.lr) + ")");
+      }
+      interval_loss += local_loss;
+      ++interval_steps;
+
+      TrainProgress p = MakeProgress({epoch, epochs, step, steps_per_epoch, global_step, total_steps,
+                                      c.log_every_steps, samples, train_seconds, interval_loss, interval_steps,
+                                      wall_start});
+      const bool epoch_done = step == steps_per_epoch || global_step == total_steps;
+      if (p.log_point) {
+        // The mean loss over every replica's samples (same steps everywhere).
+        TENAX_ASSIGN_OR_RETURN(p.loss, exchange.MeanOverReplicas(p.loss));
+        outcome.final_train_loss = p.loss;
+        if (first_interval) outcome.first_train_loss = p.loss, first_interval = false;
+        TENAX_RETURN_IF_ERROR(out.Record({{"event", "train"},
+                                          {"epoch", epoch},
+                                          {"step", global_step},
+                                          {"loss", p.loss},
+                                          {"samples_per_second", p.samples_per_second},
+                                          {"elapsed_seconds", p.elapsed_seconds}}));
+        interval_loss = 0;
+        interval_steps = 0;
+      }
+      if (epoch_done) {
+        // Each replica evaluates its share of the test set; the counts add up.
+        TENAX_ASSIGN_OR_RETURN(int64_t correct, CountCorrect(*model, test, t * rank / world, t * (rank + 1) / world));
+        TENAX_ASSIGN_OR_RETURN(double all_correct, exchange.SumOverReplicas(static_cast<double>(correct)));
+        test_accuracy = t == 0 ? 0.0 : all_correct / static_cast<double>(t);
+        p.test_accuracy = test_accuracy;
+        TENAX_RETURN_IF_ERROR(out.Record({{"event", "epoch"},
+                                          {"epoch", epoch},
+                                          {"step", global_step},
+                                          {"train_loss", outcome.final_train_loss},
+                                          {"test_accuracy", test_accuracy},
+                                          {"elapsed_seconds", SecondsSince(wall_start)}}));
+      }
+      if (options.on_progress) options.on_progress(p);
+    }
+  }
+  exchange.Detach();
+
+  outcome.final_test_accuracy = test_accuracy;
+  outcome.samples_per_second = samples / std::max(train_seconds, 1e-9);
+  outcome.steady_samples_per_second =
+      steady_samples > 0 ? steady_samples / std::max(steady_seconds, 1e-9) : outcome.samples_per_second;
+  outcome.summary = {
+      {"mode", c.mode},
+      {"model", model->Describe()},
+      {"epochs", epochs},
+      {"steps", global_step},
+      {"batch_size", b},
+      {"optimizer", c.optimizer},
+      {"lr", c.lr},
+      {"seed", c.seed},
+      {"threads", threads},
+      {"train_samples", n},
+      {"test_samples", t},
+      {"sample_shape", train.info().sample_shape},
+      {"classes", train.info().classes},
+      {"final_test_accuracy", outcome.final_test_accuracy},
+      {"final_train_loss", outcome.final_train_loss},
+      {"wall_seconds", SecondsSince(wall_start)},
+      {"train_seconds", train_seconds},
+      {"samples_per_second", outcome.samples_per_second},
+      {"steady_samples_per_second", outcome.steady_samples_per_second},
+      {"tenax_version", kTenaxVersion},
+  };
+  exchange.DescribeInSummary(outcome.summary);
+  if (out.writer()) {
+    TENAX_RETURN_IF_ERROR(model->Save(out.model_path()));
+    outcome.summary["model_path"] = out.model_path();
+    TENAX_RETURN_IF_ERROR(WriteFileAtomic(out.summary_path(), outcome.summary.dump(2) + "\n"));
+  }
+  return outcome;
+}
+
+}  // namespace
+
+Result<TrainOutcome> RunTrainingLoop(const TrainConfig& config, const ConfigDoc& effective_config,
+                                     const std::string& out_dir, const TrainingParts& parts,
+                                     const TrainRunOptions& options) {
+  return GuardTorch("training failed", [&]() -> Result<TrainOutcome> {
+    return Loop(config, effective_config, out_dir, parts, options);
+  });
+}
+
+}  // namespace tenax
