@@ -1,13 +1,19 @@
 // A peer process for the transport tests. It listens on 127.0.0.1, prints
-// "PORT <n>" on stderr, then serves every peer that passes the handshake:
-//   kind 1 "<size>"        -> allocates a region filled with Pattern(i), replies kind 2 with its descriptor
-//   kind 3 "<off> <len>"   -> replies kind 4 with the FNV-1a hash (hex) of those bytes of its region
-//   kind 5 <bytes>         -> replies kind 6 with the same bytes (echo)
-//   kind 9                 -> exits 0
+// "PORT <n>" on stderr, then serves every peer that passes the handshake
+// (kinds from net_test_protocol.h):
+//   kAlloc "<size>"          -> allocates a region filled with Pattern(i), replies kRegion with its descriptor
+//   kHash "<off> <len>"      -> replies kHashReply with the FNV-1a hash (hex) of those bytes of its last region
+//   kEcho <bytes>            -> replies kEchoReply with the same bytes
+//   kRead <region>           -> imports the sender's region (EncodeRegion), gets all of it, replies kReadReply
+//                               with the bytes (or "error: ...")
+//   kFlood "<count> <size>"  -> sends `count` kFloodItem messages of `size` bytes (the first 8 hold the index,
+//                               decimal, zero-padded), then kFloodDone; stops at the first failed send
+//   kExit                    -> exits 0
 // It exits by itself after 120 s without messages, so a crashed test
 // never leaves it behind.
 //
 // usage: net_test_peer SECRET TRANSPORTS(""|tcp)
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -19,6 +25,33 @@
 
 using namespace tenax;
 using namespace tenax::net;
+
+namespace {
+
+std::string ReadRegion(Node& node, PeerId from, const std::string& payload) {
+  auto d = DecodeRegion(payload, "test client");
+  if (!d.ok()) return "error: " + d.status().ToString();
+  auto remote = node.Import(from, RegionDescriptor{d->address, d->length, d->rkey});
+  if (!remote.ok()) return "error: " + remote.status().ToString();
+  std::string bytes(d->length, '\0');
+  Op get = node.Get(bytes.data(), bytes.size(), *remote, 0);
+  if (Status st = node.Wait(get, Deadline::After(std::chrono::seconds(10))); !st.ok()) return "error: " + st.ToString();
+  return bytes;
+}
+
+void Flood(Node& node, PeerId to, const std::string& payload, Deadline deadline) {
+  std::istringstream in(payload);
+  size_t count = 0, size = 0;
+  in >> count >> size;
+  std::string item(std::max<size_t>(size, 8), 'f');
+  for (size_t i = 0; i < count; ++i) {
+    item.replace(0, 8, testproto::FloodIndex(i).substr(0, 8));
+    if (!node.SendControl(to, testproto::kFloodItem, item, deadline).ok()) return;
+  }
+  (void)node.SendControl(to, testproto::kFloodDone, std::to_string(count), deadline);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -54,8 +87,9 @@ int main(int argc, char** argv) {
         auto r = (*node)->Allocate(size);
         if (!r.ok()) return 1;
         for (size_t i = 0; i < size; ++i) r->data()[i] = testproto::Pattern(i);
-        const auto& d = r->descriptor();
-        (void)(*node)->SendControl(msg->from, testproto::kRegion, EncodeRegion(d.address, d.length, d.rkey),
+        auto d = (*node)->Share(*r, msg->from);
+        if (!d.ok()) break;  // the client went away
+        (void)(*node)->SendControl(msg->from, testproto::kRegion, EncodeRegion(d->address, d->length, d->rkey),
                                    reply_deadline);
         regions.push_back(std::move(*r));
         break;
@@ -64,13 +98,23 @@ int main(int argc, char** argv) {
         std::istringstream in(msg->payload);
         size_t off = 0, len = 0;
         in >> off >> len;
-        const MemoryRegion& r = regions.back();
-        std::string reply = off + len <= r.size() ? testproto::HashHex(r.data() + off, len) : "out-of-range";
+        std::string reply = "no-region";
+        if (!regions.empty()) {
+          const MemoryRegion& r = regions.back();
+          reply = off + len <= r.size() ? testproto::HashHex(r.data() + off, len) : "out-of-range";
+        }
         (void)(*node)->SendControl(msg->from, testproto::kHashReply, reply, reply_deadline);
         break;
       }
       case testproto::kEcho:
         (void)(*node)->SendControl(msg->from, testproto::kEchoReply, msg->payload, reply_deadline);
+        break;
+      case testproto::kRead:
+        (void)(*node)->SendControl(msg->from, testproto::kReadReply, ReadRegion(**node, msg->from, msg->payload),
+                                   reply_deadline);
+        break;
+      case testproto::kFlood:
+        Flood(**node, msg->from, msg->payload, Deadline::After(std::chrono::seconds(30)));
         break;
       case testproto::kExit:
         return 0;

@@ -1,21 +1,36 @@
 // The little request protocol between the transport tests and net_test_peer.
+// Its kinds lie in the private test range of net/message_kinds.h.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <string>
 
+#include "tenax/net/message_kinds.h"
+
 namespace tenax::testproto {
 
 enum Kind : uint32_t {
-  kAlloc = 1,
-  kRegion = 2,
-  kHash = 3,
-  kHashReply = 4,
-  kEcho = 5,
-  kEchoReply = 6,
-  kExit = 9,
+  kAlloc = net::kFirstTestKind + 1,
+  kRegion = net::kFirstTestKind + 2,
+  kHash = net::kFirstTestKind + 3,
+  kHashReply = net::kFirstTestKind + 4,
+  kEcho = net::kFirstTestKind + 5,
+  kEchoReply = net::kFirstTestKind + 6,
+  kRead = net::kFirstTestKind + 7,
+  kReadReply = net::kFirstTestKind + 8,
+  kExit = net::kFirstTestKind + 9,
+  kFlood = net::kFirstTestKind + 10,
+  kFloodItem = net::kFirstTestKind + 11,
+  kFloodDone = net::kFirstTestKind + 12,
 };
+static_assert(kFloodDone <= net::kLastTestKind);
+
+// The first 8 bytes of flood item `i`: its index, decimal, zero-padded.
+inline std::string FloodIndex(size_t i) {
+  std::string digits = std::to_string(i);
+  return std::string(digits.size() < 8 ? 8 - digits.size() : 0, '0') + digits;
+}
 
 inline uint8_t Pattern(size_t i) { return static_cast<uint8_t>((i * 31 + 7) & 0xff); }
 

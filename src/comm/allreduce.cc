@@ -55,12 +55,14 @@ void AddArrays(float* out, const float* a, const float* b, size_t n) {
   for (; i < n; ++i) out[i] = a[i] + b[i];
 }
 
-std::string EncodeOffer(size_t count, int rank, const net::MemoryRegion& buffer, const net::MemoryRegion& scratch) {
+// Shares the regions' keys with `peer` only (see net::Node::Share).
+Result<std::string> EncodeOffer(net::Node& node, net::PeerId peer, size_t count, int rank,
+                                const net::MemoryRegion& buffer, const net::MemoryRegion& scratch) {
   wire::CollectiveOffer m;
   m.set_count(count);
   m.set_rank(static_cast<uint32_t>(rank));
-  const auto& b = buffer.descriptor();
-  const auto& s = scratch.descriptor();
+  TENAX_ASSIGN_OR_RETURN(net::RegionDescriptor b, node.Share(buffer, peer));
+  TENAX_ASSIGN_OR_RETURN(net::RegionDescriptor s, node.Share(scratch, peer));
   m.set_buffer(net::EncodeRegion(b.address, b.length, b.rkey));
   m.set_scratch(net::EncodeRegion(s.address, s.length, s.rkey));
   return m.SerializeAsString();
@@ -94,9 +96,11 @@ Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count,
   a->sum_sources_.resize(static_cast<size_t>(p));
   if (p == 1) return a;
 
-  const std::string offer = EncodeOffer(count, group.rank(), a->buffer_, a->scratch_);
   for (int r = 0; r < p; ++r) {
-    if (r != group.rank()) TENAX_RETURN_IF_ERROR(node.SendControl(group.peer(r), kCollectiveOfferKind, offer, deadline));
+    if (r == group.rank()) continue;
+    TENAX_ASSIGN_OR_RETURN(std::string offer,
+                           EncodeOffer(node, group.peer(r), count, group.rank(), a->buffer_, a->scratch_));
+    TENAX_RETURN_IF_ERROR(node.SendControl(group.peer(r), kCollectiveOfferKind, offer, deadline));
   }
   for (int r = 0; r < p; ++r) {
     if (r == group.rank()) continue;

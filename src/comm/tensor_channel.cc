@@ -20,13 +20,15 @@ std::string PeerLabel(net::Node& node, net::PeerId peer) {
   return info.ok() ? info->address + (info->name.empty() ? "" : " (" + info->name + ")") : std::to_string(peer);
 }
 
-std::string EncodeOffer(uint64_t fingerprint, const net::MemoryRegion& region, const net::MemoryRegion* staging) {
+// Shares the regions' keys with `peer` only (see net::Node::Share).
+Result<std::string> EncodeOffer(net::Node& node, net::PeerId peer, uint64_t fingerprint,
+                                const net::MemoryRegion& region, const net::MemoryRegion* staging) {
   wire::ArenaOffer offer;
   offer.set_plan_fingerprint(fingerprint);
-  const auto& d = region.descriptor();
+  TENAX_ASSIGN_OR_RETURN(net::RegionDescriptor d, node.Share(region, peer));
   offer.set_region(net::EncodeRegion(d.address, d.length, d.rkey));
   if (staging) {
-    const auto& s = staging->descriptor();
+    TENAX_ASSIGN_OR_RETURN(net::RegionDescriptor s, node.Share(*staging, peer));
     offer.set_staging(net::EncodeRegion(s.address, s.length, s.rkey));
   }
   return offer.SerializeAsString();
@@ -83,9 +85,8 @@ Result<std::unique_ptr<TensorSender>> TensorSender::Open(net::Node& node, net::P
   TENAX_ASSIGN_OR_RETURN(s->arena_, node.Allocate(s->plan_.total_bytes));
   std::memset(s->arena_.data(), 0, s->arena_.size());
   TENAX_ASSIGN_OR_RETURN(s->staging_, node.Allocate(std::max<size_t>(staging_bytes, 64)));
-  TENAX_ASSIGN_OR_RETURN(
-      wire::ArenaOffer offer,
-      ExchangeOffers(node, peer, s->plan_, EncodeOffer(s->plan_.fingerprint, s->arena_, &s->staging_), deadline));
+  TENAX_ASSIGN_OR_RETURN(std::string our_offer, EncodeOffer(node, peer, s->plan_.fingerprint, s->arena_, &s->staging_));
+  TENAX_ASSIGN_OR_RETURN(wire::ArenaOffer offer, ExchangeOffers(node, peer, s->plan_, our_offer, deadline));
   TENAX_ASSIGN_OR_RETURN(s->remote_arena_, ImportRegion(node, peer, offer.region(), s->plan_.total_bytes));
   return s;
 }
@@ -139,9 +140,8 @@ Result<std::unique_ptr<TensorReceiver>> TensorReceiver::Open(net::Node& node, ne
   std::unique_ptr<TensorReceiver> r(new TensorReceiver(node, peer, std::move(plan)));
   TENAX_ASSIGN_OR_RETURN(r->arena_, node.Allocate(r->plan_.total_bytes));
   std::memset(r->arena_.data(), 0, r->arena_.size());
-  TENAX_ASSIGN_OR_RETURN(
-      wire::ArenaOffer offer,
-      ExchangeOffers(node, peer, r->plan_, EncodeOffer(r->plan_.fingerprint, r->arena_, nullptr), deadline));
+  TENAX_ASSIGN_OR_RETURN(std::string our_offer, EncodeOffer(node, peer, r->plan_.fingerprint, r->arena_, nullptr));
+  TENAX_ASSIGN_OR_RETURN(wire::ArenaOffer offer, ExchangeOffers(node, peer, r->plan_, our_offer, deadline));
   TENAX_ASSIGN_OR_RETURN(r->remote_ack_, ImportRegion(node, peer, offer.region(), r->plan_.total_bytes));
   if (!offer.staging().empty()) {
     TENAX_ASSIGN_OR_RETURN(r->remote_staging_, ImportRegion(node, peer, offer.staging(), 1));

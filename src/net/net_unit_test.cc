@@ -5,6 +5,7 @@
 #include "tenax/net/auth.h"
 #include "tenax/net/control_codec.h"
 #include "tenax/net/link_shaper.h"
+#include "tenax/net/message_kinds.h"
 
 namespace tenax::net {
 namespace {
@@ -72,9 +73,34 @@ TEST(AuthTest, SecretMustBeSetAndLongEnough) {
   EXPECT_EQ(ResolveSecret("").status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ResolveSecret("short").status().code(), StatusCode::kInvalidArgument);
   ::setenv(kSecretEnvVar, "from-the-environment-123", 1);
-  EXPECT_EQ(*ResolveSecret(""), "from-the-environment-123");
-  EXPECT_EQ(*ResolveSecret("configured-secret-123456"), "configured-secret-123456");
+  auto from_env = ResolveSecret("");
+  ASSERT_TRUE(from_env.ok()) << from_env.status().ToString();
+  EXPECT_EQ(*from_env, "from-the-environment-123");
+  auto configured = ResolveSecret("configured-secret-123456");
+  ASSERT_TRUE(configured.ok()) << configured.status().ToString();
+  EXPECT_EQ(*configured, "configured-secret-123456");
   ::unsetenv(kSecretEnvVar);
+}
+
+TEST(MessageKindsTest, OneRegistryWithARangePerLayer) {
+  // The values other layers' headers take their constants from.
+  EXPECT_EQ(KindValue(MessageKind::kArenaOffer), 0x100u);
+  EXPECT_EQ(KindValue(MessageKind::kBarrier), 0x112u);
+  EXPECT_EQ(KindValue(MessageKind::kJoinRequest), 0x200u);
+  EXPECT_EQ(KindValue(MessageKind::kWatch), 0x206u);
+  // Every listed kind is registered and inside its own layer's range.
+  for (const auto& k : kRegisteredKinds) {
+    EXPECT_TRUE(IsRegisteredKind(k.value)) << k.name;
+    int ranges = 0;
+    for (const auto& r : kKindRanges) ranges += k.value >= r.first && k.value <= r.last && r.layer == k.layer;
+    EXPECT_EQ(ranges, 1) << k.name;
+  }
+  EXPECT_TRUE(IsRegisteredKind(kFirstTestKind));
+  EXPECT_TRUE(IsRegisteredKind(kLastTestKind));
+  EXPECT_FALSE(IsRegisteredKind(0));
+  EXPECT_FALSE(IsRegisteredKind(0x103));  // inside comm's range, but not listed
+  EXPECT_FALSE(IsRegisteredKind(0x5000));
+  EXPECT_FALSE(IsRegisteredKind(kLastTestKind + 1));
 }
 
 TEST(LinkShaperTest, DelayAndBandwidth) {

@@ -37,17 +37,28 @@ class TransportTest : public ::testing::TestWithParam<TransportParam> {
     return o;
   }
 
-  // Starts a peer process and returns its port.
+  // Starts a peer process and returns its port (0, with a test failure
+  // recorded, when it did not start).
   uint16_t StartPeer(std::unique_ptr<Child>& child, const std::string& secret = kSecret) {
     child = std::make_unique<Child>(std::vector<std::string>{TENAX_NET_TEST_PEER, secret, GetParam().transports});
-    EXPECT_TRUE(child->WaitForStderrLine("PORT ")) << child->stderr_text();
+    if (!child->WaitForStderrLine("PORT ")) {
+      ADD_FAILURE() << "the peer process did not start: " << child->stderr_text();
+      return 0;
+    }
     const std::string& err = child->stderr_text();
-    return static_cast<uint16_t>(std::stoi(err.substr(err.rfind("PORT ") + 5)));
+    const unsigned long port = std::strtoul(err.c_str() + err.rfind("PORT ") + 5, nullptr, 10);
+    if (port == 0 || port > 65535) ADD_FAILURE() << "the peer process printed no port: " << err;
+    return port > 65535 ? 0 : static_cast<uint16_t>(port);
   }
 
-  std::unique_ptr<Node> MakeNode(const std::string& secret = kSecret) {
-    auto node = Node::Create(Options(secret));
-    EXPECT_TRUE(node.ok()) << node.status().ToString();
+  // A node, or null (with a test failure recorded).
+  std::unique_ptr<Node> MakeNode(const std::string& secret = kSecret) { return MakeNodeWith(Options(secret)); }
+  std::unique_ptr<Node> MakeNodeWith(const NodeOptions& options) {
+    auto node = Node::Create(options);
+    if (!node.ok()) {
+      ADD_FAILURE() << node.status().ToString();
+      return nullptr;
+    }
     return std::move(*node);
   }
 
@@ -59,38 +70,72 @@ class TransportTest : public ::testing::TestWithParam<TransportParam> {
     PeerId peer = 0;
     Status status;
   };
-  Session ConnectToNewPeer() {
+  Session ConnectToNewPeer() { return ConnectToNewPeer(Options()); }
+  Session ConnectToNewPeer(const NodeOptions& options) {
     Session s;
     uint16_t port = StartPeer(s.child);
-    s.node = MakeNode();
+    s.node = MakeNodeWith(options);
+    if (port == 0 || !s.node) {
+      s.status = Internal("no peer process or no node");
+      return s;
+    }
     auto peer = s.node->Connect("127.0.0.1", port, Deadline::After(20s));
     s.status = peer.status();
     if (peer.ok()) s.peer = *peer;
     return s;
   }
 
-  // Asks the peer for a region of `size` bytes and imports it.
-  RemoteRegion RemoteAlloc(Node& node, PeerId peer, size_t size) {
-    EXPECT_TRUE(node.SendControl(peer, testproto::kAlloc, std::to_string(size), Deadline::After(10s)).ok());
-    auto reply = node.ReceiveControl(Deadline::After(30s), peer);
-    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
-    EXPECT_EQ(reply->kind, testproto::kRegion);
-    auto d = DecodeRegion(reply->payload, "peer");
-    EXPECT_TRUE(d.ok());
-    auto remote = node.Import(peer, RegionDescriptor{d->address, d->length, d->rkey});
-    EXPECT_TRUE(remote.ok()) << remote.status().ToString();
-    return std::move(*remote);
+  // Asks the peer for a region of `size` bytes (filled with Pattern) and
+  // imports it.
+  Result<RemoteRegion> RemoteAlloc(Node& node, PeerId peer, size_t size) {
+    TENAX_RETURN_IF_ERROR(node.SendControl(peer, testproto::kAlloc, std::to_string(size), Deadline::After(10s)));
+    TENAX_ASSIGN_OR_RETURN(ControlMessage reply, node.ReceiveControl(Deadline::After(30s), peer));
+    if (reply.kind != testproto::kRegion) return ProtocolError("reply of kind " + std::to_string(reply.kind));
+    TENAX_ASSIGN_OR_RETURN(DecodedRegion d, DecodeRegion(reply.payload, "peer"));
+    return node.Import(peer, RegionDescriptor{d.address, d.length, d.rkey});
   }
 
-  std::string RemoteHash(Node& node, PeerId peer, size_t off, size_t len) {
-    EXPECT_TRUE(
-        node.SendControl(peer, testproto::kHash, std::to_string(off) + " " + std::to_string(len), Deadline::After(10s))
-            .ok());
-    auto reply = node.ReceiveControl(Deadline::After(30s), peer);
-    EXPECT_TRUE(reply.ok()) << reply.status().ToString();
-    return reply.ok() ? reply->payload : "";
+  // The hash of bytes [off, off + len) of the peer's last region, as the peer
+  // computes it.
+  Result<std::string> RemoteHash(Node& node, PeerId peer, size_t off, size_t len) {
+    TENAX_RETURN_IF_ERROR(node.SendControl(peer, testproto::kHash, std::to_string(off) + " " + std::to_string(len),
+                                           Deadline::After(10s)));
+    TENAX_ASSIGN_OR_RETURN(ControlMessage reply, node.ReceiveControl(Deadline::After(30s), peer));
+    if (reply.kind != testproto::kHashReply) return ProtocolError("reply of kind " + std::to_string(reply.kind));
+    return reply.payload;
+  }
+
+  // Asks the peer to read all of our `region` (shared with it) with a Get;
+  // returns the bytes it read.
+  Result<std::string> PeerReads(Node& node, PeerId peer, const RegionDescriptor& d) {
+    TENAX_RETURN_IF_ERROR(
+        node.SendControl(peer, testproto::kRead, EncodeRegion(d.address, d.length, d.rkey), Deadline::After(10s)));
+    TENAX_ASSIGN_OR_RETURN(ControlMessage reply,
+                           node.ReceiveControl(Deadline::After(30s), peer, testproto::kReadReply));
+    return reply.payload;
+  }
+
+  // The peer is unharmed: the region it allocated (Pattern) holds exactly
+  // the pattern, by its own hash and by our Get of every byte.
+  void ExpectPeerServesPattern(Node& node, PeerId peer, const RemoteRegion& remote) {
+    std::vector<uint8_t> expected(remote.size());
+    for (size_t i = 0; i < expected.size(); ++i) expected[i] = testproto::Pattern(i);
+    auto hash = RemoteHash(node, peer, 0, expected.size());
+    ASSERT_TRUE(hash.ok()) << hash.status().ToString();
+    EXPECT_EQ(*hash, testproto::HashHex(expected.data(), expected.size()));
+    std::vector<uint8_t> got(remote.size(), 0);
+    Op get = node.Get(got.data(), got.size(), remote, 0);
+    ASSERT_TRUE(node.Wait(get, Deadline::After(10s)).ok());
+    EXPECT_EQ(got, expected);
   }
 };
+
+// Fails the test (instead of aborting on a dereference) when `rexpr` fails.
+#define ASSERT_RESULT(lhs, rexpr)                                               \
+  auto TENAX_CONCAT(result_, __LINE__) = (rexpr);                               \
+  ASSERT_TRUE(TENAX_CONCAT(result_, __LINE__).ok())                             \
+      << #rexpr << ": " << TENAX_CONCAT(result_, __LINE__).status().ToString(); \
+  lhs = std::move(*TENAX_CONCAT(result_, __LINE__))
 
 TEST_P(TransportTest, PutAndGetRandomSizesAndOffsets) {
   Session session = ConnectToNewPeer();
@@ -98,7 +143,7 @@ TEST_P(TransportTest, PutAndGetRandomSizesAndOffsets) {
   auto& node = session.node;
   const PeerId* peer = &session.peer;
   constexpr size_t kRegion = 4 << 20;
-  RemoteRegion remote = RemoteAlloc(*node, *peer, kRegion);
+  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(*node, *peer, kRegion));
   ASSERT_EQ(remote.size(), kRegion);
 
   // Reads of untouched memory see the peer's pattern.
@@ -118,7 +163,8 @@ TEST_P(TransportTest, PutAndGetRandomSizesAndOffsets) {
     ASSERT_TRUE(node->Wait(put, Deadline::After(20s)).ok()) << "round " << round;
     ASSERT_TRUE(node->Flush(*peer, Deadline::After(20s)).ok());
     // The bytes are at the peer (its own hash), and a Get returns them.
-    ASSERT_EQ(RemoteHash(*node, *peer, off, size), testproto::HashHex(local->data(), size)) << "round " << round;
+    ASSERT_RESULT(std::string hash, RemoteHash(*node, *peer, off, size));
+    ASSERT_EQ(hash, testproto::HashHex(local->data(), size)) << "round " << round;
     std::vector<uint8_t> back(size);
     Op get = node->Get(back.data(), size, remote, off);
     ASSERT_TRUE(node->Wait(get, Deadline::After(20s)).ok());
@@ -131,13 +177,14 @@ TEST_P(TransportTest, OutOfBoundsAccessIsRefusedLocally) {
   ASSERT_TRUE(session.status.ok()) << session.status.ToString();
   auto& node = session.node;
   const PeerId* peer = &session.peer;
-  RemoteRegion remote = RemoteAlloc(*node, *peer, 4096);
+  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(*node, *peer, 4096));
   uint8_t buf[64] = {};
   Op op = node->Put(buf, 64, remote, 4096 - 32);
   EXPECT_EQ(node->Wait(op, Deadline::After(1s)).code(), StatusCode::kInvalidArgument);
   Op op2 = node->Get(buf, 8, remote, ~size_t{0} - 4);
   EXPECT_EQ(node->Wait(op2, Deadline::After(1s)).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(RemoteHash(*node, *peer, 0, 4096).size(), 16u);  // peer unharmed
+  // The peer is unharmed: not one of its bytes changed (the zeros above never left).
+  ExpectPeerServesPattern(*node, *peer, remote);
 }
 
 TEST_P(TransportTest, ManyOutstandingOperations) {
@@ -146,7 +193,7 @@ TEST_P(TransportTest, ManyOutstandingOperations) {
   auto& node = session.node;
   const PeerId* peer = &session.peer;
   constexpr size_t kChunk = 4096, kCount = 512;
-  RemoteRegion remote = RemoteAlloc(*node, *peer, kChunk * kCount);
+  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(*node, *peer, kChunk * kCount));
   auto local = node->Allocate(kChunk * kCount);
   ASSERT_TRUE(local.ok());
   for (size_t i = 0; i < local->size(); ++i) local->data()[i] = static_cast<uint8_t>(i * 13 + i / 4096);
@@ -167,13 +214,16 @@ TEST_P(TransportTest, ConcurrentPeers) {
   std::vector<uint16_t> ports;
   for (auto& c : children) ports.push_back(StartPeer(c));
   auto node = MakeNode();
+  ASSERT_TRUE(node);
   std::vector<PeerId> peers;
   std::vector<RemoteRegion> remotes;
   for (uint16_t port : ports) {
+    ASSERT_NE(port, 0);
     auto p = node->Connect("127.0.0.1", port, Deadline::After(20s));
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     peers.push_back(*p);
-    remotes.push_back(RemoteAlloc(*node, *p, 1 << 20));
+    ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(*node, *p, 1 << 20));
+    remotes.push_back(std::move(remote));
   }
   std::vector<std::vector<uint8_t>> data(kPeers, std::vector<uint8_t>(1 << 20));
   std::vector<Op> ops;
@@ -186,7 +236,8 @@ TEST_P(TransportTest, ConcurrentPeers) {
   ASSERT_TRUE(node->WaitAll(ops, Deadline::After(30s)).ok());
   for (int k = 0; k < kPeers; ++k) {
     ASSERT_TRUE(node->Flush(peers[k], Deadline::After(20s)).ok());
-    EXPECT_EQ(RemoteHash(*node, peers[k], 0, data[k].size()), testproto::HashHex(data[k].data(), data[k].size()));
+    ASSERT_RESULT(std::string hash, RemoteHash(*node, peers[k], 0, data[k].size()));
+    EXPECT_EQ(hash, testproto::HashHex(data[k].data(), data[k].size()));
   }
 }
 
@@ -207,25 +258,128 @@ TEST_P(TransportTest, ControlMessagesRoundTripAndAreBounded) {
   // Larger than the limit: refused before sending.
   EXPECT_EQ(node->SendControl(*peer, testproto::kEcho, std::string(2 << 20, 'x'), Deadline::After(1s)).code(),
             StatusCode::kInvalidArgument);
+  // A kind outside the registry (message_kinds.h): refused before sending.
+  const Status unregistered = node->SendControl(*peer, 0x5000, "stray", Deadline::After(1s));
+  EXPECT_EQ(unregistered.code(), StatusCode::kInvalidArgument) << unregistered.ToString();
+  EXPECT_NE(unregistered.message().find("0x5000"), std::string::npos) << unregistered.ToString();
+  // Neither refusal reached the peer: the next message it answers is ours.
+  ASSERT_TRUE(node->SendControl(*peer, testproto::kEcho, "after", Deadline::After(10s)).ok());
+  ASSERT_RESULT(ControlMessage reply, node->ReceiveControl(Deadline::After(20s), *peer));
+  EXPECT_EQ(reply.kind, testproto::kEchoReply);
+  EXPECT_EQ(reply.payload, "after");
+}
+
+// A dropped region stays registered (the graveyard) only while a peer that
+// was given its key lives, whoever else is connected.
+TEST_P(TransportTest, DroppedRegionStaysRegisteredOnlyForPeersGivenItsKey) {
+  std::unique_ptr<Child> holder_process, other_process;
+  const uint16_t holder_port = StartPeer(holder_process), other_port = StartPeer(other_process);
+  ASSERT_NE(holder_port, 0);
+  ASSERT_NE(other_port, 0);
+  auto node = MakeNode();
+  ASSERT_TRUE(node);
+  ASSERT_RESULT(const PeerId holder, node->Connect("127.0.0.1", holder_port, Deadline::After(20s)));
+  ASSERT_RESULT(const PeerId other, node->Connect("127.0.0.1", other_port, Deadline::After(20s)));
+  ASSERT_EQ(node->RegisteredRegions(), 0u);
+
+  {
+    ASSERT_RESULT(MemoryRegion never_shared, node->Allocate(4096));
+    EXPECT_EQ(node->RegisteredRegions(), 1u);
+  }
+  // Nobody was given its key: unregistered at once, although two peers are connected.
+  EXPECT_EQ(node->RegisteredRegions(), 0u);
+
+  constexpr size_t kSize = 64 << 10;
+  ASSERT_RESULT(MemoryRegion shared, node->Allocate(kSize));
+  for (size_t i = 0; i < kSize; ++i) shared.data()[i] = static_cast<uint8_t>(i * 7 + 3);
+  const std::string expected(reinterpret_cast<const char*>(shared.data()), kSize);
+  ASSERT_RESULT(const RegionDescriptor key, node->Share(shared, holder));
+  ASSERT_RESULT(const std::string before_drop, PeerReads(*node, holder, key));
+  EXPECT_EQ(before_drop, expected);
+  { MemoryRegion dropped = std::move(shared); }
+  // Kept for the peer holding the key, which still reads the same bytes.
+  EXPECT_EQ(node->RegisteredRegions(), 1u);
+  ASSERT_RESULT(const std::string after_drop, PeerReads(*node, holder, key));
+  EXPECT_EQ(after_drop, expected);
+
+  node->Disconnect(holder, Deadline::After(10s));
+  // Unregistered with its holder gone, although the other peer is still connected.
+  EXPECT_EQ(node->RegisteredRegions(), 0u);
+  EXPECT_TRUE(node->PeerStatus(other).ok());
+  // A key is only handed to a usable peer.
+  ASSERT_RESULT(MemoryRegion late, node->Allocate(64));
+  EXPECT_EQ(node->Share(late, holder).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(node->Share(MemoryRegion{}, other).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The control messages nobody reads are bounded per peer: up to the bound
+// they wait for their reader; a real peer process that floods past it is lost
+// with a ProtocolError naming it, and the node keeps serving its other peers.
+TEST_P(TransportTest, APeerFloodingUnreadControlMessagesIsLost) {
+  constexpr size_t kBound = 64;
+  std::unique_ptr<Child> flooder_process, bystander_process;
+  const uint16_t flooder_port = StartPeer(flooder_process), bystander_port = StartPeer(bystander_process);
+  ASSERT_NE(flooder_port, 0);
+  ASSERT_NE(bystander_port, 0);
+  NodeOptions options = Options();
+  options.max_unread_control_messages = kBound;
+  auto node = MakeNodeWith(options);
+  ASSERT_TRUE(node);
+  ASSERT_RESULT(const PeerId flooder, node->Connect("127.0.0.1", flooder_port, Deadline::After(20s)));
+  ASSERT_RESULT(const PeerId bystander, node->Connect("127.0.0.1", bystander_port, Deadline::After(20s)));
+
+  // 63 items and the "done" behind them: exactly kBound unread, all kept in order.
+  ASSERT_TRUE(node->SendControl(flooder, testproto::kFlood, "63 100", Deadline::After(10s)).ok());
+  ASSERT_RESULT(const ControlMessage done, node->ReceiveControl(Deadline::After(30s), flooder, testproto::kFloodDone));
+  EXPECT_EQ(done.payload, "63");
+  ASSERT_TRUE(node->PeerStatus(flooder).ok()) << node->PeerStatus(flooder).ToString();
+  for (size_t i = 0; i < 63; ++i) {
+    ASSERT_RESULT(const ControlMessage item, node->ReceiveControl(Deadline::After(1s), flooder, testproto::kFloodItem));
+    EXPECT_EQ(item.payload.substr(0, 8), testproto::FloodIndex(i));
+    EXPECT_EQ(item.payload.size(), 100u);
+  }
+
+  // Past the bound: the flooder is lost, named, and its unread messages are gone.
+  ASSERT_TRUE(node->SendControl(flooder, testproto::kFlood, "1000 100", Deadline::After(10s)).ok());
+  const Deadline deadline = Deadline::After(30s);
+  while (node->PeerStatus(flooder).ok() && !deadline.Expired()) node->Progress();
+  const Status lost = node->PeerStatus(flooder);
+  EXPECT_EQ(lost.code(), StatusCode::kProtocolError) << lost.ToString();
+  EXPECT_NE(lost.message().find("flooded"), std::string::npos) << lost.ToString();
+  EXPECT_NE(lost.message().find("127.0.0.1:" + std::to_string(flooder_port) + " (test-peer)"), std::string::npos)
+      << lost.ToString();
+  EXPECT_NE(lost.message().find(std::to_string(kBound) + " messages"), std::string::npos) << lost.ToString();
+  EXPECT_EQ(node->ReceiveControl(Deadline::After(1s), flooder).status().code(), StatusCode::kProtocolError);
+
+  // The other peer is served as before.
+  const std::string payload(5000, 'b');
+  ASSERT_TRUE(node->SendControl(bystander, testproto::kEcho, payload, Deadline::After(10s)).ok());
+  ASSERT_RESULT(const ControlMessage echo, node->ReceiveControl(Deadline::After(20s), bystander));
+  EXPECT_EQ(echo.kind, testproto::kEchoReply);
+  EXPECT_EQ(echo.payload, payload);
 }
 
 TEST_P(TransportTest, WrongSecretIsRefusedAndTheServerKeepsServing) {
   std::unique_ptr<Child> child;
   uint16_t port = StartPeer(child);
+  ASSERT_NE(port, 0);
   auto intruder = MakeNode("not-the-cluster-secret-at-all!!");
+  ASSERT_TRUE(intruder);
   auto bad = intruder->Connect("127.0.0.1", port, Deadline::After(20s));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kRefused) << bad.status().ToString();
 
   auto node = MakeNode();
+  ASSERT_TRUE(node);
   auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
   ASSERT_TRUE(peer.ok()) << peer.status().ToString();
-  RemoteRegion remote = RemoteAlloc(*node, *peer, 4096);
-  EXPECT_EQ(RemoteHash(*node, *peer, 0, 16).size(), 16u);
+  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(*node, *peer, 4096));
+  ExpectPeerServesPattern(*node, *peer, remote);
 }
 
 TEST_P(TransportTest, ConnectingToNothingFailsWithinTheDeadline) {
   auto node = MakeNode();
+  ASSERT_TRUE(node);
   auto start = SteadyClock::now();
   // Port 1 on loopback: nobody listens there.
   auto peer = node->Connect("127.0.0.1", 1, Deadline::After(3s));
@@ -242,7 +396,7 @@ TEST_P(TransportTest, PeerKilledMidTransferGivesATypedErrorWithinTheDeadline) {
   auto& node = session.node;
   const PeerId* peer = &session.peer;
   constexpr size_t kSize = 16 << 20;
-  RemoteRegion remote = RemoteAlloc(*node, *peer, kSize);
+  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(*node, *peer, kSize));
   auto local = node->Allocate(kSize);
   ASSERT_TRUE(local.ok());
   Op first = node->Put(local->data(), kSize, remote, 0);
@@ -278,7 +432,7 @@ TEST_P(TransportTest, EmulatedDelayAndLossKeepDataIntact) {
   ASSERT_TRUE(session.status.ok()) << session.status.ToString();
   auto& node = session.node;
   const PeerId* peer = &session.peer;
-  RemoteRegion remote = RemoteAlloc(*node, *peer, 1 << 20);
+  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(*node, *peer, 1 << 20));
   std::vector<uint8_t> data(1 << 20);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 5 + 1);
 
@@ -300,7 +454,8 @@ TEST_P(TransportTest, EmulatedDelayAndLossKeepDataIntact) {
   ASSERT_TRUE(node->WaitAll(ops, Deadline::After(20s)).ok());
   ASSERT_TRUE(node->Flush(*peer, Deadline::After(20s)).ok());
   node->SetLinkShape(*peer, LinkShape{});
-  EXPECT_EQ(RemoteHash(*node, *peer, 0, data.size()), testproto::HashHex(data.data(), data.size()));
+  ASSERT_RESULT(std::string hash, RemoteHash(*node, *peer, 0, data.size()));
+  EXPECT_EQ(hash, testproto::HashHex(data.data(), data.size()));
 }
 
 // A client that lies or sends garbage is refused and disconnected; the
@@ -310,6 +465,7 @@ TEST_P(TransportTest, EmulatedDelayAndLossKeepDataIntact) {
 TEST_P(TransportTest, LiarsAndMalformedFramesAreRefusedWhileOthersAreServed) {
   std::unique_ptr<Child> child;
   uint16_t port = StartPeer(child);
+  ASSERT_NE(port, 0);
   auto frame = [](auto fill) {
     wire::Envelope env;
     fill(env);
@@ -355,10 +511,11 @@ TEST_P(TransportTest, LiarsAndMalformedFramesAreRefusedWhileOthersAreServed) {
   }
   // The server is still healthy for an honest peer.
   auto node = MakeNode();
+  ASSERT_TRUE(node);
   auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
   ASSERT_TRUE(peer.ok()) << peer.status().ToString();
-  RemoteRegion remote = RemoteAlloc(*node, *peer, 4096);
-  EXPECT_EQ(RemoteHash(*node, *peer, 0, 4096).size(), 16u);
+  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(*node, *peer, 4096));
+  ExpectPeerServesPattern(*node, *peer, remote);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,

@@ -13,14 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "tenax/net/message_kinds.h"
 #include "tenax/net/node.h"
 
 namespace tenax::comm {
 
-// Control-message kinds of groups and collectives (net User kinds 0x110..).
-inline constexpr uint32_t kMeshHelloKind = 0x110;
-inline constexpr uint32_t kCollectiveOfferKind = 0x111;
-inline constexpr uint32_t kBarrierKind = 0x112;
+// Control-message kinds of groups and collectives (registered in net/message_kinds.h).
+inline constexpr uint32_t kMeshHelloKind = net::KindValue(net::MessageKind::kMeshHello);
+inline constexpr uint32_t kCollectiveOfferKind = net::KindValue(net::MessageKind::kCollectiveOffer);
+inline constexpr uint32_t kBarrierKind = net::KindValue(net::MessageKind::kBarrier);
 
 struct GroupMember {
   std::string host;   // where the member's Node listens

@@ -20,14 +20,15 @@
 #include <memory>
 
 #include "tenax/comm/buffer_plan.h"
+#include "tenax/net/message_kinds.h"
 #include "tenax/net/node.h"
 
 namespace tenax::comm {
 
-// Control-message kinds used by channels (net User kinds 0x100..0x1ff).
-inline constexpr uint32_t kArenaOfferKind = 0x100;
-inline constexpr uint32_t kDynamicTensorKind = 0x101;
-inline constexpr uint32_t kDynamicDoneKind = 0x102;
+// Control-message kinds used by channels (registered in net/message_kinds.h).
+inline constexpr uint32_t kArenaOfferKind = net::KindValue(net::MessageKind::kArenaOffer);
+inline constexpr uint32_t kDynamicTensorKind = net::KindValue(net::MessageKind::kDynamicTensor);
+inline constexpr uint32_t kDynamicDoneKind = net::KindValue(net::MessageKind::kDynamicDone);
 
 class TensorSender {
  public:

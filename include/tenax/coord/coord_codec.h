@@ -8,17 +8,18 @@
 
 #include "coord_wire.pb.h"
 #include "tenax/core/status.h"
+#include "tenax/net/message_kinds.h"
 
 namespace tenax::coord {
 
-// net User kinds 0x200..0x2ff.
-inline constexpr uint32_t kJoinRequestKind = 0x200;
-inline constexpr uint32_t kJoinReplyKind = 0x201;
-inline constexpr uint32_t kRosterKind = 0x202;
-inline constexpr uint32_t kProgressKind = 0x203;
-inline constexpr uint32_t kDoneKind = 0x204;
-inline constexpr uint32_t kFailureKind = 0x205;
-inline constexpr uint32_t kWatchKind = 0x206;
+// Control-message kinds (registered in net/message_kinds.h).
+inline constexpr uint32_t kJoinRequestKind = net::KindValue(net::MessageKind::kJoinRequest);
+inline constexpr uint32_t kJoinReplyKind = net::KindValue(net::MessageKind::kJoinReply);
+inline constexpr uint32_t kRosterKind = net::KindValue(net::MessageKind::kRoster);
+inline constexpr uint32_t kProgressKind = net::KindValue(net::MessageKind::kProgress);
+inline constexpr uint32_t kDoneKind = net::KindValue(net::MessageKind::kDone);
+inline constexpr uint32_t kFailureKind = net::KindValue(net::MessageKind::kFailure);
+inline constexpr uint32_t kWatchKind = net::KindValue(net::MessageKind::kWatch);
 
 inline constexpr size_t kMaxCoordMessageBytes = 512 << 10;
 inline constexpr uint32_t kMaxWorld = 4096;

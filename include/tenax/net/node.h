@@ -12,10 +12,11 @@
 // drive UCX progress, must come from the thread that created it.
 //
 // Failures: nothing here throws or aborts on peer misbehaviour. A peer that
-// dies, resets or sends bytes that break the protocol becomes "lost" with a
-// typed Status (PeerLost, Refused, ProtocolError) and a log line naming it;
-// the Node keeps serving its other peers. Every wait takes a Deadline and
-// returns DeadlineExceeded when it passes.
+// dies, resets, sends bytes that break the protocol or floods us with control
+// messages nobody reads becomes "lost" with a typed Status (PeerLost,
+// Refused, ProtocolError) and a log line naming it; the Node keeps serving
+// its other peers. Every wait takes a Deadline and returns DeadlineExceeded
+// when it passes.
 //
 // Transports: UCX picks shared memory between processes on one host and TCP
 // across hosts (RDMA verbs where present). NodeOptions::transports = "tcp"
@@ -56,6 +57,14 @@ struct NodeOptions {
   // its peers will declare it lost.
   std::chrono::milliseconds peer_timeout{10000};
   size_t max_control_bytes = 1 << 20;
+  // Per peer: control messages received and not yet taken by ReceiveControl.
+  // A peer that would exceed either bound is lost with ProtocolError naming
+  // it ("flooded this node"), and its unread messages are discarded: a
+  // bounded queue that silently dropped messages would instead hang whoever
+  // waits for one of them. Generous on purpose: every tenax protocol reads
+  // what it is sent, so only a runaway or hostile peer gets near them.
+  size_t max_unread_control_messages = 4096;
+  size_t max_unread_control_bytes = size_t{64} << 20;
   size_t max_bulk_bytes = size_t{1} << 30;
 };
 
@@ -70,15 +79,17 @@ struct RegionDescriptor {
 class Node;
 
 // Memory registered with the Node's UCP context, readable and writable by
-// peers that hold its descriptor. Move-only. Must not outlive its Node.
+// peers that were given its descriptor (Node::Share). Move-only. Must not
+// outlive its Node.
 //
 // Lifetime: a peer may still read or write a region after we drop it (its
 // operations were in flight, or it is slow or hostile), and UCX serves some
 // of those operations inside our own progress loop. So dropping a region
-// only hands it to the Node, which unregisters (and, for Allocate()d
-// memory, frees) it once every peer connected at that moment is gone.
-// Memory passed to Register() belongs to the caller, who must keep it alive
-// as long as peers may access it.
+// whose key a live peer holds only hands it to the Node, which unregisters
+// (and, for Allocate()d memory, frees) it once every peer that was given
+// the key is gone; a region whose key no live peer holds is unregistered at
+// once. Memory passed to Register() belongs to the caller, who must keep it
+// alive as long as peers may access it.
 class MemoryRegion {
  public:
   MemoryRegion() = default;
@@ -88,7 +99,6 @@ class MemoryRegion {
 
   uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
-  const RegionDescriptor& descriptor() const { return descriptor_; }
 
  private:
   friend class Node;
@@ -97,7 +107,7 @@ class MemoryRegion {
   void* memh_ = nullptr;   // ucp_mem_h
   uint8_t* data_ = nullptr;
   size_t size_ = 0;
-  RegionDescriptor descriptor_;
+  RegionDescriptor descriptor_;  // handed out only by Node::Share
 };
 
 // A peer's region as seen from here: its descriptor plus the unpacked key,
@@ -184,6 +194,16 @@ class Node {
   Result<MemoryRegion> Register(void* data, size_t size);
   Result<MemoryRegion> Allocate(size_t size);
 
+  // The descriptor of `region` to send to `peer` (the only way to get a
+  // region's key): records that `peer` holds the key, so that dropping the
+  // region keeps it registered until `peer` is gone. Send it to that peer
+  // only. InvalidArgument for an empty region or another Node's, the peer's
+  // status when it is not usable.
+  Result<RegionDescriptor> Share(const MemoryRegion& region, PeerId peer);
+  // Regions registered with UCX right now: live ones plus dropped ones kept
+  // for the peers holding their keys. For tests and leak checks.
+  size_t RegisteredRegions() const;
+
   // Makes a peer's region usable here. ProtocolError for an unusable key.
   Result<RemoteRegion> Import(PeerId peer, const RegionDescriptor& descriptor);
 
@@ -212,11 +232,13 @@ class Node {
   Status WaitAll(std::vector<Op>& ops, Deadline deadline);
 
   // Control messages: small (max_control_bytes), typed by `kind`, only to
-  // and from peers that passed the handshake. Send returns once the message
+  // and from peers that passed the handshake. `kind` must be in the registry
+  // (message_kinds.h), else InvalidArgument. Send returns once the message
   // left (its buffer is reusable).
   Status SendControl(PeerId peer, uint32_t kind, std::string_view payload, Deadline deadline);
   // The next message from any peer (or from `from`, when given), of any
-  // kind (or of `kind`); other messages stay queued for their readers.
+  // kind (or of `kind`); other messages stay queued for their readers, up to
+  // NodeOptions::max_unread_control_* per peer.
   Result<ControlMessage> ReceiveControl(Deadline deadline, std::optional<PeerId> from = std::nullopt,
                                         std::optional<uint32_t> kind = std::nullopt);
 

@@ -1,0 +1,204 @@
+// Private to net: the state of a Node (Node::Impl) shared by the translation
+// units that implement it, one per concern:
+//   node.cc           the two UCX planes (create, destroy) and the progress loop
+//   node_handshake.cc control plane: listen/connect/accept and the handshake
+//   node_messages.cc  active-message receipt, control messages (bounded queue,
+//                     registered kinds) and bulk messages
+//   node_data.cc      data plane: regions (register, allocate, share, graveyard),
+//                     import/map, put/get, fence/flush/wait, link emulation
+//   node_peers.cc     peer life cycle: peer table, heartbeats, timeouts, lost
+//                     peers, disconnecting and closing endpoints
+// Threading: everything here runs on the Node's one thread; UCX callbacks run
+// inside ucp_worker_progress on that thread and only copy and queue.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "net_wire.pb.h"
+#include "tenax/net/node.h"
+
+namespace tenax::net {
+
+inline constexpr uint16_t kControlAm = 1;
+inline constexpr uint16_t kBulkAm = 2;
+
+inline std::string UcxError(ucs_status_t s) { return ucs_status_string(s); }
+
+enum class Phase {
+  kAwaitHello,      // server: connection accepted, waiting for Hello
+  kAwaitChallenge,  // client: Hello sent
+  kAwaitAuth,       // server: Challenge sent
+  kAwaitWelcome,    // client: Auth sent
+  kReady,
+  kLost,
+};
+
+struct PeerState {
+  PeerId id = 0;
+  ucp_ep_h ep = nullptr;       // control: handshake, messages, failure detection (error mode PEER)
+  ucp_ep_h data_ep = nullptr;  // one-sided traffic (error mode NONE: UCX keeps its fast shm lanes)
+  std::string name;            // the peer's own name, once known
+  std::string address;         // host:port
+  Phase phase = Phase::kAwaitHello;
+  std::string my_nonce;
+  std::string their_nonce;
+  SteadyClock::time_point started;
+  SteadyClock::time_point last_heartbeat;  // last one we sent
+  SteadyClock::time_point last_heard;      // last frame from the peer
+  Status lost;
+  std::optional<LinkShaper> shaper;
+  // Its control messages queued and not yet read (bounded by NodeOptions).
+  size_t unread_messages = 0;
+  size_t unread_bytes = 0;
+
+  std::string Label() const { return address + (name.empty() ? "" : " (" + name + ")"); }
+};
+
+// A message received by a UCX callback, processed later in Progress():
+// callbacks only copy and queue, they never send.
+struct Frame {
+  ucp_ep_h ep = nullptr;
+  uint16_t am_id = 0;
+  std::vector<uint8_t> data;
+};
+
+// A rendezvous receive in flight (large active messages).
+struct RndvReceive {
+  Frame frame;
+  bool done = false;
+  ucs_status_t status = UCS_OK;
+};
+
+// A send whose buffer must stay alive until UCX is done with it.
+struct PendingSend {
+  void* request = nullptr;
+  std::string buffer;
+};
+
+struct Node::Impl {
+  NodeOptions options;
+  // Data plane: memory regions, one-sided traffic and bulk messages, on the
+  // transports UCX picks (shared memory on one host).
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  // Control plane: handshake, control messages and failure detection, on TCP
+  // only: the kernel resets a dead process's sockets, so a SIGKILLed peer is
+  // noticed at once, which shared-memory lanes cannot promise.
+  ucp_context_h ctrl_context = nullptr;
+  ucp_worker_h ctrl_worker = nullptr;
+  ucp_listener_h listener = nullptr;
+
+  PeerId next_id = 1;
+  std::unordered_map<PeerId, PeerState> peers;
+  std::unordered_map<ucp_ep_h, PeerId> by_ep;
+  std::unordered_map<ucp_ep_h, PeerId> by_data_ep;
+  std::string worker_address;  // ours, handed to peers in the handshake
+  std::deque<ucp_conn_request_h> conn_requests;
+  std::deque<Frame> frames;
+  std::deque<std::unique_ptr<RndvReceive>> rndv;
+  std::vector<PendingSend> pending_sends;
+  std::vector<void*> closing;  // ep close requests in flight
+  // Endpoints to close from Progress; `flush` closes deliver what was sent
+  // first (a refusal must reach the refused), force closes are for the dead.
+  struct Closing {
+    ucp_ep_h ep;
+    bool flush;
+  };
+  std::vector<Closing> to_close;
+  std::deque<PeerId> accepted;
+  std::deque<ControlMessage> control;
+  std::deque<BulkMessage> bulk;
+  size_t idle_spins = 0;
+  SteadyClock::time_point last_progress;
+
+  // Regions registered with UCX. A live region maps to the peers that were
+  // given its key (Node::Share); a dropped one moves to the graveyard while
+  // any of those peers is still connected (see MemoryRegion in node.h).
+  std::unordered_map<ucp_mem_h, std::vector<PeerId>> key_holders;
+  struct Retired {
+    ucp_mem_h memh;
+    std::vector<PeerId> peers;
+  };
+  std::vector<Retired> graveyard;
+
+  // --- node.cc: the progress loop ---
+  void Progress();
+  // Operations that complete inline (shared memory) never need a wait, but
+  // the Node must still run heartbeats and notice lost peers: drive progress
+  // at least once per millisecond of such traffic.
+  void MaybeProgress() {
+    if (SteadyClock::now() - last_progress > std::chrono::milliseconds(1)) Progress();
+  }
+  template <typename T, typename Get>
+  static void ReapRequests(std::vector<T>& v, Get get) {
+    for (size_t i = 0; i < v.size();) {
+      void* req = get(v[i]);
+      if (ucp_request_check_status(req) != UCS_INPROGRESS) {
+        ucp_request_free(req);
+        v[i] = std::move(v.back());
+        v.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+
+  // --- node_handshake.cc: control plane and handshake ---
+  static void OnConnRequest(ucp_conn_request_h request, void* arg);
+  void AcceptConnection(ucp_conn_request_h request);
+  void Refuse(PeerState& p, const std::string& reason, Status why);
+  // Runs the handshake state machine on a control frame; a ready peer's user
+  // messages go to QueueControl.
+  void HandleControl(PeerState& p, const std::vector<uint8_t>& bytes);
+
+  // --- node_messages.cc: active messages, control and bulk ---
+  static ucs_status_t OnAm(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                           const ucp_am_recv_param_t* param, uint16_t am_id);
+  static ucs_status_t OnControlAm(void* arg, const void* h, size_t hl, void* d, size_t l, const ucp_am_recv_param_t* p);
+  static ucs_status_t OnBulkAm(void* arg, const void* h, size_t hl, void* d, size_t l, const ucp_am_recv_param_t* p);
+  static void OnRndvDone(void* request, ucs_status_t status, size_t length, void* user_data);
+  Status SendEnvelope(PeerState& p, wire::Envelope env);
+  // Starts an active-message send; the buffer is kept until UCX is done.
+  Status SendRaw(PeerState& p, uint16_t am_id, std::string buffer, void** request_out = nullptr);
+  bool StillPending(void* request) const;
+  // Attributes a received frame to its peer and dispatches it.
+  void HandleFrame(Frame& f);
+  // Queues a ready peer's message for ReceiveControl. A peer whose unread
+  // messages would exceed the bounds in NodeOptions is lost instead
+  // (ProtocolError) and its unread messages are discarded.
+  void QueueControl(PeerState& p, uint32_t kind, std::string payload);
+  void DropUnreadControl(PeerId id);
+
+  // --- node_data.cc: data plane and regions ---
+  static void OnDataEpError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  Status CreateDataEp(PeerState& p, const std::string& address);
+  // A dropped region: unregistered at once unless a live peer holds its key.
+  void Retire(ucp_mem_h memh);
+  void SweepGraveyard();
+
+  // --- node_peers.cc: peer life cycle and failure detection ---
+  static void OnEpError(void* arg, ucp_ep_h ep, ucs_status_t status);
+  PeerState* Find(PeerId id);
+  bool Live(PeerId id) {
+    PeerState* p = Find(id);
+    return p && p->phase != Phase::kLost;
+  }
+  PeerId AddPeer(ucp_ep_h ep, std::string address, Phase phase);
+  // Marks the peer lost with `why` (logged, naming it). Messages it sent
+  // before are still delivered unless `deliver` is false.
+  void LosePeer(PeerId id, Status why, bool close_ep, bool flush_close = false, bool deliver = true);
+  // Heartbeats to ready peers, and loss of silent peers and stalled handshakes.
+  void CheckPeers();
+  // Starts the closes queued in to_close.
+  void CloseEndpoints();
+  Status PeerUsable(PeerId id);
+};
+
+}  // namespace tenax::net

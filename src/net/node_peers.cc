@@ -1,0 +1,149 @@
+// Peer life cycle and failure detection: the peer table, heartbeats, silent
+// peers and stalled handshakes, lost peers, disconnecting and closing
+// endpoints.
+#include <spdlog/spdlog.h>
+
+#include "node_internal.h"
+#include "tenax/net/control_codec.h"
+
+namespace tenax::net {
+
+void Node::Impl::OnEpError(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  auto* self = static_cast<Impl*>(arg);
+  auto it = self->by_ep.find(ep);
+  if (it == self->by_ep.end()) return;
+  self->LosePeer(it->second, PeerLost("connection lost (" + UcxError(status) + ")"), /*close_ep=*/true);
+}
+
+PeerState* Node::Impl::Find(PeerId id) {
+  auto it = peers.find(id);
+  return it == peers.end() ? nullptr : &it->second;
+}
+
+PeerId Node::Impl::AddPeer(ucp_ep_h ep, std::string address, Phase phase) {
+  PeerId id = next_id++;
+  PeerState& p = peers[id];
+  p.id = id;
+  p.ep = ep;
+  p.address = std::move(address);
+  p.phase = phase;
+  p.started = SteadyClock::now();
+  by_ep[ep] = id;
+  return id;
+}
+
+void Node::Impl::LosePeer(PeerId id, Status why, bool close_ep, bool flush_close, bool deliver) {
+  PeerState* p = Find(id);
+  if (!p || p->phase == Phase::kLost) return;
+  // Deliver what the peer said before it went away (its last message often
+  // races with its disconnect in the same progress round), within the bounds
+  // on unread messages (the peer is lost either way).
+  if (deliver && p->phase == Phase::kReady && p->ep) {
+    for (auto it = frames.begin(); it != frames.end();) {
+      if (it->ep != p->ep && it->ep != p->data_ep) {
+        ++it;
+        continue;
+      }
+      if (it->am_id == kBulkAm) {
+        bulk.push_back({id, std::move(it->data)});
+      } else if (auto env = DecodeEnvelope(it->data, options.max_control_bytes, p->Label());
+                 env.ok() && env->has_user()) {
+        const size_t bytes = env->user().payload().size();
+        if (p->unread_messages < options.max_unread_control_messages &&
+            p->unread_bytes + bytes <= options.max_unread_control_bytes) {
+          ++p->unread_messages;
+          p->unread_bytes += bytes;
+          control.push_back({id, env->user().kind(), std::move(*env->mutable_user()->mutable_payload())});
+        }
+      }
+      it = frames.erase(it);
+    }
+  }
+  p->phase = Phase::kLost;
+  p->lost = why.WithContext("peer " + p->Label());
+  spdlog::warn("[{}] {}", options.name, p->lost.message());
+  if (close_ep && p->ep) {
+    by_ep.erase(p->ep);
+    to_close.push_back({p->ep, flush_close});  // closed from Progress, not from a callback
+    p->ep = nullptr;
+  }
+  if (close_ep && p->data_ep) {
+    by_data_ep.erase(p->data_ep);
+    to_close.push_back({p->data_ep, false});
+    p->data_ep = nullptr;
+  }
+}
+
+void Node::Impl::CheckPeers() {
+  // Handshakes that stall are dropped: a silent client must not hold state.
+  const auto now = SteadyClock::now();
+  for (auto& [id, p] : peers) {
+    if (p.phase == Phase::kReady && p.last_heard != SteadyClock::time_point{} &&
+        now - p.last_heard > options.peer_timeout) {
+      LosePeer(id, PeerLost("silent for " + std::to_string(options.peer_timeout.count()) + " ms (no heartbeat)"), true);
+      continue;
+    }
+    if (p.phase == Phase::kReady && now - p.last_heartbeat > options.heartbeat_interval) {
+      p.last_heartbeat = now;
+      wire::Envelope hb;
+      hb.mutable_heartbeat();
+      if (Status st = SendEnvelope(p, std::move(hb)); !st.ok()) LosePeer(id, st, true);
+      continue;
+    }
+    if (p.phase != Phase::kReady && p.phase != Phase::kLost && now - p.started > options.handshake_timeout) {
+      LosePeer(id,
+               DeadlineExceeded("handshake did not finish within " + std::to_string(options.handshake_timeout.count()) +
+                                " ms"),
+               true);
+    }
+  }
+}
+
+void Node::Impl::CloseEndpoints() {
+  for (const Closing& c : to_close) {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    param.flags = c.flush ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
+    ucs_status_ptr_t req = ucp_ep_close_nbx(c.ep, &param);
+    if (req && !UCS_PTR_IS_ERR(req)) closing.push_back(req);
+  }
+  to_close.clear();
+}
+
+Status Node::Impl::PeerUsable(PeerId id) {
+  PeerState* p = Find(id);
+  if (!p) return NotFound("unknown peer " + std::to_string(id));
+  if (p->phase == Phase::kLost) return p->lost;
+  if (p->phase != Phase::kReady) return FailedPrecondition("peer " + p->Label() + ": handshake not finished");
+  return Status::Ok();
+}
+
+Status Node::PeerStatus(PeerId peer) const { return impl_->PeerUsable(peer); }
+
+Result<PeerInfo> Node::Info(PeerId peer) const {
+  PeerState* p = impl_->Find(peer);
+  if (!p) return NotFound("unknown peer " + std::to_string(peer));
+  return PeerInfo{p->name, p->address, p->phase == Phase::kReady, p->lost};
+}
+
+void Node::Disconnect(PeerId peer, Deadline deadline) {
+  PeerState* p = impl_->Find(peer);
+  if (!p || !p->ep) return;
+  if (p->phase == Phase::kReady) (void)Flush(peer, deadline);
+  p = impl_->Find(peer);
+  if (p && p->ep) {
+    impl_->by_ep.erase(p->ep);
+    impl_->to_close.push_back({p->ep, true});  // Disconnect: deliver what was sent
+    p->ep = nullptr;
+    if (p->data_ep) {
+      impl_->by_data_ep.erase(p->data_ep);
+      impl_->to_close.push_back({p->data_ep, true});
+      p->data_ep = nullptr;
+    }
+    p->phase = Phase::kLost;
+    p->lost = Unavailable("peer " + p->Label() + ": disconnected by this node");
+  }
+  impl_->Progress();
+}
+
+}  // namespace tenax::net
