@@ -1,11 +1,13 @@
-// Helpers shared by tenax's tests: scratch directories, IDX/gzip builders
-// and child processes that are always reaped.
+// Helpers shared by tenax's tests: Status/Result assertions, scratch
+// directories, IDX/gzip builders and child processes that are always reaped.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/types.h>
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tenax::testing {
@@ -74,4 +76,61 @@ class Child {
 // Path of the tenax binary under test (set by CMake).
 std::string TenaxBinary();
 
+namespace internal {
+
+// The Status of a Status or of a Result<T> (anything with .status()). Generic
+// so that this header does not need tenax_core.
+template <typename T>
+const auto& StatusOf(const T& v) {
+  if constexpr (requires { v.status(); }) {
+    return v.status();
+  } else {
+    return v;
+  }
+}
+
+template <typename T>
+::testing::AssertionResult IsOk(const char* expr_text, const T& v) {
+  const auto& status = StatusOf(v);
+  if (status.ok()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << expr_text << " failed: " << status.ToString();
+}
+
+}  // namespace internal
 }  // namespace tenax::testing
+
+// Status/Result assertions. A failed Result in a test must fail that test with
+// its message, never reach value() (which asserts and aborts the binary).
+//
+//   ASSERT_OK(expr);                      // expr is a Status or a Result; fatal
+//   EXPECT_OK(expr);                      // non-fatal
+//   ASSERT_OK_AND_ASSIGN(auto x, F());    // declares x from F()'s value, or
+//                                         // fails and returns (void functions)
+//   ASSIGN_OK_OR_RETURN(auto x, F(), v);  // any function: records a failure
+//                                         // and `return v;` (omit v if void)
+//
+// In bodies run by RunThreadGroup (which return Status) prefer
+// TENAX_ASSIGN_OR_RETURN: the rank's Status is returned and the test asserts
+// every rank's Status with ASSERT_OK.
+#define ASSERT_OK(expr) ASSERT_PRED_FORMAT1(::tenax::testing::internal::IsOk, expr)
+#define EXPECT_OK(expr) EXPECT_PRED_FORMAT1(::tenax::testing::internal::IsOk, expr)
+
+#define TENAX_TEST_CONCAT_INNER(a, b) a##b
+#define TENAX_TEST_CONCAT(a, b) TENAX_TEST_CONCAT_INNER(a, b)
+
+#define ASSERT_OK_AND_ASSIGN(lhs, rexpr) \
+  TENAX_ASSERT_OK_AND_ASSIGN_IMPL(TENAX_TEST_CONCAT(tenax_test_result_, __LINE__), lhs, rexpr)
+#define TENAX_ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, rexpr) \
+  auto tmp = (rexpr);                                    \
+  ASSERT_OK(tmp);                                        \
+  lhs = std::move(tmp).value()
+
+#define ASSIGN_OK_OR_RETURN(lhs, rexpr, ...) \
+  TENAX_ASSIGN_OK_OR_RETURN_IMPL(TENAX_TEST_CONCAT(tenax_test_result_, __LINE__), lhs, rexpr, __VA_ARGS__)
+#define TENAX_ASSIGN_OK_OR_RETURN_IMPL(tmp, lhs, rexpr, ...)                                        \
+  auto tmp = (rexpr);                                                                               \
+  if (const auto tenax_test_ok_ = ::tenax::testing::internal::IsOk(#rexpr, tmp); !tenax_test_ok_) { \
+    ADD_FAILURE() << tenax_test_ok_.message();                                                      \
+    return __VA_ARGS__;                                                                             \
+  }                                                                                                 \
+  lhs = std::move(tmp).value()
