@@ -5,13 +5,20 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iterator>
+#include <optional>
+#include <sstream>
 #include <stdexcept>
 
 extern char** environ;
@@ -34,12 +41,66 @@ pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {
   return pid;
 }
 
-int WaitExit(pid_t pid) {
+using Clock = std::chrono::steady_clock;
+
+int ExitCode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+// Milliseconds left until `deadline` for poll(), rounded up so that a poll
+// that times out ends at or after the deadline.
+int MillisUntil(Clock::time_point deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(left, 0, INT_MAX));
+}
+
+// Waits for pid's exit until `deadline`; nullopt if it is still running then.
+// A pidfd makes the wait a poll with a timeout (no sleeping loop).
+std::optional<int> WaitExitUntil(pid_t pid, Clock::time_point deadline) {
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  std::optional<int> code;
+  while (true) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      code = ExitCode(status);
+      break;
+    }
+    if (r < 0 && errno != EINTR) {
+      code = -1;
+      break;
+    }
+    if (r == 0 && Clock::now() >= deadline) break;
+    if (pidfd >= 0) {
+      pollfd p = {pidfd, POLLIN, 0};
+      ::poll(&p, 1, MillisUntil(deadline));
+    } else {
+      ::poll(nullptr, 0, std::min(50, MillisUntil(deadline)));  // kernel without pidfd: bounded re-checks
+    }
+  }
+  if (pidfd >= 0) ::close(pidfd);
+  return code;
+}
+
+// SIGKILL cannot be ignored, so the blocking reap after it ends.
+int KillAndReap(pid_t pid) {
+  ::kill(pid, SIGKILL);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0) {
     if (errno != EINTR) return -1;
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return ExitCode(status);
+}
+
+std::string CommandLine(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
+  return s;
+}
+
+// "180 s", "0.3 s".
+std::string Seconds(std::chrono::milliseconds d) {
+  std::ostringstream s;
+  s << std::setprecision(3) << std::chrono::duration<double>(d).count() << " s";
+  return s.str();
 }
 
 }  // namespace
@@ -112,7 +173,8 @@ void LinkFashionMnist(const std::string& dir) {
   }
 }
 
-ProcessResult RunProcess(const std::vector<std::string>& argv) {
+ProcessResult RunProcess(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
   int out_pipe[2], err_pipe[2];
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
   pid_t pid = Spawn(argv, out_pipe[1], err_pipe[1]);
@@ -124,8 +186,14 @@ ProcessResult RunProcess(const std::vector<std::string>& argv) {
   int open_fds = 2;
   char buf[4096];
   while (open_fds > 0) {
-    if (::poll(fds, 2, -1) < 0) {
+    const int ready = ::poll(fds, 2, MillisUntil(deadline));
+    if (ready < 0) {
       if (errno == EINTR) continue;
+      break;
+    }
+    if (ready == 0) {
+      if (Clock::now() < deadline) continue;
+      r.timed_out = true;
       break;
     }
     for (int i = 0; i < 2; ++i) {
@@ -140,11 +208,25 @@ ProcessResult RunProcess(const std::vector<std::string>& argv) {
       }
     }
   }
-  r.exit_code = WaitExit(pid);
+  for (auto& p : fds) {
+    if (p.fd >= 0) ::close(p.fd);
+  }
+  std::optional<int> code;
+  if (!r.timed_out) code = WaitExitUntil(pid, deadline);
+  if (code) {
+    r.exit_code = *code;
+  } else {
+    r.timed_out = true;
+    r.exit_code = KillAndReap(pid);
+    ADD_FAILURE() << CommandLine(argv) << ": did not finish within " << Seconds(timeout)
+                  << " s; killed it.\nstdout so far:\n"
+                  << r.out << "\nstderr so far:\n"
+                  << r.err;
+  }
   return r;
 }
 
-Child::Child(const std::vector<std::string>& argv) {
+Child::Child(const std::vector<std::string>& argv) : command_(CommandLine(argv)) {
   int err_pipe[2];
   if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
   int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -155,15 +237,46 @@ Child::Child(const std::vector<std::string>& argv) {
 }
 
 Child::~Child() {
-  if (pid_ > 0) {
-    ::kill(pid_, SIGKILL);
-    WaitExit(pid_);
-  }
+  if (pid_ > 0) KillAndReap(pid_);
   if (err_fd_ >= 0) ::close(err_fd_);
 }
 
-bool Child::WaitForStderrLine(const std::string& needle) {
+Child::ReadOutcome Child::ReadSome(Clock::time_point deadline) {
+  if (err_fd_ < 0) return ReadOutcome::kEof;
   char buf[4096];
+  while (true) {
+    pollfd p = {err_fd_, POLLIN, 0};
+    const int ready = ::poll(&p, 1, MillisUntil(deadline));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready == 0) {
+      if (Clock::now() < deadline) continue;
+      return ReadOutcome::kTimeout;
+    }
+    ssize_t n = ready < 0 ? -1 : ::read(err_fd_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(err_fd_);
+      err_fd_ = -1;
+      return ReadOutcome::kEof;
+    }
+    pending_.append(buf, static_cast<size_t>(n));
+    return ReadOutcome::kData;
+  }
+}
+
+void Child::Expire(const std::string& what, std::chrono::milliseconds timeout) {
+  err_ += pending_;
+  pending_.clear();
+  if (pid_ > 0) {
+    exit_code_ = KillAndReap(pid_);
+    pid_ = -1;
+  }
+  ADD_FAILURE() << command_ << ": " << what << " within " << Seconds(timeout) << "; killed it.\nstderr so far:\n"
+                << err_;
+}
+
+bool Child::WaitForStderrLine(const std::string& needle, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
   while (true) {
     size_t nl;
     while ((nl = pending_.find('\n')) != std::string::npos) {
@@ -172,10 +285,15 @@ bool Child::WaitForStderrLine(const std::string& needle) {
       err_ += line;
       if (line.find(needle) != std::string::npos) return true;
     }
-    ssize_t n = ::read(err_fd_, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    pending_.append(buf, static_cast<size_t>(n));
+    switch (ReadSome(deadline)) {
+      case ReadOutcome::kData:
+        break;
+      case ReadOutcome::kEof:
+        return false;
+      case ReadOutcome::kTimeout:
+        Expire("no stderr line containing '" + needle + "'", timeout);
+        return false;
+    }
   }
 }
 
@@ -183,18 +301,24 @@ void Child::Signal(int sig) {
   if (pid_ > 0) ::kill(pid_, sig);
 }
 
-int Child::Wait() {
-  char buf[4096];
-  while (true) {
-    ssize_t n = ::read(err_fd_, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    pending_.append(buf, static_cast<size_t>(n));
+int Child::Wait(std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  ReadOutcome outcome;
+  while ((outcome = ReadSome(deadline)) == ReadOutcome::kData) {
   }
   err_ += pending_;
   pending_.clear();
+  if (outcome == ReadOutcome::kTimeout) {
+    Expire("did not close stderr", timeout);
+    return exit_code_;
+  }
   if (pid_ > 0) {
-    exit_code_ = WaitExit(pid_);
+    std::optional<int> code = WaitExitUntil(pid_, deadline);
+    if (!code) {
+      Expire("did not exit", timeout);
+      return exit_code_;
+    }
+    exit_code_ = *code;
     pid_ = -1;
   }
   return exit_code_;

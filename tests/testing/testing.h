@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -39,17 +40,28 @@ std::string ReadText(const std::string& path);
 void LinkFashionMnist(const std::string& dir);
 inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
+// How long a test waits for a child by default: generous for a loaded
+// machine, yet below ctest's per-test timeout (300 s) so that the test, not
+// ctest, reports the hang together with the output read so far.
+inline constexpr std::chrono::seconds kChildTimeout{180};
+
 struct ProcessResult {
   int exit_code = -1;  // 128 + signal if killed
+  bool timed_out = false;
   std::string out;
   std::string err;
 };
 
-// Runs argv to completion, capturing stdout and stderr.
-ProcessResult RunProcess(const std::vector<std::string>& argv);
+// Runs argv to completion, capturing stdout and stderr. If it has not exited
+// (and closed both streams) within `timeout`, the child is killed and reaped,
+// a test failure showing the output read so far is recorded, and timed_out
+// is set (exit_code is then 128 + SIGKILL).
+ProcessResult RunProcess(const std::vector<std::string>& argv, std::chrono::milliseconds timeout = kChildTimeout);
 
-// A running child whose stderr is read line by line. The destructor kills
-// (SIGKILL) and reaps the child if it is still running.
+// A running child whose stderr is read line by line (stdout is discarded).
+// The destructor kills (SIGKILL) and reaps the child if it is still running.
+// Every wait has a deadline; on expiry the child is killed and reaped and a
+// test failure naming the command and what it had written is recorded.
 class Child {
  public:
   explicit Child(const std::vector<std::string>& argv);
@@ -57,15 +69,22 @@ class Child {
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
 
-  // Reads stderr until a line containing `needle` arrives (true) or the
-  // stream ends (false). Lines read are kept in stderr_text().
-  bool WaitForStderrLine(const std::string& needle);
+  // Reads stderr until a line containing `needle` arrives (true), the stream
+  // ends (false) or `timeout` passes (false; the child is killed). Lines
+  // read are kept in stderr_text().
+  bool WaitForStderrLine(const std::string& needle, std::chrono::milliseconds timeout = kChildTimeout);
   void Signal(int sig);
-  // Drains the remaining output and waits; returns the exit code.
-  int Wait();
+  // Drains the remaining output and waits for exit within `timeout`; returns
+  // the exit code (128 + SIGKILL if the deadline killed it).
+  int Wait(std::chrono::milliseconds timeout = kChildTimeout);
   const std::string& stderr_text() const { return err_; }
 
  private:
+  enum class ReadOutcome { kData, kEof, kTimeout };
+  ReadOutcome ReadSome(std::chrono::steady_clock::time_point deadline);
+  void Expire(const std::string& what, std::chrono::milliseconds timeout);
+
+  std::string command_;
   pid_t pid_ = -1;
   int err_fd_ = -1;
   std::string err_;

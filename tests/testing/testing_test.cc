@@ -4,7 +4,10 @@
 
 #include <gtest/gtest-spi.h>
 
+#include <csignal>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "tenax/core/status.h"
 
@@ -71,3 +74,73 @@ TEST(TestingMacros, AssignOkOrReturnWorksInNonVoidFunctions) {
 
 }  // namespace
 }  // namespace tenax
+
+namespace tenax::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+TEST(TestingChildren, RunProcessCapturesBothStreamsAndTheExitCode) {
+  auto r = RunProcess({"sh", "-c", "printf 'to out'; printf 'to err' >&2; exit 7"});
+  EXPECT_EQ(r.exit_code, 7);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.out, "to out");
+  EXPECT_EQ(r.err, "to err");
+}
+
+TEST(TestingChildren, RunProcessKillsAChildPastItsDeadlineAndKeepsItsOutput) {
+  static ProcessResult r;
+  const auto start = Clock::now();
+  EXPECT_NONFATAL_FAILURE(r = RunProcess({"sh", "-c", "echo partial; echo half >&2; exec sleep 60"}, 300ms),
+                          "did not finish within 0.3 s");
+  EXPECT_LT(Clock::now() - start, 20s);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  EXPECT_EQ(r.out, "partial\n");
+  EXPECT_EQ(r.err, "half\n");
+}
+
+TEST(TestingChildren, WaitForStderrLineFindsTheLineOrFailsAtTheDeadline) {
+  static std::unique_ptr<Child> child;
+  child = std::make_unique<Child>(std::vector<std::string>{"sh", "-c", "echo one >&2; echo two >&2; exec sleep 60"});
+  EXPECT_TRUE(child->WaitForStderrLine("two"));
+  EXPECT_EQ(child->stderr_text(), "one\ntwo\n");
+  const auto start = Clock::now();
+  static bool found = true;
+  EXPECT_NONFATAL_FAILURE(found = child->WaitForStderrLine("three", 300ms),
+                          "no stderr line containing 'three' within 0.3 s");
+  EXPECT_FALSE(found);
+  EXPECT_EQ(child->Wait(5s), 128 + SIGKILL);  // killed at the deadline, reaped
+  EXPECT_LT(Clock::now() - start, 20s);
+  child.reset();
+}
+
+TEST(TestingChildren, WaitEndsAtItsDeadline) {
+  static std::unique_ptr<Child> child;
+  child = std::make_unique<Child>(std::vector<std::string>{"sh", "-c", "echo started >&2; exec sleep 60"});
+  ASSERT_TRUE(child->WaitForStderrLine("started"));
+  static int code = 0;
+  EXPECT_NONFATAL_FAILURE(code = child->Wait(300ms), "did not close stderr within 0.3 s");
+  EXPECT_EQ(code, 128 + SIGKILL);
+  child.reset();
+}
+
+TEST(TestingChildren, WaitForExitEndsAtItsDeadline) {
+  static std::unique_ptr<Child> child;
+  child = std::make_unique<Child>(std::vector<std::string>{"sh", "-c", "exec 2>&-; exec sleep 60"});
+  static int code = 0;
+  EXPECT_NONFATAL_FAILURE(code = child->Wait(300ms), "did not exit within 0.3 s");
+  EXPECT_EQ(code, 128 + SIGKILL);
+  child.reset();
+}
+
+TEST(TestingChildren, WaitReturnsTheExitCodeOfAChildThatEnds) {
+  Child child({"sh", "-c", "echo bye >&2; exit 3"});
+  EXPECT_EQ(child.Wait(), 3);
+  EXPECT_EQ(child.stderr_text(), "bye\n");
+  EXPECT_FALSE(child.WaitForStderrLine("anything"));  // stream ended
+}
+
+}  // namespace
+}  // namespace tenax::testing
