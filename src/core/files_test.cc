@@ -4,8 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "tenax/core/metrics.h"
+#include "testing.h"
 
 namespace tenax {
 namespace {
@@ -21,11 +24,10 @@ std::string TempDir() {
 TEST(FilesTest, AtomicWriteReplacesAndLeavesNoTemporary) {
   std::string dir = TempDir();
   std::string path = dir + "/summary.json";
-  ASSERT_TRUE(WriteFileAtomic(path, "first").ok());
-  ASSERT_TRUE(WriteFileAtomic(path, "second").ok());
-  auto text = ReadFileText(path, 100);
-  ASSERT_TRUE(text.ok());
-  EXPECT_EQ(*text, "second");
+  ASSERT_OK(WriteFileAtomic(path, "first"));
+  ASSERT_OK(WriteFileAtomic(path, "second"));
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFileText(path, 100));
+  EXPECT_EQ(text, "second");
   int entries = 0;
   for (auto& e : std::filesystem::directory_iterator(dir)) (void)e, ++entries;
   EXPECT_EQ(entries, 1);
@@ -34,20 +36,26 @@ TEST(FilesTest, AtomicWriteReplacesAndLeavesNoTemporary) {
 
 TEST(FilesTest, ReadErrorsAreTyped) {
   std::string dir = TempDir();
-  EXPECT_EQ(ReadFileBytes(dir + "/absent", 10).status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(ReadFileBytes(dir, 10).status().code(), StatusCode::kInvalidArgument);
-  ASSERT_TRUE(WriteFileAtomic(dir + "/big", std::string(100, 'x')).ok());
+  EXPECT_EQ(ReadFileBytes(dir + "/absent", 10).status().ToString(), "not_found: " + dir + "/absent: no such file");
+  EXPECT_EQ(ReadFileBytes(dir, 10).status().ToString(),
+            "invalid_argument: " + dir + ": is a directory, expected a file");
+  std::string big(100, 'x');
+  big[99] = 'y';
+  ASSERT_OK(WriteFileAtomic(dir + "/big", big));
   auto r = ReadFileBytes(dir + "/big", 10);
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("big"), std::string::npos);
+  EXPECT_NE(r.status().message().find(dir + "/big: file is 100 bytes"), std::string::npos) << r.status().ToString();
+  // At the limit the whole file is read, byte for byte.
+  ASSERT_OK_AND_ASSIGN(std::vector<uint8_t> bytes, ReadFileBytes(dir + "/big", 100));
+  EXPECT_EQ(std::string(bytes.begin(), bytes.end()), big);
   std::filesystem::remove_all(dir);
 }
 
 TEST(FilesTest, EnsureWritableDirCreatesAndRejectsFiles) {
   std::string dir = TempDir();
-  EXPECT_TRUE(EnsureWritableDir(dir + "/a/b/c").ok());
+  EXPECT_OK(EnsureWritableDir(dir + "/a/b/c"));
   EXPECT_TRUE(std::filesystem::is_directory(dir + "/a/b/c"));
-  ASSERT_TRUE(WriteFileAtomic(dir + "/file", "x").ok());
+  ASSERT_OK(WriteFileAtomic(dir + "/file", "x"));
   Status st = EnsureWritableDir(dir + "/file/out");
   EXPECT_EQ(st.code(), StatusCode::kIoError);
   EXPECT_NE(st.message().find(dir + "/file/out"), std::string::npos) << st.message();
@@ -56,27 +64,26 @@ TEST(FilesTest, EnsureWritableDirCreatesAndRejectsFiles) {
 
 TEST(MetricsTest, WritesOneJsonObjectPerLine) {
   std::string dir = TempDir();
-  auto w = JsonLinesWriter::Open(dir + "/metrics.jsonl");
-  ASSERT_TRUE(w.ok());
-  ASSERT_TRUE(w->Write({{"step", 1}, {"loss", 2.5}}).ok());
-  ASSERT_TRUE(w->Write({{"step", 2}, {"loss", 1.5}}).ok());
-  EXPECT_FALSE(w->Write(nlohmann::json::array()).ok());
+  ASSERT_OK_AND_ASSIGN(JsonLinesWriter w, JsonLinesWriter::Open(dir + "/metrics.jsonl"));
+  ASSERT_OK(w.Write({{"step", 1}, {"loss", 2.5}}));
+  ASSERT_OK(w.Write({{"step", 2}, {"loss", 1.5}}));
+  EXPECT_FALSE(w.Write(nlohmann::json::array()).ok());  // not an object: refused, nothing written
+  // Read while the writer is still open: every record is flushed as written.
   std::ifstream in(dir + "/metrics.jsonl");
   std::string line;
-  int n = 0;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    EXPECT_EQ(j["step"], ++n);
-  }
-  EXPECT_EQ(n, 2);
+  std::vector<nlohmann::json> records;
+  while (std::getline(in, line)) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0], nlohmann::json({{"step", 1}, {"loss", 2.5}}));
+  EXPECT_EQ(records[1], nlohmann::json({{"step", 2}, {"loss", 1.5}}));
   EXPECT_FALSE(JsonLinesWriter::Open(dir + "/missing/metrics.jsonl").ok());
   std::filesystem::remove_all(dir);
 }
 
 TEST(StatusTest, ResultCarriesValueOrError) {
   Result<int> good = 3;
-  ASSERT_TRUE(good.ok());
-  EXPECT_EQ(*good, 3);
+  ASSERT_OK_AND_ASSIGN(int value, good);
+  EXPECT_EQ(value, 3);
   Result<int> bad = DataLoss("chunk 7: crc mismatch");
   EXPECT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().ToString(), "data_loss: chunk 7: crc mismatch");
