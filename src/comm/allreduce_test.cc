@@ -6,11 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <latch>
 #include <random>
 #include <thread>
 
+#include "testing.h"
 #include "thread_group.h"
 
 namespace tenax::comm {
@@ -20,8 +22,15 @@ using namespace std::chrono_literals;
 
 using tenax::testing::RunThreadGroup;
 
-// Element i of rank r's input: integers, so every sum is exact.
-float Input(int rank, size_t i, uint64_t salt) { return static_cast<float>((rank + 1) * 3 + static_cast<int>((i * 7 + salt) % 13)); }
+// Element i of rank r's input: integers, so every sum is exact. The part
+// that depends on i is a hash, not a short period, so data summed or copied
+// to the wrong offset does not land on an equal value by accident.
+float Input(int rank, size_t i, uint64_t salt) {
+  uint64_t h = i * 0x9E3779B97F4A7C15ull + salt * 0xBF58476D1CE4E5B9ull;
+  h = (h ^ (h >> 31)) * 0x94D049BB133111EBull;
+  h ^= h >> 29;
+  return static_cast<float>((rank + 1) * 3 + static_cast<int>(h % 1024));
+}
 float Expected(int world, size_t i, uint64_t salt) {
   float sum = 0;
   for (int r = 0; r < world; ++r) sum += Input(r, i, salt);
@@ -69,40 +78,63 @@ TEST_P(AllreduceTest, SumsSegmentsOfAnySizeInPlace) {
     }
     return g.Barrier(Deadline::After(20s));
   });
-  for (int r = 0; r < world(); ++r) EXPECT_TRUE(statuses[static_cast<size_t>(r)].ok()) << statuses[static_cast<size_t>(r)].ToString();
+  for (int r = 0; r < world(); ++r) EXPECT_OK(statuses[static_cast<size_t>(r)]) << "rank " << r;
+}
+
+// Rank r's random input for one step of the queued-bucket test.
+std::vector<float> RandomInput(int rank, int step, size_t n) {
+  std::mt19937 rng(static_cast<uint32_t>(rank * 1000 + step + 17));
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
 }
 
 TEST_P(AllreduceTest, QueuedBucketsAreScaledAndBitwiseEqualOnEveryRank) {
   // Random floats (sums are not exact, so every rank must add in the same
   // order), several buckets queued before any completes, scaled by 1/p as
-  // a gradient average is.
+  // a gradient average is, fresh inputs every step; a tail outside every
+  // bucket must stay as it was.
   const std::vector<std::pair<size_t, size_t>> buckets = {{0, 50000}, {50000, 300}, {50300, 20000}, {70300, 7}};
-  const size_t total = 70307;
-  std::vector<std::vector<float>> results(static_cast<size_t>(world()));
+  const size_t reduced = 70307, total = reduced + 93;
+  constexpr int kSteps = 3;
+  // results[rank][step]: the buffer after that step's Wait.
+  std::vector<std::vector<std::vector<float>>> results(static_cast<size_t>(world()));
   auto statuses = RunThreadGroup(world(), transports(), [&](Group& g) -> Status {
     TENAX_ASSIGN_OR_RETURN(auto ar, Allreduce::Create(g, total, Deadline::After(20s), options()));
-    std::mt19937 rng(static_cast<uint32_t>(g.rank()) + 17);
-    std::uniform_real_distribution<float> dist(-1, 1);
-    for (size_t i = 0; i < total; ++i) ar->data()[i] = dist(rng);
-    for (int step = 0; step < 3; ++step) {
+    for (int step = 0; step < kSteps; ++step) {
+      const std::vector<float> input = RandomInput(g.rank(), step, total);
+      std::copy(input.begin(), input.end(), ar->data());
       for (auto [off, n] : buckets) TENAX_RETURN_IF_ERROR(ar->Start(off, n, 1.0f / static_cast<float>(g.world())));
       TENAX_RETURN_IF_ERROR(ar->Wait(Deadline::After(20s)));
+      results[static_cast<size_t>(g.rank())].emplace_back(ar->data(), ar->data() + total);
     }
-    results[static_cast<size_t>(g.rank())].assign(ar->data(), ar->data() + total);
     return g.Barrier(Deadline::After(20s));
   });
-  for (int r = 0; r < world(); ++r) ASSERT_TRUE(statuses[static_cast<size_t>(r)].ok()) << statuses[static_cast<size_t>(r)].ToString();
-  // The mean of means stays near zero and every rank holds the same bits.
-  for (int r = 1; r < world(); ++r) {
-    ASSERT_EQ(0, std::memcmp(results[0].data(), results[static_cast<size_t>(r)].data(), total * sizeof(float)))
-        << "rank " << r << " differs from rank 0";
-  }
-  if (world() > 1) {
-    std::vector<float> inputs0(total);
-    std::mt19937 rng(17);
-    std::uniform_real_distribution<float> dist(-1, 1);
-    for (auto& v : inputs0) v = dist(rng);
-    EXPECT_NE(0, std::memcmp(results[0].data(), inputs0.data(), total * sizeof(float)));
+  for (int r = 0; r < world(); ++r) ASSERT_OK(statuses[static_cast<size_t>(r)]) << "rank " << r;
+  for (int step = 0; step < kSteps; ++step) {
+    // The mean of the ranks' inputs, computed here in double. A float sum of
+    // at most 4 values in [-1, 1] and the scaling stay well within 1e-6.
+    std::vector<std::vector<float>> inputs;
+    for (int r = 0; r < world(); ++r) inputs.push_back(RandomInput(r, step, total));
+    for (int r = 0; r < world(); ++r) {
+      const std::vector<float>& got = results[static_cast<size_t>(r)][static_cast<size_t>(step)];
+      ASSERT_EQ(got.size(), total);
+      for (size_t i = 0; i < total; ++i) {
+        double want = inputs[static_cast<size_t>(r)][i];  // the tail: untouched
+        if (i < reduced) {
+          want = 0;
+          for (const auto& in : inputs) want += in[i];
+          want /= world();
+        }
+        if (std::abs(got[i] - want) > 1e-6) {
+          FAIL() << "rank " << r << " step " << step << ": element " << i << " is " << got[i] << ", want " << want;
+        }
+      }
+      // Every rank holds the same reduced bits as rank 0.
+      ASSERT_EQ(0, std::memcmp(results[0][static_cast<size_t>(step)].data(), got.data(), reduced * sizeof(float)))
+          << "rank " << r << " differs from rank 0 at step " << step;
+    }
   }
 }
 
@@ -120,7 +152,7 @@ TEST(AllreduceFailure, MemberThatLeavesFailsTheOthersWithItsRank) {
     Status st = ar->Run(0, 4096, 1.0f, Deadline::After(20s));
     return st;
   });
-  EXPECT_TRUE(statuses[2].ok());
+  EXPECT_OK(statuses[2]);
   for (int r : {0, 1}) {
     const Status& st = statuses[static_cast<size_t>(r)];
     ASSERT_FALSE(st.ok()) << "rank " << r << " completed without rank 2";
@@ -154,7 +186,7 @@ TEST(AllreduceFailure, InterruptStopsAWait) {
     Status b = g.Barrier(Deadline::After(20s));
     return st.ok() ? Internal("completed without rank 1") : (b.ok() ? st : b);
   });
-  EXPECT_TRUE(statuses[1].ok()) << statuses[1].ToString();
+  EXPECT_OK(statuses[1]);
   EXPECT_EQ(StatusCode::kCancelled, statuses[0].code()) << statuses[0].ToString();
 }
 

@@ -7,6 +7,8 @@
 #include <future>
 #include <thread>
 
+#include "testing.h"
+
 namespace tenax::comm {
 namespace {
 
@@ -84,17 +86,16 @@ std::vector<TensorSpec> Specs() {
 
 TEST_P(ChannelTest, StepsArriveInPlaceAndInOrder) {
   constexpr uint64_t kSteps = 20;
-  auto plan = PlanBuffers(Specs());
-  ASSERT_TRUE(plan.ok());
+  ASSERT_OK_AND_ASSIGN(const BufferPlan plan, PlanBuffers(Specs()));
   Status rs, ss;
   RunPair(
       [&](net::Node& node, net::PeerId peer) -> Status {
-        TENAX_ASSIGN_OR_RETURN(auto rx, TensorReceiver::Open(node, peer, *plan, Deadline::After(20s)));
+        TENAX_ASSIGN_OR_RETURN(auto rx, TensorReceiver::Open(node, peer, plan, Deadline::After(20s)));
         for (uint64_t step = 1; step <= kSteps; ++step) {
           TENAX_RETURN_IF_ERROR(rx->WaitStep(step, Deadline::After(20s)));
-          for (size_t t = 0; t < plan->tensors.size(); ++t) {
+          for (size_t t = 0; t < plan.tensors.size(); ++t) {
             const uint8_t* d = rx->data(t);
-            for (size_t i = 0; i < plan->tensors[t].nbytes; i += 97) {
+            for (size_t i = 0; i < plan.tensors[t].nbytes; ++i) {  // every byte of every step
               if (d[i] != Value(step, t, i)) {
                 return DataLoss("step " + std::to_string(step) + " tensor " + std::to_string(t) + " byte " +
                                 std::to_string(i));
@@ -106,46 +107,58 @@ TEST_P(ChannelTest, StepsArriveInPlaceAndInOrder) {
         return Status::Ok();
       },
       [&](net::Node& node, net::PeerId peer) -> Status {
-        TENAX_ASSIGN_OR_RETURN(auto tx, TensorSender::Open(node, peer, *plan, Deadline::After(20s)));
+        TENAX_ASSIGN_OR_RETURN(auto tx, TensorSender::Open(node, peer, plan, Deadline::After(20s)));
         for (uint64_t step = 1; step <= kSteps; ++step) {
           if (step > 1) TENAX_RETURN_IF_ERROR(tx->WaitReleased(step - 1, Deadline::After(20s)));
-          for (size_t t = 0; t < plan->tensors.size(); ++t) {
+          for (size_t t = 0; t < plan.tensors.size(); ++t) {
             uint8_t* d = tx->data(t);
-            for (size_t i = 0; i < plan->tensors[t].nbytes; ++i) d[i] = Value(step, t, i);
+            for (size_t i = 0; i < plan.tensors[t].nbytes; ++i) d[i] = Value(step, t, i);
           }
           TENAX_RETURN_IF_ERROR(tx->SendStep(step, Deadline::After(20s)));
         }
         return tx->WaitReleased(kSteps, Deadline::After(20s));
       },
       &rs, &ss);
-  EXPECT_TRUE(rs.ok()) << rs.ToString();
-  EXPECT_TRUE(ss.ok()) << ss.ToString();
+  EXPECT_OK(rs);
+  EXPECT_OK(ss);
 }
 
 TEST_P(ChannelTest, DifferentPlansAreRefusedBeforeAnyData) {
-  auto plan_a = PlanBuffers(Specs());
+  ASSERT_OK_AND_ASSIGN(const BufferPlan plan_a, PlanBuffers(Specs()));
   auto specs = Specs();
   specs[2].shape = {300, 999};
-  auto plan_b = PlanBuffers(specs);
+  ASSERT_OK_AND_ASSIGN(const BufferPlan plan_b, PlanBuffers(specs));
   Status rs, ss;
   RunPair([&](net::Node& node,
-              net::PeerId peer) { return TensorReceiver::Open(node, peer, *plan_a, Deadline::After(20s)).status(); },
+              net::PeerId peer) { return TensorReceiver::Open(node, peer, plan_a, Deadline::After(20s)).status(); },
           [&](net::Node& node, net::PeerId peer) {
-            return TensorSender::Open(node, peer, *plan_b, Deadline::After(20s)).status();
+            return TensorSender::Open(node, peer, plan_b, Deadline::After(20s)).status();
           },
           &rs, &ss);
   EXPECT_EQ(rs.code(), StatusCode::kFailedPrecondition) << rs.ToString();
   EXPECT_EQ(ss.code(), StatusCode::kFailedPrecondition) << ss.ToString();
+  // Each side names the mismatch with both fingerprints.
+  for (const Status* st : {&rs, &ss}) {
+    EXPECT_NE(st->message().find("planned different tensors"), std::string::npos) << st->ToString();
+  }
+  EXPECT_NE(rs.message().find("fingerprint " + std::to_string(plan_b.fingerprint) + ", ours " +
+                              std::to_string(plan_a.fingerprint)),
+            std::string::npos)
+      << rs.ToString();
+  EXPECT_NE(ss.message().find("fingerprint " + std::to_string(plan_a.fingerprint) + ", ours " +
+                              std::to_string(plan_b.fingerprint)),
+            std::string::npos)
+      << ss.ToString();
 }
 
 TEST_P(ChannelTest, DynamicTensorsAreReadOneSided) {
-  auto plan = PlanBuffers({{"w", DType::kFloat32, {4}}});
+  ASSERT_OK_AND_ASSIGN(const BufferPlan plan, PlanBuffers({{"w", DType::kFloat32, {4}}}));
   std::vector<std::vector<int64_t>> shapes = {{3, 5}, {0}, {1000, 17}};
   Status rs, ss;
   std::vector<std::vector<int64_t>> received;
   RunPair(
       [&](net::Node& node, net::PeerId peer) -> Status {
-        TENAX_ASSIGN_OR_RETURN(auto rx, TensorReceiver::Open(node, peer, *plan, Deadline::After(20s)));
+        TENAX_ASSIGN_OR_RETURN(auto rx, TensorReceiver::Open(node, peer, plan, Deadline::After(20s)));
         for (size_t k = 0; k < shapes.size(); ++k) {
           std::vector<int64_t> buf;
           TENAX_ASSIGN_OR_RETURN(TensorSpec spec, rx->ReceiveDynamic(
@@ -156,15 +169,22 @@ TEST_P(ChannelTest, DynamicTensorsAreReadOneSided) {
                                                       },
                                                       Deadline::After(20s)));
           if (spec.shape != shapes[k]) return DataLoss("wrong shape for tensor " + std::to_string(k));
+          if (static_cast<int64_t>(buf.size()) != spec.numel()) {
+            return DataLoss("tensor " + std::to_string(k) + ": " + std::to_string(buf.size()) + " elements for " +
+                            std::to_string(spec.numel()));
+          }
           for (size_t i = 0; i < buf.size(); ++i) {
-            if (buf[i] != static_cast<int64_t>(i * (k + 1))) return DataLoss("wrong value");
+            if (buf[i] != static_cast<int64_t>(i * (k + 1))) {
+              return DataLoss("tensor " + std::to_string(k) + " element " + std::to_string(i) + " is " +
+                              std::to_string(buf[i]));
+            }
           }
           received.push_back(spec.shape);
         }
         return Status::Ok();
       },
       [&](net::Node& node, net::PeerId peer) -> Status {
-        TENAX_ASSIGN_OR_RETURN(auto tx, TensorSender::Open(node, peer, *plan, Deadline::After(20s)));
+        TENAX_ASSIGN_OR_RETURN(auto tx, TensorSender::Open(node, peer, plan, Deadline::After(20s)));
         for (size_t k = 0; k < shapes.size(); ++k) {
           TensorSpec spec{"ids", DType::kInt64, shapes[k], true};
           std::vector<int64_t> values(spec.numel());
@@ -180,9 +200,9 @@ TEST_P(ChannelTest, DynamicTensorsAreReadOneSided) {
         return Status::Ok();
       },
       &rs, &ss);
-  EXPECT_TRUE(rs.ok()) << rs.ToString();
-  EXPECT_TRUE(ss.ok()) << ss.ToString();
-  EXPECT_EQ(received.size(), shapes.size());
+  EXPECT_OK(rs);
+  EXPECT_OK(ss);
+  EXPECT_EQ(received, shapes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ChannelTest, ::testing::Values("", "tcp"),
