@@ -2,6 +2,7 @@
 // and the exit status scripts rely on.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -99,18 +100,36 @@ TEST(CliTest, TrainsEvaluatesAndWritesOutputs) {
   }
   EXPECT_EQ(summary["mode"], "single");
   EXPECT_EQ(summary["model"], "mlp");
+  EXPECT_EQ(summary["epochs"], 2);
+  EXPECT_EQ(summary["steps"], 32);  // 2 epochs of 1024 / 64: the epochs end before max_steps
   const double acc = summary["final_test_accuracy"].get<double>();
-  EXPECT_GE(acc, 0.0);
+  EXPECT_GT(acc, 0.4);  // 32 steps of the mlp, seed 1: well above chance (0.1)
   EXPECT_LE(acc, 1.0);
 
+  // Train records every 10 steps and at each epoch's end, with finite losses
+  // that fall; epoch records whose last accuracy is the summary's.
   std::ifstream metrics(out + "/metrics.jsonl");
   std::string line;
-  int records = 0;
+  std::vector<int64_t> train_steps, epoch_steps;
+  std::vector<double> losses;
+  double last_epoch_accuracy = -1;
   while (std::getline(metrics, line)) {
-    EXPECT_TRUE(nlohmann::json::accept(line)) << line;
-    ++records;
+    ASSERT_TRUE(nlohmann::json::accept(line)) << line;
+    auto j = nlohmann::json::parse(line);
+    if (j["event"] == "train") {
+      train_steps.push_back(j["step"].get<int64_t>());
+      losses.push_back(j["loss"].get<double>());
+      EXPECT_TRUE(std::isfinite(losses.back()) && losses.back() > 0) << line;
+    } else if (j["event"] == "epoch") {
+      epoch_steps.push_back(j["step"].get<int64_t>());
+      last_epoch_accuracy = j["test_accuracy"].get<double>();
+    }
   }
-  EXPECT_GE(records, 4);
+  EXPECT_EQ(train_steps, (std::vector<int64_t>{10, 16, 20, 30, 32}));
+  EXPECT_EQ(epoch_steps, (std::vector<int64_t>{16, 32}));
+  ASSERT_FALSE(losses.empty());
+  EXPECT_LT(losses.back(), losses.front());
+  EXPECT_DOUBLE_EQ(last_epoch_accuracy, acc);
 
   auto e = RunProcess({TenaxBinary(), "eval", "--model", out + "/model.pt", "--limit", "500", "--json"});
   ASSERT_EQ(e.exit_code, 0) << e.err;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -70,10 +71,27 @@ TEST_F(ClusterTest, RunTrainsWithTwoWorkersAndLeavesARunDirectory) {
   EXPECT_GT(summary["final_test_accuracy"].get<double>(), 0.5);  // 60 steps of the mlp: well above chance (0.1)
   EXPECT_GT(summary["samples_per_second"].get<double>(), 0);
   EXPECT_GT(summary["wall_seconds"].get<double>(), 0);
-  for (const char* f : {"run/metrics.jsonl", "run/model.pt", "run/logs/coordinator.log", "run/logs/worker-0.log",
-                        "run/logs/worker-1.log"}) {
+  for (const char* f : {"run/logs/coordinator.log", "run/logs/worker-0.log", "run/logs/worker-1.log"}) {
     EXPECT_FALSE(ReadText(dir / f).empty()) << f;
   }
+  // The metrics log every 10 steps up to the last one, with finite losses.
+  std::ifstream metrics(dir / "run/metrics.jsonl");
+  std::vector<int64_t> logged_steps;
+  for (std::string line; std::getline(metrics, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j.value("event", "") != "train") continue;
+    logged_steps.push_back(j["step"].get<int64_t>());
+    EXPECT_TRUE(std::isfinite(j["loss"].get<double>()) && j["loss"].get<double>() > 0) << line;
+  }
+  EXPECT_EQ((std::vector<int64_t>{10, 20, 30, 40, 50, 60}), logged_steps);
+  // The saved model is the trained one: evaluated on its own it scores the
+  // accuracy the summary reports.
+  auto e = RunProcess({TenaxBinary(), "eval", "--model", dir / "run/model.pt", "--limit",
+                       std::to_string(summary["test_samples"].get<int64_t>()), "--json"});
+  ASSERT_EQ(0, e.exit_code) << e.err;
+  auto ej = nlohmann::json::parse(e.out);
+  EXPECT_EQ("mlp", ej["model"]);
+  EXPECT_DOUBLE_EQ(summary["final_test_accuracy"].get<double>(), ej["test_accuracy"].get<double>());
   EXPECT_NE(std::string::npos, ReadText(dir / "run/logs/coordinator.log").find("finished"));
   EXPECT_NE(std::string::npos, r.out.find("final test accuracy"));
   EXPECT_TRUE(ProcessesMentioning(dir.path()).empty()) << "children outlived the launcher";
@@ -139,6 +157,8 @@ TEST_F(ClusterTest, MpirunStartsTheWorkers) {
   EXPECT_EQ(0, coordinator.Wait()) << coordinator.stderr_text();
   auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"));
   EXPECT_EQ(2, summary["workers"]);
+  EXPECT_EQ(60, summary["steps"]);
+  EXPECT_GT(summary["final_test_accuracy"].get<double>(), 0.5);  // trained, as under the launcher
   EXPECT_NE(std::string::npos, coordinator.stderr_text().find("rank 1 joined"));
 }
 
@@ -168,6 +188,8 @@ TEST_F(ClusterTest, RestartedCoordinatorResumesTheSameJob) {
   EXPECT_NE(std::string::npos, second.stderr_text().find("rank 1 rejoined")) << second.stderr_text();
   auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"));
   EXPECT_EQ(1500, summary["steps"]);
+  EXPECT_EQ(2, summary["workers"]);
+  EXPECT_GT(summary["final_test_accuracy"].get<double>(), 0.5);
 }
 
 TEST_F(ClusterTest, JobFilesAreValidatedBeforeAnythingStarts) {
@@ -196,14 +218,14 @@ TEST_F(ClusterTest, WrongSecretOrJobIsRefusedAndSilenceIsReportedInTime) {
   const std::string address = "127.0.0.1:" + port.substr(0, port.find('\n'));
   auto r = RunProcess({"/usr/bin/env", "TENAX_SECRET=not-the-cluster-secret-at-all", TenaxBinary(), "worker",
                        "--job", job, "--coordinator", address, "--set", "cluster.join_timeout_seconds=3"});
-  EXPECT_NE(0, r.exit_code);
+  EXPECT_EQ(2, r.exit_code) << r.err;  // refused: not a network failure to retry
   EXPECT_NE(std::string::npos, r.err.find("cluster secret")) << r.err;
   r = RunProcess({TenaxBinary(), "worker", "--job", job, "--coordinator", address, "--set",
                   "cluster.job_id=\"someone-else\""});
   EXPECT_EQ(2, r.exit_code);
   EXPECT_NE(std::string::npos, r.err.find("serves job 'guarded', not 'someone-else'")) << r.err;
   coordinator.Signal(SIGTERM);
-  coordinator.Wait();
+  EXPECT_EQ(130, coordinator.Wait()) << coordinator.stderr_text();
   // Nothing listens there any more: reported within the join deadline.
   const auto start = Clock::now();
   r = RunProcess({TenaxBinary(), "worker", "--job", job, "--coordinator", address, "--set",

@@ -13,7 +13,10 @@
 
 namespace tenax::testing {
 
-// Returns each rank's status (index = rank).
+// Returns each rank's status (index = rank). A rank whose setup or body
+// fails records that Status and returns, never aborting the binary: bodies
+// use TENAX_ASSIGN_OR_RETURN on Results, and the test asserts every rank's
+// Status with ASSERT_OK(statuses[r]) << "rank " << r.
 inline std::vector<Status> RunThreadGroup(int world, const std::string& transports,
                                           const std::function<Status(comm::Group&)>& body) {
   using namespace std::chrono_literals;
