@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <variant>
 
 #include "tenax/coord/coord_codec.h"
@@ -73,54 +74,64 @@ void Coordinator::Drop(net::PeerId peer, const std::string& why) {
   node_.Disconnect(peer, Deadline::After(500ms));
 }
 
+template <typename>
+inline constexpr bool kUnhandled = false;
+
 std::optional<Status> Coordinator::Apply(const Actions& actions, const net::ControlMessage* handled) {
-  for (const Action& a : actions) {
-    Status stored;
-    if (auto* put = std::get_if<action::PutMember>(&a)) {
-      stored = store_.PutMember(put->member);
-    } else if (auto* rm = std::get_if<action::RemoveMember>(&a)) {
-      stored = store_.RemoveMember(rm->rank);
-    } else if (auto* set = std::get_if<action::SetJobState>(&a)) {
-      stored = store_.SetJobState(set->phase, set->failure, set->generation);
-    } else if (auto* renew = std::get_if<action::RenewLeases>(&a)) {
-      stored = store_.RenewLeases(renew->ranks, renew->until_ms);
-    } else if (auto* refuse = std::get_if<action::Refuse>(&a)) {
-      Drop(refuse->to, refuse->reason);
-    } else if (auto* admit = std::get_if<action::Admit>(&a)) {
+  // nullopt: carry on with the next action.
+  auto stored = [](Status st) { return st.ok() ? std::nullopt : std::optional<Status>(std::move(st)); };
+  auto apply = [&](const auto& a) -> std::optional<Status> {
+    using T = std::decay_t<decltype(a)>;
+    if constexpr (std::is_same_v<T, action::PutMember>) {
+      return stored(store_.PutMember(a.member));
+    } else if constexpr (std::is_same_v<T, action::RemoveMember>) {
+      return stored(store_.RemoveMember(a.rank));
+    } else if constexpr (std::is_same_v<T, action::SetJobState>) {
+      return stored(store_.SetJobState(a.phase, a.failure, a.generation));
+    } else if constexpr (std::is_same_v<T, action::RenewLeases>) {
+      return stored(store_.RenewLeases(a.ranks, a.until_ms));
+    } else if constexpr (std::is_same_v<T, action::Refuse>) {
+      Drop(a.to, a.reason);
+    } else if constexpr (std::is_same_v<T, action::Admit>) {
       wire::JoinReply reply;
-      reply.set_rank(static_cast<uint32_t>(admit->rank));
-      reply.set_world(static_cast<uint32_t>(admit->world));
-      reply.set_config_toml(admit->config_toml);
-      reply.set_generation(admit->generation);
-      Send(admit->to, kJoinReplyKind, reply.SerializeAsString());
-    } else if (auto* roster = std::get_if<action::PublishRoster>(&a)) {
+      reply.set_rank(static_cast<uint32_t>(a.rank));
+      reply.set_world(static_cast<uint32_t>(a.world));
+      reply.set_config_toml(a.config_toml);
+      reply.set_generation(a.generation);
+      Send(a.to, kJoinReplyKind, reply.SerializeAsString());
+    } else if constexpr (std::is_same_v<T, action::PublishRoster>) {
       wire::Roster r;
-      r.set_generation(roster->generation);
-      for (const MemberRecord& m : roster->members) {
+      r.set_generation(a.generation);
+      for (const MemberRecord& m : a.members) {
         auto* e = r.add_members();
         e->set_rank(static_cast<uint32_t>(m.rank));
         e->set_name(m.name);
         e->set_host(m.host);
         e->set_port(m.port);
       }
-      SendAll(roster->to, kRosterKind, r.SerializeAsString());
-    } else if (auto* failure = std::get_if<action::AnnounceFailure>(&a)) {
+      SendAll(a.to, kRosterKind, r.SerializeAsString());
+    } else if constexpr (std::is_same_v<T, action::AnnounceFailure>) {
       wire::Failure f;
-      f.set_rank(static_cast<uint32_t>(failure->rank));
-      f.set_host(failure->host);
-      f.set_reason(failure->reason);
-      SendAll(failure->to, kFailureKind, f.SerializeAsString());
-    } else if (auto* relay = std::get_if<action::RelayProgress>(&a)) {
-      if (handled) SendAll(relay->to, kProgressKind, handled->payload);
-    } else if (auto* done = std::get_if<action::AnnounceDone>(&a)) {
+      f.set_rank(static_cast<uint32_t>(a.rank));
+      f.set_host(a.host);
+      f.set_reason(a.reason);
+      SendAll(a.to, kFailureKind, f.SerializeAsString());
+    } else if constexpr (std::is_same_v<T, action::RelayProgress>) {
+      if (handled) SendAll(a.to, kProgressKind, handled->payload);
+    } else if constexpr (std::is_same_v<T, action::AnnounceDone>) {
       wire::Done d;
       d.set_rank(static_cast<uint32_t>(machine_.job().world));  // rank = world: the whole job
-      d.set_summary_json(done->summary_json);
-      SendAll(done->to, kDoneKind, d.SerializeAsString());
-    } else if (auto* stop = std::get_if<action::Stop>(&a)) {
-      return stop->verdict;
+      d.set_summary_json(a.summary_json);
+      SendAll(a.to, kDoneKind, d.SerializeAsString());
+    } else if constexpr (std::is_same_v<T, action::Stop>) {
+      return a.verdict;
+    } else {
+      static_assert(kUnhandled<T>, "every action must be carried out");
     }
-    if (!stored.ok()) return stored;
+    return std::nullopt;
+  };
+  for (const Action& a : actions) {
+    if (auto end = std::visit(apply, a)) return end;
   }
   return std::nullopt;
 }
