@@ -50,9 +50,8 @@ namespace {
 
 // Why a peer's hello does not belong in this group ("" if it does).
 // `expected_rank` < 0: any rank below `rank` not yet connected (`peers`).
-std::string Mismatch(const wire::MeshHello& h, const std::string& label, const std::string& job_id,
-                     uint64_t generation, int rank, int world, int expected_rank,
-                     const std::vector<net::PeerId>& peers) {
+std::string Mismatch(const wire::MeshHello& h, const std::string& label, const std::string& job_id, uint64_t generation,
+                     int rank, int world, int expected_rank, const std::vector<net::PeerId>& peers) {
   const std::string who = "rank " + std::to_string(h.rank()) + " at " + label;
   if (h.job_id() != job_id) return "peer " + label + " belongs to job '" + h.job_id() + "', not '" + job_id + "'";
   if (static_cast<int>(h.world()) != world) {
@@ -70,8 +69,8 @@ std::string Mismatch(const wire::MeshHello& h, const std::string& label, const s
 
 }  // namespace
 
-Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string& job_id, uint64_t generation,
-                                              int rank, std::vector<GroupMember> members, Deadline deadline) {
+Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string& job_id, uint64_t generation, int rank,
+                                              std::vector<GroupMember> members, Deadline deadline) {
   const int world = static_cast<int>(members.size());
   if (rank < 0 || rank >= world) {
     return InvalidArgument("rank " + std::to_string(rank) + " outside a group of " + std::to_string(world));
@@ -106,8 +105,8 @@ Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string
       for (int r = 0; r < rank; ++r) {
         if (peers[static_cast<size_t>(r)] == 0) who += (who.empty() ? "" : ", ") + std::to_string(r);
       }
-      return Status(peer.status().code(), "rank(s) " + who + " never connected to rank " + std::to_string(rank) +
-                                              ": " + peer.status().message() +
+      return Status(peer.status().code(), "rank(s) " + who + " never connected to rank " + std::to_string(rank) + ": " +
+                                              peer.status().message() +
                                               (refusals.empty() ? "" : " (refused: " + refusals + ")"));
     }
     auto msg = node.ReceiveControl(deadline, *peer, kMeshHelloKind);
@@ -133,7 +132,8 @@ Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string
     if (!msg.ok()) {
       return Status(msg.status().code(), "rank " + std::to_string(r) + " at " + address(r) +
                                              " did not answer our hello (it refuses a peer of another job or "
-                                             "generation, and says why in its log): " + msg.status().message());
+                                             "generation, and says why in its log): " +
+                                             msg.status().message());
     }
     TENAX_ASSIGN_OR_RETURN(wire::MeshHello h, DecodeMeshHello(msg->payload, address(r)));
     if (std::string refusal = Mismatch(h, address(r), job_id, generation, rank, world, r, peers); !refusal.empty()) {

@@ -21,9 +21,9 @@ namespace {
 using namespace std::chrono_literals;
 
 CoordTime Now() {
-  return {SteadyClock::now(), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count()};
+  return {SteadyClock::now(),
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+              .count()};
 }
 
 // The coordinator's I/O: decodes what arrives on the Node into events for

@@ -23,19 +23,26 @@ std::string Seconds(std::chrono::milliseconds d) {
 
 std::string_view ToString(JobPhase phase) {
   switch (phase) {
-    case JobPhase::kJoining: return "joining";
-    case JobPhase::kRunning: return "running";
-    case JobPhase::kFinished: return "finished";
-    case JobPhase::kFailed: return "failed";
+    case JobPhase::kJoining:
+      return "joining";
+    case JobPhase::kRunning:
+      return "running";
+    case JobPhase::kFinished:
+      return "finished";
+    case JobPhase::kFailed:
+      return "failed";
   }
   return "?";
 }
 
 std::string_view ToString(MemberState state) {
   switch (state) {
-    case MemberState::kJoined: return "joined";
-    case MemberState::kDone: return "done";
-    case MemberState::kFailed: return "failed";
+    case MemberState::kJoined:
+      return "joined";
+    case MemberState::kDone:
+      return "done";
+    case MemberState::kFailed:
+      return "failed";
   }
   return "?";
 }
@@ -117,8 +124,10 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
       return out;
     }
     if (rank >= job_.world) {
-      Refuse(from, "rank " + std::to_string(rank) + " asked for, but " + job + " has " + std::to_string(job_.world) +
-                       " workers", out);
+      Refuse(
+          from,
+          "rank " + std::to_string(rank) + " asked for, but " + job + " has " + std::to_string(job_.world) + " workers",
+          out);
       return out;
     }
     if (rank < 0) {
@@ -188,8 +197,7 @@ Actions JobStateMachine::OnDone(ConnId from, const std::string& summary_json) {
 Actions JobStateMachine::OnFailureReport(ConnId from, const std::string& reason, CoordTime now) {
   auto rank = RankOf(from);
   if (rank && !pending_report_) {
-    pending_report_ =
-        PendingReport{*rank, members_[*rank].host, reason, now.steady + ReportGrace(o_.peer_timeout)};
+    pending_report_ = PendingReport{*rank, members_[*rank].host, reason, now.steady + ReportGrace(o_.peer_timeout)};
   }
   return {};
 }
@@ -277,8 +285,8 @@ Actions JobStateMachine::OnTimer(CoordTime now) {
       }
     }
   }
-  if (job_.phase == JobPhase::kRunning &&
-      std::all_of(members_.begin(), members_.end(), [](const auto& e) { return e.second.state == MemberState::kDone; })) {
+  auto done = [](const auto& member) { return member.second.state == MemberState::kDone; };
+  if (job_.phase == JobPhase::kRunning && std::all_of(members_.begin(), members_.end(), done)) {
     job_.phase = JobPhase::kFinished;
     out.push_back(action::SetJobState{JobPhase::kFinished, "", job_.generation});
     spdlog::info("job {}: finished", job_.job_id);

@@ -174,8 +174,8 @@ Result<std::vector<MemberRecord>> JobStore::Members() {
                       q.Text(4) + "' and port " + std::to_string(q.Int(3)) +
                       ", which tenax never writes (damaged file?)");
     }
-    out.push_back({static_cast<int>(q.Int(0)), q.Text(1), q.Text(2), static_cast<uint16_t>(q.Int(3)), *state,
-                   q.Int(5)});
+    out.push_back(
+        {static_cast<int>(q.Int(0)), q.Text(1), q.Text(2), static_cast<uint16_t>(q.Int(3)), *state, q.Int(5)});
   }
   if (rc != SQLITE_DONE) return Error("read members");
   return out;

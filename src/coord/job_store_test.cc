@@ -123,8 +123,10 @@ TEST(JobStore, AnotherProgramsDatabaseIsRefusedAndLeftAlone) {
   auto store = JobStore::Open(path);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(StatusCode::kFailedPrecondition, store.status().code());
-  EXPECT_EQ("state file " + path + " is not a tenax coordinator state file (it holds tables job); use another "
-            "--state file", store.status().message());
+  EXPECT_EQ("state file " + path +
+                " is not a tenax coordinator state file (it holds tables job); use another "
+                "--state file",
+            store.status().message());
   // Not written into: still only its own table.
   RawSql(path, "SELECT title FROM job; CREATE TABLE check_no_member (x); DROP TABLE check_no_member;");
   sqlite3* db = nullptr;
@@ -141,8 +143,10 @@ TEST(JobStore, AnotherProgramsDatabaseIsRefusedAndLeftAlone) {
   RawSql(stamped, "PRAGMA application_id = 42;");
   store = JobStore::Open(stamped);
   ASSERT_FALSE(store.ok());
-  EXPECT_EQ("state file " + stamped + " belongs to another program (SQLite application id 42); use another "
-            "--state file", store.status().message());
+  EXPECT_EQ("state file " + stamped +
+                " belongs to another program (SQLite application id 42); use another "
+                "--state file",
+            store.status().message());
 }
 
 TEST(JobStore, AStateFileFromBeforeTheStampIsStillResumed) {
@@ -185,8 +189,10 @@ TEST(JobStore, ValuesTenaxNeverWritesAreReportedAsDamage) {
     auto members = store->Members();
     ASSERT_FALSE(members.ok());
     EXPECT_EQ(StatusCode::kDataLoss, members.status().code());
-    EXPECT_EQ("state file " + path + ": member rank 0 holds state 'dancing' and port 1, which tenax never writes "
-              "(damaged file?)", members.status().message());
+    EXPECT_EQ("state file " + path +
+                  ": member rank 0 holds state 'dancing' and port 1, which tenax never writes "
+                  "(damaged file?)",
+              members.status().message());
   }
   RawSql(path, "UPDATE job SET state = 'paused';");
   auto store = OpenStore(path);
@@ -194,8 +200,10 @@ TEST(JobStore, ValuesTenaxNeverWritesAreReportedAsDamage) {
   auto job = store->OpenJob("job-a", "", 2);
   ASSERT_FALSE(job.ok());
   EXPECT_EQ(StatusCode::kDataLoss, job.status().code());
-  EXPECT_EQ("state file " + path + ": the job row holds state 'paused', 2 workers and generation 0, which tenax "
-            "never writes (damaged file?)", job.status().message());
+  EXPECT_EQ("state file " + path +
+                ": the job row holds state 'paused', 2 workers and generation 0, which tenax "
+                "never writes (damaged file?)",
+            job.status().message());
 }
 
 TEST(JobStore, AnUnopenablePathNamesTheFile) {

@@ -181,7 +181,7 @@ class JobStateMachine {
 
  private:
   struct Link {
-    ConnId conn = 0;         // 0: not connected since this coordinator started (resumed member)
+    ConnId conn = 0;  // 0: not connected since this coordinator started (resumed member)
     bool connected = false;
   };
   struct PendingReport {
