@@ -194,7 +194,8 @@ Status RunRank(const RankArgs& a) {
 
   const Deadline setup = Deadline::After(30s);
   TENAX_ASSIGN_OR_RETURN(std::vector<comm::GroupMember> members, AwaitMembers(*node, a, setup));
-  TENAX_ASSIGN_OR_RETURN(auto group, comm::Group::Connect(*node, "bench-allreduce", a.rank, members, setup));
+  TENAX_ASSIGN_OR_RETURN(auto group,
+                         comm::Group::Connect(*node, "bench-allreduce", /*generation=*/1, a.rank, members, setup));
   TENAX_ASSIGN_OR_RETURN(auto ar, comm::Allreduce::Create(*group, max_bytes / sizeof(float), setup));
   // Per-rank medians and failure flags, gathered by a sum into zeroed slots.
   TENAX_ASSIGN_OR_RETURN(auto stats, comm::Allreduce::Create(*group, static_cast<size_t>(a.procs) + 1, setup));

@@ -89,7 +89,8 @@ Status RunWorker(const WorkerArgs& a) {
   for (const auto& m : roster.members()) {
     members[m.rank()] = {m.host(), static_cast<uint16_t>(m.port()), m.name()};
   }
-  TENAX_ASSIGN_OR_RETURN(auto group, comm::Group::Connect(*node, k.job_id, rank, members, join_deadline));
+  TENAX_ASSIGN_OR_RETURN(auto group,
+                         comm::Group::Connect(*node, k.job_id, roster.generation(), rank, members, join_deadline));
 
   SyncRunOptions opts;
   opts.step_timeout_seconds = job.config.cluster.step_timeout_seconds;

@@ -66,11 +66,12 @@ Result<uint64_t> DecodeDynamicDone(std::string_view bytes, const std::string& pe
   return m.sequence();
 }
 
-std::string EncodeMeshHello(const std::string& job_id, uint32_t rank, uint32_t world) {
+std::string EncodeMeshHello(const std::string& job_id, uint32_t rank, uint32_t world, uint64_t generation) {
   wire::MeshHello m;
   m.set_job_id(job_id);
   m.set_rank(rank);
   m.set_world(world);
+  m.set_generation(generation);
   return m.SerializeAsString();
 }
 

@@ -46,27 +46,57 @@ std::unique_ptr<Group> Group::FromPeers(net::Node& node, int rank, std::vector<n
   return std::unique_ptr<Group>(new Group(node, rank, std::move(peers), std::move(members)));
 }
 
-Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string& job_id, int rank,
+namespace {
+
+// Why a peer's hello does not belong in this group ("" if it does).
+// `expected_rank` < 0: any rank below `rank` not yet connected (`peers`).
+std::string Mismatch(const wire::MeshHello& h, const std::string& label, const std::string& job_id, uint64_t generation,
+                     int rank, int world, int expected_rank, const std::vector<net::PeerId>& peers) {
+  const std::string who = "rank " + std::to_string(h.rank()) + " at " + label;
+  if (h.job_id() != job_id) return "peer " + label + " belongs to job '" + h.job_id() + "', not '" + job_id + "'";
+  if (static_cast<int>(h.world()) != world) {
+    return "peer " + label + " expects " + std::to_string(h.world()) + " ranks, not " + std::to_string(world);
+  }
+  if (h.generation() != generation) {
+    return who + " is at membership generation " + std::to_string(h.generation()) + ", rank " + std::to_string(rank) +
+           " at generation " + std::to_string(generation);
+  }
+  const int r = static_cast<int>(h.rank());
+  const bool expected = expected_rank >= 0 ? r == expected_rank : r < rank && peers[static_cast<size_t>(r)] == 0;
+  if (!expected) return "peer " + label + " claims rank " + std::to_string(h.rank()) + ", which is not expected here";
+  return "";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string& job_id, uint64_t generation, int rank,
                                               std::vector<GroupMember> members, Deadline deadline) {
   const int world = static_cast<int>(members.size());
   if (rank < 0 || rank >= world) {
     return InvalidArgument("rank " + std::to_string(rank) + " outside a group of " + std::to_string(world));
   }
   std::vector<net::PeerId> peers(static_cast<size_t>(world), 0);
-  const std::string hello = EncodeMeshHello(job_id, static_cast<uint32_t>(rank), static_cast<uint32_t>(world));
+  const std::string hello =
+      EncodeMeshHello(job_id, static_cast<uint32_t>(rank), static_cast<uint32_t>(world), generation);
+  auto address = [&](int r) {
+    const auto& m = members[static_cast<size_t>(r)];
+    return m.host + ":" + std::to_string(m.port);
+  };
   // Dial upwards. A dialled member may itself be busy dialling; its Node
   // still serves our handshake because every wait drives progress.
   for (int r = rank + 1; r < world; ++r) {
-    const auto& m = members[static_cast<size_t>(r)];
-    auto peer = node.Connect(m.host, m.port, deadline);
+    auto peer = node.Connect(members[static_cast<size_t>(r)].host, members[static_cast<size_t>(r)].port, deadline);
     if (!peer.ok()) {
-      return Status(peer.status().code(), "cannot reach rank " + std::to_string(r) + " at " + m.host + ":" +
-                                              std::to_string(m.port) + ": " + peer.status().message());
+      return Status(peer.status().code(),
+                    "cannot reach rank " + std::to_string(r) + " at " + address(r) + ": " + peer.status().message());
     }
     TENAX_RETURN_IF_ERROR(node.SendControl(*peer, kMeshHelloKind, hello, deadline));
     peers[static_cast<size_t>(r)] = *peer;
   }
-  // Accept downwards: whoever passes the handshake must introduce itself.
+  // Accept downwards: whoever passes the handshake must introduce itself,
+  // and hears our hello in return, so a refused peer learns why. A refused
+  // peer does not end the wait: the member it posed as may still come.
+  std::string refusals;
   int missing = rank;
   while (missing > 0) {
     auto peer = node.Accept(deadline);
@@ -75,29 +105,40 @@ Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string
       for (int r = 0; r < rank; ++r) {
         if (peers[static_cast<size_t>(r)] == 0) who += (who.empty() ? "" : ", ") + std::to_string(r);
       }
-      return Status(peer.status().code(), "rank(s) " + who + " never connected to rank " + std::to_string(rank) +
-                                              ": " + peer.status().message());
+      return Status(peer.status().code(), "rank(s) " + who + " never connected to rank " + std::to_string(rank) + ": " +
+                                              peer.status().message() +
+                                              (refusals.empty() ? "" : " (refused: " + refusals + ")"));
     }
     auto msg = node.ReceiveControl(deadline, *peer, kMeshHelloKind);
     if (!msg.ok()) return msg.status();
     auto info = node.Info(*peer);
     const std::string label = info.ok() ? info->address : std::to_string(*peer);
     TENAX_ASSIGN_OR_RETURN(wire::MeshHello h, DecodeMeshHello(msg->payload, label));
-    std::string refusal;
-    if (h.job_id() != job_id) {
-      refusal = "peer " + label + " belongs to job '" + h.job_id() + "', not '" + job_id + "'";
-    } else if (static_cast<int>(h.world()) != world) {
-      refusal = "peer " + label + " expects " + std::to_string(h.world()) + " ranks, not " + std::to_string(world);
-    } else if (static_cast<int>(h.rank()) >= rank || peers[h.rank()] != 0) {
-      refusal = "peer " + label + " claims rank " + std::to_string(h.rank()) + ", which is not expected here";
-    }
+    const std::string refusal = Mismatch(h, label, job_id, generation, rank, world, -1, peers);
+    (void)node.SendControl(*peer, kMeshHelloKind, hello, deadline);  // a peer gone meanwhile fails below or later
     if (!refusal.empty()) {
       spdlog::warn("rank {}: {}; disconnecting it", rank, refusal);
+      refusals += (refusals.empty() ? "" : "; ") + refusal;
       node.Disconnect(*peer, Deadline::After(std::chrono::milliseconds(200)));
       continue;
     }
     peers[h.rank()] = *peer;
     --missing;
+  }
+  // The answers of the ranks we dialled: each checks us as we checked ours.
+  for (int r = rank + 1; r < world; ++r) {
+    const net::PeerId peer = peers[static_cast<size_t>(r)];
+    auto msg = node.ReceiveControl(deadline, peer, kMeshHelloKind);
+    if (!msg.ok()) {
+      return Status(msg.status().code(), "rank " + std::to_string(r) + " at " + address(r) +
+                                             " did not answer our hello (it refuses a peer of another job or "
+                                             "generation, and says why in its log): " +
+                                             msg.status().message());
+    }
+    TENAX_ASSIGN_OR_RETURN(wire::MeshHello h, DecodeMeshHello(msg->payload, address(r)));
+    if (std::string refusal = Mismatch(h, address(r), job_id, generation, rank, world, r, peers); !refusal.empty()) {
+      return FailedPrecondition("rank " + std::to_string(rank) + " refused by its group: " + refusal);
+    }
   }
   return std::unique_ptr<Group>(new Group(node, rank, std::move(peers), std::move(members)));
 }

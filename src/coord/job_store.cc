@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <set>
+
 namespace tenax::coord {
 namespace {
 
@@ -47,6 +49,10 @@ CREATE TABLE IF NOT EXISTS member (
 );
 )sql";
 
+// "TNXC" in SQLite's header (PRAGMA application_id): this file is a tenax
+// coordinator's state.
+constexpr int64_t kApplicationId = 0x544e5843;
+
 }  // namespace
 
 Status JobStore::Error(const std::string& what) const {
@@ -72,8 +78,43 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
   sqlite3_busy_timeout(s->db_, 5000);
   // A file that is not a database fails here, with SQLite's own words.
   TENAX_RETURN_IF_ERROR(s->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
-  TENAX_RETURN_IF_ERROR(s->Exec(kSchema));
+  TENAX_RETURN_IF_ERROR(s->CheckOwnership());
   return s;
+}
+
+Status JobStore::CheckOwnership() {
+  int64_t app_id = 0;
+  {
+    Statement q(db_, "PRAGMA application_id");
+    if (!q.ok() || q.Step() != SQLITE_ROW) return Error("read application id");
+    app_id = q.Int(0);
+  }
+  if (app_id == kApplicationId) return Status::Ok();
+  if (app_id != 0) {
+    return FailedPrecondition("state file " + path_ + " belongs to another program (SQLite application id " +
+                              std::to_string(app_id) + "); use another --state file");
+  }
+  std::set<std::string> tables;
+  {
+    Statement q(db_, "SELECT name FROM sqlite_master WHERE type = 'table'");
+    if (!q.ok()) return Error("list tables");
+    int rc;
+    while ((rc = q.Step()) == SQLITE_ROW) tables.insert(q.Text(0));
+    if (rc != SQLITE_DONE) return Error("list tables");
+  }
+  // An empty file is new; tables `job` and `member` with tenax's columns are
+  // a state file written before files were stamped. Anything else is not ours.
+  const bool ours = tables == std::set<std::string>{"job", "member"} &&
+                    Statement(db_, "SELECT job_id, config_toml, world, state, generation, failure FROM job").ok() &&
+                    Statement(db_, "SELECT rank, name, host, port, state, lease_until_ms FROM member").ok();
+  if (!tables.empty() && !ours) {
+    std::string names;
+    for (const auto& t : tables) names += (names.empty() ? "" : ", ") + t;
+    return FailedPrecondition("state file " + path_ + " is not a tenax coordinator state file (it holds tables " +
+                              names + "); use another --state file");
+  }
+  return Exec(std::string("BEGIN;") + kSchema + "PRAGMA application_id = " + std::to_string(kApplicationId) +
+              "; COMMIT;");
 }
 
 JobStore::~JobStore() { sqlite3_close(db_); }
@@ -83,7 +124,13 @@ Result<JobRecord> JobStore::OpenJob(const std::string& job_id, const std::string
     Statement q(db_, "SELECT job_id, config_toml, world, state, generation, failure FROM job WHERE id = 1");
     if (!q.ok()) return Error("read job");
     if (q.Step() == SQLITE_ROW) {
-      JobRecord r{q.Text(0), q.Text(1), static_cast<int>(q.Int(2)), q.Text(3), static_cast<uint64_t>(q.Int(4)),
+      auto phase = ParseJobPhase(q.Text(3));
+      if (!phase || q.Int(2) < 1 || q.Int(4) < 0) {
+        return DataLoss("state file " + path_ + ": the job row holds state '" + q.Text(3) + "', " +
+                        std::to_string(q.Int(2)) + " workers and generation " + std::to_string(q.Int(4)) +
+                        ", which tenax never writes (damaged file?)");
+      }
+      JobRecord r{q.Text(0), q.Text(1), static_cast<int>(q.Int(2)), *phase, static_cast<uint64_t>(q.Int(4)),
                   q.Text(5), true};
       if (r.job_id != job_id) {
         return FailedPrecondition("state file " + path_ + " belongs to job '" + r.job_id + "', not '" + job_id +
@@ -103,13 +150,13 @@ Result<JobRecord> JobStore::OpenJob(const std::string& job_id, const std::string
   ins.Bind(2, config_toml);
   ins.Bind(3, static_cast<int64_t>(world));
   if (ins.Step() != SQLITE_DONE) return Error("create job");
-  return JobRecord{job_id, config_toml, world, "joining", 0, "", false};
+  return JobRecord{job_id, config_toml, world, JobPhase::kJoining, 0, "", false};
 }
 
-Status JobStore::SetJobState(const std::string& state, const std::string& failure, uint64_t generation) {
+Status JobStore::SetJobState(JobPhase phase, const std::string& failure, uint64_t generation) {
   Statement u(db_, "UPDATE job SET state = ?, failure = ?, generation = ? WHERE id = 1");
   if (!u.ok()) return Error("update job");
-  u.Bind(1, state);
+  u.Bind(1, std::string(ToString(phase)));
   u.Bind(2, failure);
   u.Bind(3, static_cast<int64_t>(generation));
   return u.Step() == SQLITE_DONE ? Status::Ok() : Error("update job");
@@ -121,7 +168,14 @@ Result<std::vector<MemberRecord>> JobStore::Members() {
   std::vector<MemberRecord> out;
   int rc;
   while ((rc = q.Step()) == SQLITE_ROW) {
-    out.push_back({static_cast<int>(q.Int(0)), q.Text(1), q.Text(2), static_cast<uint16_t>(q.Int(3)), q.Text(4), q.Int(5)});
+    auto state = ParseMemberState(q.Text(4));
+    if (!state || q.Int(0) < 0 || q.Int(3) < 0 || q.Int(3) > 65535) {
+      return DataLoss("state file " + path_ + ": member rank " + std::to_string(q.Int(0)) + " holds state '" +
+                      q.Text(4) + "' and port " + std::to_string(q.Int(3)) +
+                      ", which tenax never writes (damaged file?)");
+    }
+    out.push_back(
+        {static_cast<int>(q.Int(0)), q.Text(1), q.Text(2), static_cast<uint16_t>(q.Int(3)), *state, q.Int(5)});
   }
   if (rc != SQLITE_DONE) return Error("read members");
   return out;
@@ -134,7 +188,7 @@ Status JobStore::PutMember(const MemberRecord& m) {
   u.Bind(2, m.name);
   u.Bind(3, m.host);
   u.Bind(4, static_cast<int64_t>(m.port));
-  u.Bind(5, m.state);
+  u.Bind(5, std::string(ToString(m.state)));
   u.Bind(6, m.lease_until_ms);
   return u.Step() == SQLITE_DONE ? Status::Ok() : Error("write member " + std::to_string(m.rank));
 }

@@ -40,7 +40,7 @@ inline std::vector<Status> RunThreadGroup(int world, const std::string& transpor
         st = port.status();
         return;
       }
-      auto group = comm::Group::Connect(**node, "job-a", r, members, Deadline::After(20s));
+      auto group = comm::Group::Connect(**node, "job-a", /*generation=*/1, r, members, Deadline::After(20s));
       st = group.ok() ? body(**group) : group.status();
     });
   }

@@ -31,7 +31,7 @@ Result<uint64_t> DecodeDynamicDone(std::string_view bytes, const std::string& pe
 
 // Collective groups (comm/group.h, comm/allreduce.h).
 inline constexpr uint32_t kMaxGroupRanks = 4096;
-std::string EncodeMeshHello(const std::string& job_id, uint32_t rank, uint32_t world);
+std::string EncodeMeshHello(const std::string& job_id, uint32_t rank, uint32_t world, uint64_t generation);
 // Checks rank < world <= kMaxGroupRanks and a job id of at most 256 bytes.
 Result<wire::MeshHello> DecodeMeshHello(std::string_view bytes, const std::string& peer);
 // Checks that both regions are present.

@@ -1,12 +1,16 @@
 // A collective group: `world` ranks, every pair connected by a net::Node
-// connection, each connection introduced by a MeshHello naming the job and
-// the rank. Collectives (allreduce.h) run over a Group.
+// connection, each connection introduced by an exchange of MeshHellos
+// naming the job, the rank and the membership generation (the
+// coordinator's Roster.generation): a member of an older (or newer)
+// membership is refused, so it cannot write into this group's buffers.
+// Collectives (allreduce.h) run over a Group.
 //
 // Threading: a Group uses its Node from the Node's thread only.
 // Failures: Connect fails with DeadlineExceeded naming the ranks that never
-// arrived, FailedPrecondition for a peer of another job or with a clashing
-// rank (which is disconnected); later, a lost member surfaces as the Node's
-// PeerLost status for that peer.
+// arrived (and the peers refused meanwhile: another job, another
+// generation, a clashing rank; each disconnected), and a refused dialler
+// with FailedPrecondition naming the refusing rank and both generations;
+// later, a lost member surfaces as the Node's PeerLost status for that peer.
 #pragma once
 
 #include <memory>
@@ -33,10 +37,10 @@ class Group {
  public:
   // Connects rank `rank` of `members` (index = rank; our own entry is not
   // dialled) to every other member: it dials the ranks above it and
-  // accepts the ranks below it. Every member calls this with the same list
-  // and job id.
-  static Result<std::unique_ptr<Group>> Connect(net::Node& node, const std::string& job_id, int rank,
-                                                std::vector<GroupMember> members, Deadline deadline);
+  // accepts the ranks below it. Every member calls this with the same list,
+  // job id and generation.
+  static Result<std::unique_ptr<Group>> Connect(net::Node& node, const std::string& job_id, uint64_t generation,
+                                                int rank, std::vector<GroupMember> members, Deadline deadline);
 
   // A group over connections that already exist (`peers[rank]` is unused).
   static std::unique_ptr<Group> FromPeers(net::Node& node, int rank, std::vector<net::PeerId> peers,

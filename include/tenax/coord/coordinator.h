@@ -14,6 +14,9 @@
 // replacing it is a later step that can bump the generation and re-publish
 // the roster.
 //
+// The decisions are coord::JobStateMachine's (job_state.h); this role is
+// the I/O around it.
+//
 // Threading: Run() owns its Node on the calling thread.
 #pragma once
 

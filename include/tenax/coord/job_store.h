@@ -3,9 +3,13 @@
 // (its id, configuration, members and their ranks, and how it ended).
 //
 // Every mutation is its own transaction (WAL journal), so a SIGKILL loses at
-// most the mutation in flight, never a committed one.
-// Threading: one JobStore per thread. Failures: IoError naming the file for
-// anything SQLite reports; FailedPrecondition when the file holds another job.
+// most the mutation in flight, never a committed one. The file is stamped
+// with tenax's SQLite application id, so a file of another program is
+// refused rather than written into.
+// Threading: one JobStore per thread. Failures, each naming the file:
+// IoError for anything SQLite reports (including "file is not a database");
+// FailedPrecondition for another program's database or another job's file;
+// DataLoss for a stored value tenax never writes (a damaged file).
 #pragma once
 
 #include <cstdint>
@@ -13,30 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "tenax/coord/job_state.h"
 #include "tenax/core/status.h"
 
 struct sqlite3;
 
 namespace tenax::coord {
-
-struct JobRecord {
-  std::string job_id;
-  std::string config_toml;
-  int world = 0;
-  std::string state;  // "joining", "running", "finished", "failed"
-  uint64_t generation = 0;
-  std::string failure;   // why it failed (state "failed")
-  bool resumed = false;  // the row existed before this Open
-};
-
-struct MemberRecord {
-  int rank = 0;
-  std::string name;
-  std::string host;
-  uint16_t port = 0;
-  std::string state;      // "joined", "done", "failed"
-  int64_t lease_until_ms = 0;  // wall-clock ms; renewed while the member is connected
-};
 
 class JobStore {
  public:
@@ -49,7 +35,7 @@ class JobStore {
   // file already holds `job_id`. FailedPrecondition for another job id or a
   // different worker count.
   Result<JobRecord> OpenJob(const std::string& job_id, const std::string& config_toml, int world);
-  Status SetJobState(const std::string& state, const std::string& failure, uint64_t generation);
+  Status SetJobState(JobPhase phase, const std::string& failure, uint64_t generation);
 
   Result<std::vector<MemberRecord>> Members();
   Status PutMember(const MemberRecord& m);  // insert or replace by rank
@@ -61,6 +47,7 @@ class JobStore {
  private:
   JobStore() = default;
   Status Exec(const std::string& sql);
+  Status CheckOwnership();
   Status Error(const std::string& what) const;
   sqlite3* db_ = nullptr;
   std::string path_;

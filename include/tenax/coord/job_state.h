@@ -1,0 +1,209 @@
+// The coordinator's decisions, without its I/O: a JobStateMachine is fed
+// events (a worker joined, watched, reported progress, done or a failure;
+// a connection was lost; time passed) and answers with actions (write this
+// record, admit or refuse that connection, publish the roster, announce a
+// failure naming the rank and host, stop). coordinator.cc owns the Node and
+// the JobStore and carries the actions out, in order; this class never
+// touches a socket, a file or a clock, so every transition is a unit test.
+//
+// Job phases: joining -> running (all `world` ranks joined: the membership
+// generation bumps and the roster is published) -> finished (every rank
+// sent Done) | failed (a member lost, a worker's report, a timeout). A
+// member is joined, done or failed.
+//
+// Time comes in as a parameter (steady time for timers, wall-clock ms for
+// the leases recorded in the store). Connections are the caller's opaque
+// ids (net::PeerId); 0 is never a connection.
+//
+// Threading: not thread-safe; one owner. Failures: none of its own; the
+// caller reports a store action that failed and stops (a decision is never
+// announced before the actions that make it durable, which precede it).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "tenax/core/deadline.h"
+#include "tenax/core/status.h"
+
+namespace tenax::coord {
+
+enum class JobPhase { kJoining, kRunning, kFinished, kFailed };
+enum class MemberState { kJoined, kDone, kFailed };
+
+// The words stored in the state file and used in messages ("joining", ...).
+std::string_view ToString(JobPhase phase);
+std::string_view ToString(MemberState state);
+std::optional<JobPhase> ParseJobPhase(std::string_view s);
+std::optional<MemberState> ParseMemberState(std::string_view s);
+
+struct JobRecord {
+  std::string job_id;
+  std::string config_toml;
+  int world = 0;
+  JobPhase phase = JobPhase::kJoining;
+  uint64_t generation = 0;
+  std::string failure;   // why it failed (phase kFailed)
+  bool resumed = false;  // the row existed before this process opened the store
+};
+
+struct MemberRecord {
+  int rank = 0;
+  std::string name;
+  std::string host;
+  uint16_t port = 0;
+  MemberState state = MemberState::kJoined;
+  int64_t lease_until_ms = 0;  // wall-clock ms; renewed while the member is connected
+  bool operator==(const MemberRecord&) const = default;
+};
+
+using ConnId = uint64_t;
+
+struct CoordTime {
+  SteadyClock::time_point steady;
+  int64_t wall_ms = 0;
+};
+
+// A worker's JoinRequest, decoded.
+struct JoinAsk {
+  std::string job_id;
+  std::string name;
+  std::string host;
+  uint16_t port = 0;
+  int requested_rank = -1;  // -1: any free rank
+  bool rejoin = false;      // a running worker whose coordinator restarted
+};
+
+namespace action {
+// Store writes (JobStore's methods of the same names).
+struct PutMember {
+  MemberRecord member;
+};
+struct RemoveMember {
+  int rank = 0;
+};
+struct SetJobState {
+  JobPhase phase;
+  std::string failure;
+  uint64_t generation = 0;
+};
+struct RenewLeases {
+  std::vector<int> ranks;
+  int64_t until_ms = 0;
+};
+// Messages.
+struct Refuse {  // a JoinReply with this error, then disconnect
+  ConnId to = 0;
+  std::string reason;
+};
+struct Admit {  // the JoinReply of an admitted worker
+  ConnId to = 0;
+  int rank = 0;
+  int world = 0;
+  std::string config_toml;
+  uint64_t generation = 0;
+};
+struct PublishRoster {
+  std::vector<ConnId> to;
+  uint64_t generation = 0;
+  std::vector<MemberRecord> members;  // by rank
+};
+struct AnnounceFailure {
+  std::vector<ConnId> to;
+  int rank = 0;
+  std::string host, reason;
+};
+struct RelayProgress {  // forward the progress message being handled
+  std::vector<ConnId> to;
+};
+struct AnnounceDone {
+  std::vector<ConnId> to;
+  std::string summary_json;
+};
+// Serving is over: return `verdict` (OK, or FailedPrecondition naming the
+// failed rank).
+struct Stop {
+  Status verdict;
+};
+}  // namespace action
+
+using Action = std::variant<action::PutMember, action::RemoveMember, action::SetJobState, action::RenewLeases,
+                            action::Refuse, action::Admit, action::PublishRoster, action::AnnounceFailure,
+                            action::RelayProgress, action::AnnounceDone, action::Stop>;
+using Actions = std::vector<Action>;
+
+struct JobStateOptions {
+  std::string listen_host;  // named as the "host" of a join timeout, where no worker is to blame
+  std::chrono::milliseconds join_timeout{60000};
+  std::chrono::milliseconds peer_timeout{10000};
+};
+
+class JobStateMachine {
+ public:
+  // From what the store holds (a resumed job brings its members, which get
+  // the join timeout from `now` to rejoin). A job that already ended only
+  // stops, with its verdict, at the first timer.
+  JobStateMachine(JobStateOptions options, JobRecord job, std::vector<MemberRecord> members, CoordTime now);
+
+  Actions OnJoin(ConnId from, const JoinAsk& ask, CoordTime now);
+  Actions OnWatch(ConnId from, const std::string& job_id);
+  // Messages from connections that are not members are ignored.
+  Actions OnProgress(ConnId from);
+  Actions OnDone(ConnId from, const std::string& summary_json);
+  // A worker's report that training failed. Held back (half the peer
+  // timeout + 1 s, at most 5 s) because its peers often notice a dead rank
+  // before the coordinator sees that rank's connection drop: the lost rank
+  // is the one to name, and supersedes the report.
+  Actions OnFailureReport(ConnId from, const std::string& reason, CoordTime now);
+  // A member's or watcher's connection is gone.
+  Actions OnConnectionLost(ConnId conn, const std::string& why);
+  // Timers: held-back reports, lease renewal (every second), the join
+  // timeout, members of a resumed job that never came back, the end of the
+  // job, and the linger after it (up to 3 s while anyone is connected, so
+  // the verdict reaches them).
+  Actions OnTimer(CoordTime now);
+
+  // The connections worth watching for loss: connected members (by rank),
+  // then watchers.
+  std::vector<ConnId> Connections() const;
+  std::optional<int> RankOf(ConnId conn) const;
+  const JobRecord& job() const { return job_; }
+  const std::map<int, MemberRecord>& members() const { return members_; }
+  // Held-back report grace for a peer timeout.
+  static std::chrono::milliseconds ReportGrace(std::chrono::milliseconds peer_timeout);
+
+ private:
+  struct Link {
+    ConnId conn = 0;  // 0: not connected since this coordinator started (resumed member)
+    bool connected = false;
+  };
+  struct PendingReport {
+    int reporter = 0;
+    std::string host, reason;
+    SteadyClock::time_point until;
+  };
+  void Fail(int rank, const std::string& host, const std::string& reason, Actions& out);
+  void OnMemberLost(int rank, const std::string& why, Actions& out);
+  void Refuse(ConnId to, std::string reason, Actions& out) const;
+  std::vector<ConnId> ConnectedMembers() const;
+  bool Ended() const { return job_.phase == JobPhase::kFinished || job_.phase == JobPhase::kFailed; }
+
+  JobStateOptions o_;
+  JobRecord job_;
+  std::map<int, MemberRecord> members_;
+  std::map<int, Link> links_;
+  std::set<ConnId> watchers_;
+  std::string done_summary_;
+  std::optional<PendingReport> pending_report_;
+  SteadyClock::time_point started_, last_lease_;
+  std::optional<SteadyClock::time_point> ended_;
+};
+
+}  // namespace tenax::coord

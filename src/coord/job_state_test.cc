@@ -1,0 +1,338 @@
+// The coordinator's state machine, event by event, on a fake clock: every
+// test checks the actions it answers with (their order, addressees and
+// values), never a sleep.
+#include "tenax/coord/job_state.h"
+
+#include <gtest/gtest.h>
+
+namespace tenax::coord {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A clock that only moves when told.
+struct FakeClock {
+  SteadyClock::time_point steady{std::chrono::hours(1)};
+  int64_t wall_ms = 1'700'000'000'000;
+  CoordTime now() const { return {steady, wall_ms}; }
+  CoordTime Advance(std::chrono::milliseconds d) {
+    steady += d;
+    wall_ms += d.count();
+    return now();
+  }
+};
+
+JobStateOptions Options() {
+  JobStateOptions o;
+  o.listen_host = "10.0.0.1";
+  o.join_timeout = 30s;
+  o.peer_timeout = 2s;
+  return o;
+}
+
+JobRecord NewJob(int world) { return {"job-x", "mode = \"sync\"\n", world, JobPhase::kJoining, 0, "", false}; }
+
+JoinAsk Ask(int requested_rank, const std::string& name) {
+  return {"job-x", name, "host-" + name, static_cast<uint16_t>(5000 + name.size()), requested_rank, false};
+}
+
+template <typename T>
+std::vector<T> All(const Actions& actions) {
+  std::vector<T> out;
+  for (const auto& a : actions) {
+    if (auto* t = std::get_if<T>(&a)) out.push_back(*t);
+  }
+  return out;
+}
+
+template <typename T>
+size_t IndexOf(const Actions& actions) {
+  for (size_t i = 0; i < actions.size(); ++i) {
+    if (std::holds_alternative<T>(actions[i])) return i;
+  }
+  return actions.size();
+}
+
+// The single action of type T, failing the test if there is not exactly one.
+template <typename T>
+T One(const Actions& actions) {
+  auto all = All<T>(actions);
+  EXPECT_EQ(1u, all.size());
+  return all.empty() ? T{} : all.front();
+}
+
+// The rank an admitted join got (-1 and a test failure if it was refused).
+int AdmittedRank(const Actions& actions) {
+  auto admits = All<action::Admit>(actions);
+  EXPECT_EQ(1u, admits.size());
+  for (const auto& r : All<action::Refuse>(actions)) ADD_FAILURE() << "refused: " << r.reason;
+  return admits.empty() ? -1 : admits.front().rank;
+}
+
+std::string Refusal(const Actions& actions) {
+  auto r = All<action::Refuse>(actions);
+  EXPECT_EQ(1u, r.size());
+  EXPECT_TRUE(All<action::Admit>(actions).empty());
+  return r.empty() ? "" : r.front().reason;
+}
+
+// A running job of `world` ranks: rank r joined on connection 100 + r.
+struct Running {
+  FakeClock clock;
+  JobStateMachine m;
+  explicit Running(int world, JobStateOptions o = Options()) : m(o, NewJob(world), {}, clock.now()) {
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(r, AdmittedRank(m.OnJoin(100 + r, Ask(r, "w" + std::to_string(r)), clock.now())));
+    }
+    EXPECT_EQ(JobPhase::kRunning, m.job().phase);
+  }
+};
+
+TEST(JobStateMachine, RanksGoToWhoAsksThenToTheLowestFree) {
+  FakeClock clock;
+  JobStateMachine m(Options(), NewJob(4), {}, clock.now());
+  EXPECT_EQ(2, AdmittedRank(m.OnJoin(1, Ask(2, "a"), clock.now())));
+  EXPECT_EQ(0, AdmittedRank(m.OnJoin(2, Ask(-1, "b"), clock.now())));
+  EXPECT_EQ(1, AdmittedRank(m.OnJoin(3, Ask(-1, "c"), clock.now())));
+  // Taken while its holder is connected; out of range.
+  EXPECT_EQ("rank 2 is already taken by a", Refusal(m.OnJoin(4, Ask(2, "d"), clock.now())));
+  EXPECT_EQ("rank 4 asked for, but job 'job-x' has 4 workers", Refusal(m.OnJoin(4, Ask(4, "d"), clock.now())));
+  EXPECT_EQ("this coordinator serves job 'job-x', not 'other'",
+            Refusal(m.OnJoin(4, JoinAsk{"other", "d", "h", 1, -1, false}, clock.now())));
+  // The admitted member is recorded (before it is told) with its lease.
+  auto actions = m.OnJoin(5, Ask(-1, "e"), clock.now());
+  EXPECT_EQ(3, AdmittedRank(actions));
+  EXPECT_LT(IndexOf<action::PutMember>(actions), IndexOf<action::Admit>(actions));
+  EXPECT_EQ((MemberRecord{3, "e", "host-e", 5001, MemberState::kJoined, clock.wall_ms + 2000}),
+            One<action::PutMember>(actions).member);
+  const auto admit = One<action::Admit>(actions);
+  EXPECT_EQ(5u, admit.to);
+  EXPECT_EQ(4, admit.world);
+  EXPECT_EQ("mode = \"sync\"\n", admit.config_toml);
+  // Everyone is in: a fifth is refused.
+  EXPECT_EQ("job 'job-x' is already running with all 4 workers", Refusal(m.OnJoin(6, Ask(-1, "f"), clock.now())));
+  EXPECT_EQ((std::vector<ConnId>{2, 3, 1, 5}), m.Connections());  // by rank
+}
+
+TEST(JobStateMachine, RosterIsPublishedOnceAllJoinedWithTheNextGeneration) {
+  FakeClock clock;
+  JobStateMachine m(Options(), NewJob(3), {}, clock.now());
+  for (int r : {1, 0}) {
+    auto actions = m.OnJoin(10 + r, Ask(r, "w" + std::to_string(r)), clock.now());
+    EXPECT_TRUE(All<action::PublishRoster>(actions).empty());
+    EXPECT_EQ(0u, One<action::Admit>(actions).generation);
+  }
+  EXPECT_EQ(JobPhase::kJoining, m.job().phase);
+  auto actions = m.OnJoin(12, Ask(-1, "w2"), clock.now());
+  EXPECT_EQ(2, AdmittedRank(actions));
+  const auto state = One<action::SetJobState>(actions);
+  EXPECT_EQ(JobPhase::kRunning, state.phase);
+  EXPECT_EQ(1u, state.generation);
+  const auto roster = One<action::PublishRoster>(actions);
+  EXPECT_LT(IndexOf<action::SetJobState>(actions), IndexOf<action::PublishRoster>(actions)) << "durable first";
+  EXPECT_EQ(1u, roster.generation);
+  EXPECT_EQ((std::vector<ConnId>{10, 11, 12}), roster.to);
+  ASSERT_EQ(3u, roster.members.size());
+  for (int r = 0; r < 3; ++r) {
+    const std::string name = "w" + std::to_string(r);
+    EXPECT_EQ((MemberRecord{r, name, "host-" + name, 5002, MemberState::kJoined, clock.wall_ms + 2000}),
+              roster.members[static_cast<size_t>(r)]);
+  }
+  EXPECT_EQ(1u, m.job().generation);
+}
+
+TEST(JobStateMachine, AMemberLeavingBeforeTheStartFreesItsRank) {
+  FakeClock clock;
+  JobStateMachine m(Options(), NewJob(2), {}, clock.now());
+  EXPECT_EQ(0, AdmittedRank(m.OnJoin(1, Ask(-1, "a"), clock.now())));
+  auto actions = m.OnConnectionLost(1, "gone");
+  EXPECT_EQ(0, One<action::RemoveMember>(actions).rank);
+  EXPECT_TRUE(All<action::AnnounceFailure>(actions).empty());
+  EXPECT_EQ(0, AdmittedRank(m.OnJoin(2, Ask(-1, "b"), clock.now())));
+  EXPECT_EQ(1, AdmittedRank(m.OnJoin(3, Ask(-1, "c"), clock.now())));
+  EXPECT_EQ("b", m.members().at(0).name);
+}
+
+TEST(JobStateMachine, LostMemberFailsTheJobNamingRankAndHostToEveryone) {
+  Running job(3);
+  EXPECT_TRUE(job.m.OnWatch(50, "job-x").empty());
+  auto actions = job.m.OnConnectionLost(101, "connection reset");
+  const auto failure = One<action::AnnounceFailure>(actions);
+  EXPECT_EQ(1, failure.rank);
+  EXPECT_EQ("host-w1", failure.host);
+  EXPECT_EQ("lost its connection (w1): connection reset", failure.reason);
+  EXPECT_EQ((std::vector<ConnId>{100, 102, 50}), failure.to);  // the survivors and the watcher
+  const auto state = One<action::SetJobState>(actions);
+  EXPECT_EQ(JobPhase::kFailed, state.phase);
+  EXPECT_EQ("rank 1 on host-w1 failed: lost its connection (w1): connection reset", state.failure);
+  EXPECT_EQ(MemberState::kFailed, One<action::PutMember>(actions).member.state);
+  EXPECT_LT(IndexOf<action::SetJobState>(actions), IndexOf<action::AnnounceFailure>(actions)) << "durable first";
+  // Only the first loss is the verdict; a late watcher hears it.
+  EXPECT_TRUE(job.m.OnConnectionLost(100, "reset").empty());
+  const auto late = One<action::AnnounceFailure>(job.m.OnWatch(51, "job-x"));
+  EXPECT_EQ((std::vector<ConnId>{51}), late.to);
+  EXPECT_EQ(state.failure, late.reason);
+  EXPECT_EQ("job 'job-x' has already failed", Refusal(job.m.OnJoin(9, Ask(-1, "z"), job.clock.now())));
+}
+
+TEST(JobStateMachine, AReportIsHeldBackAndTheLostRankItWaitedForIsNamed) {
+  Running job(3);  // peer timeout 2 s: grace 2 s
+  ASSERT_EQ(2000ms, JobStateMachine::ReportGrace(2s));
+  EXPECT_TRUE(job.m.OnFailureReport(100, "waiting for rank 2: deadline exceeded", job.clock.now()).empty());
+  // The reporter leaves right after telling us: still held back.
+  EXPECT_TRUE(job.m.OnConnectionLost(100, "closed").empty());
+  EXPECT_TRUE(All<action::AnnounceFailure>(job.m.OnTimer(job.clock.Advance(1999ms))).empty());
+  // Rank 2's connection drops within the grace: rank 2 is named.
+  auto actions = job.m.OnConnectionLost(102, "timed out");
+  const auto failure = One<action::AnnounceFailure>(actions);
+  EXPECT_EQ(2, failure.rank);
+  EXPECT_EQ("host-w2", failure.host);
+  EXPECT_EQ((std::vector<ConnId>{101}), failure.to);
+  // The held-back report expires without a second verdict.
+  actions = job.m.OnTimer(job.clock.Advance(10ms));
+  EXPECT_TRUE(All<action::AnnounceFailure>(actions).empty());
+  EXPECT_TRUE(All<action::SetJobState>(actions).empty());
+  EXPECT_EQ("rank 2 on host-w2 failed: lost its connection (w2): timed out", job.m.job().failure);
+}
+
+TEST(JobStateMachine, AReportNobodySupersedesNamesTheReporterAfterTheGrace) {
+  JobStateOptions o = Options();
+  o.peer_timeout = 10s;  // grace min(5 s + 1 s, 5 s)
+  Running job(2, o);
+  ASSERT_EQ(5000ms, JobStateMachine::ReportGrace(10s));
+  job.m.OnFailureReport(101, "out of memory", job.clock.now());
+  job.clock.Advance(1s);
+  job.m.OnFailureReport(100, "a second report", job.clock.now());  // the first report stands
+  EXPECT_TRUE(All<action::AnnounceFailure>(job.m.OnTimer(job.clock.Advance(3999ms))).empty());
+  const auto failure = One<action::AnnounceFailure>(job.m.OnTimer(job.clock.Advance(1ms)));
+  EXPECT_EQ(1, failure.rank);
+  EXPECT_EQ("host-w1", failure.host);
+  EXPECT_EQ("out of memory", failure.reason);
+  EXPECT_EQ("rank 1 on host-w1 failed: out of memory", job.m.job().failure);
+}
+
+TEST(JobStateMachine, DoneByEveryRankFinishesTheJobAndStopsOnceAllLeft) {
+  Running job(2);
+  EXPECT_TRUE(job.m.OnWatch(50, "job-x").empty());
+  EXPECT_EQ((std::vector<ConnId>{50}), One<action::RelayProgress>(job.m.OnProgress(100)).to);
+  EXPECT_TRUE(job.m.OnProgress(77).empty()) << "not a member";
+  auto actions = job.m.OnDone(101, "{\"steps\": 60}");
+  EXPECT_EQ(MemberState::kDone, One<action::PutMember>(actions).member.state);
+  EXPECT_TRUE(job.m.OnConnectionLost(101, "closed").empty()) << "done and gone is expected";
+  actions = job.m.OnTimer(job.clock.Advance(10ms));
+  EXPECT_TRUE(All<action::SetJobState>(actions).empty()) << "rank 0 is not done yet";
+  job.m.OnDone(100, "");
+  actions = job.m.OnTimer(job.clock.Advance(10ms));
+  const auto state = One<action::SetJobState>(actions);
+  EXPECT_EQ(JobPhase::kFinished, state.phase);
+  EXPECT_EQ(1u, state.generation);
+  const auto done = One<action::AnnounceDone>(actions);
+  EXPECT_EQ((std::vector<ConnId>{50}), done.to);
+  EXPECT_EQ("{\"steps\": 60}", done.summary_json);  // the last non-empty summary
+  EXPECT_LT(IndexOf<action::SetJobState>(actions), IndexOf<action::AnnounceDone>(actions));
+  EXPECT_TRUE(All<action::Stop>(actions).empty()) << "lingers while rank 0 and the watcher are connected";
+  job.m.OnConnectionLost(100, "closed");
+  EXPECT_TRUE(All<action::Stop>(job.m.OnTimer(job.clock.Advance(10ms))).empty()) << "the watcher";
+  job.m.OnConnectionLost(50, "closed");
+  const auto stop = One<action::Stop>(job.m.OnTimer(job.clock.Advance(10ms)));
+  EXPECT_TRUE(stop.verdict.ok()) << stop.verdict.ToString();
+}
+
+TEST(JobStateMachine, AFailedJobLingersAtMostThreeSecondsThenStopsWithTheVerdict) {
+  Running job(2);
+  job.m.OnConnectionLost(101, "reset");
+  EXPECT_TRUE(All<action::Stop>(job.m.OnTimer(job.clock.now())).empty()) << "rank 0 still connected";
+  EXPECT_TRUE(All<action::Stop>(job.m.OnTimer(job.clock.Advance(3000ms))).empty());
+  const auto stop = One<action::Stop>(job.m.OnTimer(job.clock.Advance(1ms)));
+  EXPECT_EQ(StatusCode::kFailedPrecondition, stop.verdict.code());
+  EXPECT_EQ("rank 1 on host-w1 failed: lost its connection (w1): reset", stop.verdict.message());
+}
+
+TEST(JobStateMachine, JoinTimeoutNamesTheMissingRanks) {
+  FakeClock clock;
+  JobStateMachine m(Options(), NewJob(4), {}, clock.now());
+  m.OnJoin(1, Ask(1, "a"), clock.now());
+  m.OnJoin(2, Ask(3, "b"), clock.now());
+  EXPECT_TRUE(All<action::AnnounceFailure>(m.OnTimer(clock.Advance(30s))).empty()) << "not yet past 30 s";
+  const auto failure = One<action::AnnounceFailure>(m.OnTimer(clock.Advance(1ms)));
+  EXPECT_EQ(0, failure.rank);
+  EXPECT_EQ("10.0.0.1", failure.host);
+  EXPECT_EQ("only 2 of 4 workers joined within 30 s (missing: ranks 0, 2)", failure.reason);
+  EXPECT_EQ((std::vector<ConnId>{1, 2}), failure.to);
+  EXPECT_EQ(JobPhase::kFailed, m.job().phase);
+}
+
+TEST(JobStateMachine, LeasesOfConnectedMembersAreRenewedEverySecond) {
+  Running job(3);
+  job.m.OnDone(102, "");
+  job.m.OnConnectionLost(102, "closed");
+  EXPECT_TRUE(All<action::RenewLeases>(job.m.OnTimer(job.clock.Advance(999ms))).empty());
+  const auto renew = One<action::RenewLeases>(job.m.OnTimer(job.clock.Advance(1ms)));
+  EXPECT_EQ((std::vector<int>{0, 1}), renew.ranks);
+  EXPECT_EQ(job.clock.wall_ms + 2000, renew.until_ms);
+  EXPECT_TRUE(All<action::RenewLeases>(job.m.OnTimer(job.clock.Advance(500ms))).empty());
+}
+
+// A coordinator restarted on its state file: the members it recorded rejoin
+// with their ranks; one that does not come back fails the job.
+TEST(JobStateMachine, ResumedJobTakesItsMembersBackAndFailsOneThatNeverReturns) {
+  FakeClock clock;
+  JobRecord job{"job-x", "cfg", 3, JobPhase::kRunning, 1, "", true};
+  std::vector<MemberRecord> stored;
+  for (int r = 0; r < 3; ++r) {
+    stored.push_back({r, "w" + std::to_string(r), "host-w" + std::to_string(r), 7000, MemberState::kJoined, 5});
+  }
+  stored[2].state = MemberState::kDone;  // finished before the restart
+  JobStateMachine m(Options(), job, stored, clock.now());
+  EXPECT_TRUE(m.Connections().empty());
+  // Only a rejoin with the recorded name gets a rank back.
+  EXPECT_EQ("job 'job-x' is already running with all 3 workers", Refusal(m.OnJoin(1, Ask(0, "w0"), clock.now())));
+  JoinAsk ask = Ask(0, "impostor");
+  ask.rejoin = true;
+  EXPECT_EQ("rank 0 of job 'job-x' is not 'impostor'", Refusal(m.OnJoin(1, ask, clock.now())));
+  ask = {"job-x", "w0", "host-w0", 7001, 0, true};
+  auto actions = m.OnJoin(2, ask, clock.Advance(5s));
+  const auto admit = One<action::Admit>(actions);
+  EXPECT_EQ(0, admit.rank);
+  EXPECT_EQ(1u, admit.generation) << "same generation: nothing changed";
+  EXPECT_TRUE(All<action::PublishRoster>(actions).empty());
+  EXPECT_EQ(7001, One<action::PutMember>(actions).member.port);
+  EXPECT_EQ(std::optional<int>(0), m.RankOf(2));
+  // Rank 1 never comes back; rank 2 had finished and need not.
+  EXPECT_TRUE(All<action::AnnounceFailure>(m.OnTimer(clock.Advance(25s))).empty()) << "30 s since the restart";
+  const auto failure = One<action::AnnounceFailure>(m.OnTimer(clock.Advance(1ms)));
+  EXPECT_EQ(1, failure.rank);
+  EXPECT_EQ("host-w1", failure.host);
+  EXPECT_EQ("did not reconnect to the restarted coordinator within the join timeout", failure.reason);
+  EXPECT_EQ((std::vector<ConnId>{2}), failure.to);
+}
+
+TEST(JobStateMachine, ResumedJobFinishesWhenTheRejoinedRanksAreDone) {
+  FakeClock clock;
+  JobRecord job{"job-x", "cfg", 2, JobPhase::kRunning, 1, "", true};
+  std::vector<MemberRecord> stored{{0, "w0", "h0", 7000, MemberState::kJoined, 5},
+                                   {1, "w1", "h1", 7000, MemberState::kJoined, 5}};
+  JobStateMachine m(Options(), job, stored, clock.now());
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(r, AdmittedRank(m.OnJoin(10 + r, {"job-x", stored[r].name, "h", 1, r, true}, clock.now())));
+    m.OnDone(10 + r, "");
+  }
+  const auto state = One<action::SetJobState>(m.OnTimer(clock.Advance(1ms)));
+  EXPECT_EQ(JobPhase::kFinished, state.phase);
+  EXPECT_EQ(1u, state.generation);
+}
+
+TEST(JobStateMachine, PhasesAndMemberStatesRoundTripThroughTheirStoredWords) {
+  for (JobPhase p : {JobPhase::kJoining, JobPhase::kRunning, JobPhase::kFinished, JobPhase::kFailed}) {
+    EXPECT_EQ(p, ParseJobPhase(ToString(p)));
+  }
+  for (MemberState s : {MemberState::kJoined, MemberState::kDone, MemberState::kFailed}) {
+    EXPECT_EQ(s, ParseMemberState(ToString(s)));
+  }
+  EXPECT_EQ("running", ToString(JobPhase::kRunning));
+  EXPECT_FALSE(ParseJobPhase("Running").has_value());
+  EXPECT_FALSE(ParseMemberState("").has_value());
+}
+
+}  // namespace
+}  // namespace tenax::coord

@@ -1,0 +1,220 @@
+// JobStore against a real SQLite file in a scratch directory: what a
+// coordinator writes is what its restarted successor reads, and files that
+// are not its own are refused with the reason.
+#include "tenax/coord/job_store.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include "testing.h"
+
+namespace tenax::coord {
+namespace {
+
+using tenax::testing::ScratchDir;
+
+std::unique_ptr<JobStore> OpenStore(const std::string& path) {
+  auto s = JobStore::Open(path);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+// Runs SQL on a file with SQLite itself, as another program would.
+void RawSql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(SQLITE_OK, sqlite3_open(path.c_str(), &db));
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  EXPECT_EQ(SQLITE_OK, rc) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+TEST(JobStore, ANewJobStartsJoiningAtGenerationZero) {
+  ScratchDir dir;
+  auto store = OpenStore(dir / "state.db");
+  ASSERT_NE(nullptr, store);
+  auto job = store->OpenJob("job-a", "mode = \"sync\"\n", 3);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ("job-a", job->job_id);
+  EXPECT_EQ("mode = \"sync\"\n", job->config_toml);
+  EXPECT_EQ(3, job->world);
+  EXPECT_EQ(JobPhase::kJoining, job->phase);
+  EXPECT_EQ(0u, job->generation);
+  EXPECT_EQ("", job->failure);
+  EXPECT_FALSE(job->resumed);
+  auto members = store->Members();
+  ASSERT_TRUE(members.ok()) << members.status().ToString();
+  EXPECT_TRUE(members->empty());
+}
+
+TEST(JobStore, AReopenedFileResumesTheJobWithItsMembersRanksAndGeneration) {
+  ScratchDir dir;
+  const std::string path = dir / "state.db";
+  const MemberRecord a{0, "host-a/11", "10.0.0.1", 40001, MemberState::kDone, 1'700'000'000'123};
+  MemberRecord b{2, "host-b/22", "10.0.0.2", 65535, MemberState::kJoined, 7};
+  const MemberRecord gone{1, "host-c/33", "10.0.0.3", 40003, MemberState::kJoined, 9};
+  {
+    auto store = OpenStore(path);
+    ASSERT_NE(nullptr, store);
+    ASSERT_TRUE(store->OpenJob("job-a", "cfg = 1\n", 3).ok());
+    for (const auto& m : {a, b, gone}) ASSERT_TRUE(store->PutMember(m).ok());
+    ASSERT_TRUE(store->RemoveMember(1).ok());
+    b.state = MemberState::kFailed;  // replaced by rank
+    ASSERT_TRUE(store->PutMember(b).ok());
+    ASSERT_TRUE(store->RenewLeases({2}, 1'800'000'000'000).ok());
+    b.lease_until_ms = 1'800'000'000'000;
+    ASSERT_TRUE(store->SetJobState(JobPhase::kFailed, "rank 2 on 10.0.0.2 failed: boom", 4).ok());
+  }  // closed, as a killed coordinator's file would be
+  auto store = OpenStore(path);
+  ASSERT_NE(nullptr, store);
+  auto job = store->OpenJob("job-a", "the job file may have changed", 3);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_TRUE(job->resumed);
+  EXPECT_EQ("job-a", job->job_id);
+  EXPECT_EQ("cfg = 1\n", job->config_toml) << "the stored configuration is authoritative";
+  EXPECT_EQ(3, job->world);
+  EXPECT_EQ(JobPhase::kFailed, job->phase);
+  EXPECT_EQ(4u, job->generation);
+  EXPECT_EQ("rank 2 on 10.0.0.2 failed: boom", job->failure);
+  auto members = store->Members();
+  ASSERT_TRUE(members.ok()) << members.status().ToString();
+  EXPECT_EQ((std::vector<MemberRecord>{a, b}), *members);
+}
+
+TEST(JobStore, AFileOfAnotherJobOrWorldIsRefused) {
+  ScratchDir dir;
+  const std::string path = dir / "state.db";
+  {
+    auto store = OpenStore(path);
+    ASSERT_NE(nullptr, store);
+    ASSERT_TRUE(store->OpenJob("job-a", "", 2).ok());
+  }
+  auto store = OpenStore(path);
+  ASSERT_NE(nullptr, store);
+  auto other = store->OpenJob("job-b", "", 2);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(StatusCode::kFailedPrecondition, other.status().code());
+  EXPECT_EQ("state file " + path + " belongs to job 'job-a', not 'job-b' (use another --state file)",
+            other.status().message());
+  auto bigger = store->OpenJob("job-a", "", 3);
+  ASSERT_FALSE(bigger.ok());
+  EXPECT_EQ("state file " + path + ": job 'job-a' was started with 2 workers, the job file now asks for 3",
+            bigger.status().message());
+}
+
+TEST(JobStore, AFileThatIsNotADatabaseIsRefusedBySQLitesWords) {
+  ScratchDir dir;
+  const std::string path = dir / "state.db";
+  std::vector<uint8_t> junk(4096);
+  for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<uint8_t>(i * 131 + 7);
+  tenax::testing::WriteBytes(path, junk);
+  auto store = JobStore::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(StatusCode::kIoError, store.status().code());
+  EXPECT_EQ("state file " + path + ": file is not a database", store.status().message());
+  EXPECT_EQ(junk, tenax::testing::ReadBytes(path)) << "left as it was";
+}
+
+TEST(JobStore, AnotherProgramsDatabaseIsRefusedAndLeftAlone) {
+  ScratchDir dir;
+  const std::string path = dir / "other.db";
+  RawSql(path, "CREATE TABLE job (id INTEGER, title TEXT); INSERT INTO job VALUES (1, 'payroll');");
+  auto store = JobStore::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(StatusCode::kFailedPrecondition, store.status().code());
+  EXPECT_EQ("state file " + path +
+                " is not a tenax coordinator state file (it holds tables job); use another "
+                "--state file",
+            store.status().message());
+  // Not written into: still only its own table.
+  RawSql(path, "SELECT title FROM job; CREATE TABLE check_no_member (x); DROP TABLE check_no_member;");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(SQLITE_OK, sqlite3_open(path.c_str(), &db));
+  sqlite3_stmt* q = nullptr;
+  ASSERT_EQ(SQLITE_OK, sqlite3_prepare_v2(db, "SELECT group_concat(name) FROM sqlite_master", -1, &q, nullptr));
+  ASSERT_EQ(SQLITE_ROW, sqlite3_step(q));
+  EXPECT_EQ("job", std::string(reinterpret_cast<const char*>(sqlite3_column_text(q, 0))));
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+
+  // Another program that stamps its files is refused by its stamp.
+  const std::string stamped = dir / "stamped.db";
+  RawSql(stamped, "PRAGMA application_id = 42;");
+  store = JobStore::Open(stamped);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ("state file " + stamped +
+                " belongs to another program (SQLite application id 42); use another "
+                "--state file",
+            store.status().message());
+}
+
+TEST(JobStore, AStateFileFromBeforeTheStampIsStillResumed) {
+  ScratchDir dir;
+  const std::string path = dir / "old.db";
+  // The schema of state files written before they carried an application id.
+  RawSql(path, R"sql(
+    CREATE TABLE job (id INTEGER PRIMARY KEY CHECK (id = 1), job_id TEXT NOT NULL, config_toml TEXT NOT NULL,
+                      world INTEGER NOT NULL, state TEXT NOT NULL, generation INTEGER NOT NULL,
+                      failure TEXT NOT NULL DEFAULT '');
+    CREATE TABLE member (rank INTEGER PRIMARY KEY, name TEXT NOT NULL, host TEXT NOT NULL, port INTEGER NOT NULL,
+                         state TEXT NOT NULL, lease_until_ms INTEGER NOT NULL);
+    INSERT INTO job VALUES (1, 'old-job', 'c', 2, 'running', 1, '');
+    INSERT INTO member VALUES (1, 'w1', 'h1', 1234, 'joined', 99);
+  )sql");
+  auto store = OpenStore(path);
+  ASSERT_NE(nullptr, store);
+  auto job = store->OpenJob("old-job", "", 2);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ(JobPhase::kRunning, job->phase);
+  EXPECT_EQ(1u, job->generation);
+  auto members = store->Members();
+  ASSERT_TRUE(members.ok()) << members.status().ToString();
+  EXPECT_EQ((std::vector<MemberRecord>{{1, "w1", "h1", 1234, MemberState::kJoined, 99}}), *members);
+}
+
+TEST(JobStore, ValuesTenaxNeverWritesAreReportedAsDamage) {
+  ScratchDir dir;
+  const std::string path = dir / "state.db";
+  {
+    auto store = OpenStore(path);
+    ASSERT_NE(nullptr, store);
+    ASSERT_TRUE(store->OpenJob("job-a", "", 2).ok());
+    ASSERT_TRUE(store->PutMember({0, "w0", "h0", 1, MemberState::kJoined, 0}).ok());
+  }
+  RawSql(path, "UPDATE member SET state = 'dancing' WHERE rank = 0;");
+  {
+    auto store = OpenStore(path);
+    ASSERT_NE(nullptr, store);
+    auto members = store->Members();
+    ASSERT_FALSE(members.ok());
+    EXPECT_EQ(StatusCode::kDataLoss, members.status().code());
+    EXPECT_EQ("state file " + path +
+                  ": member rank 0 holds state 'dancing' and port 1, which tenax never writes "
+                  "(damaged file?)",
+              members.status().message());
+  }
+  RawSql(path, "UPDATE job SET state = 'paused';");
+  auto store = OpenStore(path);
+  ASSERT_NE(nullptr, store);
+  auto job = store->OpenJob("job-a", "", 2);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(StatusCode::kDataLoss, job.status().code());
+  EXPECT_EQ("state file " + path +
+                ": the job row holds state 'paused', 2 workers and generation 0, which tenax "
+                "never writes (damaged file?)",
+            job.status().message());
+}
+
+TEST(JobStore, AnUnopenablePathNamesTheFile) {
+  ScratchDir dir;
+  const std::string path = dir / "no-such-dir/state.db";
+  auto store = JobStore::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(StatusCode::kIoError, store.status().code());
+  EXPECT_NE(std::string::npos, store.status().message().find("state file " + path + ": cannot open"))
+      << store.status().message();
+}
+
+}  // namespace
+}  // namespace tenax::coord
