@@ -142,6 +142,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
       children.Stop();
       return StopStatus();
     }
+    children.Poll();  // notes exits as they happen, so the first failure is the first one
     auto event = watcher->Next(Deadline::After(50ms));
     if (!event.ok()) {
       std::optional<ChildFailure> why = children.FirstFailure();
