@@ -12,6 +12,11 @@ target_link_libraries(tenax_core_base
   PUBLIC tomlplusplus::tomlplusplus nlohmann_json::nlohmann_json
   PRIVATE tenax_warnings)
 
+# net's parsing of addresses users write (host:port): needed by the train
+# config decoder, so it stays out of tenax_net (UCX) and in the fuzz build.
+add_library(tenax_net_address STATIC src/net/host_port.cc)
+target_link_libraries(tenax_net_address PUBLIC tenax_core_base PRIVATE tenax_warnings)
+
 # The decoders of outside input in train (idx files, train config), free of
 # libtorch so they can be fuzzed.
 add_library(tenax_train_input STATIC
@@ -19,7 +24,7 @@ add_library(tenax_train_input STATIC
   src/train/fashion_mnist.cc
   src/train/train_config.cc)
 target_link_libraries(tenax_train_input
-  PUBLIC tenax_core_base ZLIB::ZLIB
+  PUBLIC tenax_core_base tenax_net_address ZLIB::ZLIB
   PRIVATE tenax_warnings)
 
 # net's wire protocol and its decoder: protobuf only, no UCX, so the decoder
@@ -29,7 +34,7 @@ protobuf_generate_cpp(TENAX_NET_PROTO_SRCS TENAX_NET_PROTO_HDRS ${CMAKE_SOURCE_D
 add_library(tenax_net_wire STATIC ${TENAX_NET_PROTO_SRCS} src/net/control_codec.cc)
 target_include_directories(tenax_net_wire PUBLIC ${CMAKE_CURRENT_BINARY_DIR} ${CMAKE_SOURCE_DIR}/include)
 target_include_directories(tenax_net_wire SYSTEM PUBLIC ${Protobuf_INCLUDE_DIRS})
-target_link_libraries(tenax_net_wire PUBLIC tenax_core_base ${Protobuf_LIBRARIES})
+target_link_libraries(tenax_net_wire PUBLIC tenax_core_base tenax_net_address ${Protobuf_LIBRARIES})
 
 # comm's channel messages and their decoders (fuzzed with net's).
 protobuf_generate_cpp(TENAX_COMM_PROTO_SRCS TENAX_COMM_PROTO_HDRS ${CMAKE_SOURCE_DIR}/proto/comm_wire.proto)

@@ -1,10 +1,11 @@
 // tenax coordinator --job FILE --state DB [--port N] [--port-file F] [--set k=v]
 #include "command.h"
-#include "job_file.h"
 #include "tenax/coord/coordinator.h"
 #include "tenax/core/log.h"
 #include "tenax/core/signals.h"
 #include "tenax/net/auth.h"
+#include "tenax/net/host_port.h"
+#include "tenax/train/sync_job.h"
 
 namespace tenax::cli {
 namespace {
@@ -20,10 +21,10 @@ struct CoordinatorArgs {
 int RunCoordinatorCommand(const CoordinatorArgs& a) {
   auto job = LoadSyncJob(a.job_path, a.overrides);
   if (!job.ok()) return ReportError("coordinator", job.status());
-  const ClusterConfig& k = job->config.cluster;
+  const coord::ClusterConfig& k = job->config.cluster;
   InitLogging("coordinator", job->config.log_level);
   InstallStopHandlers();
-  auto hp = ParseHostPort(k.coordinator);
+  auto hp = net::ParseHostPort(k.coordinator);
   if (!hp.ok()) return ReportError("coordinator", hp.status());
   auto secret = net::ResolveSecret(k.secret);
   if (!secret.ok()) return ReportError("coordinator", secret.status());
@@ -32,12 +33,12 @@ int RunCoordinatorCommand(const CoordinatorArgs& a) {
   o.config_toml = job->toml;
   o.world = static_cast<int>(k.workers);
   o.state_path = a.state_path.empty() ? k.job_id + ".coordinator.db" : a.state_path;
-  o.listen_host = hp->first;
-  o.port = a.port >= 0 ? static_cast<uint16_t>(a.port) : hp->second;
+  o.listen_host = hp->host;
+  o.port = a.port >= 0 ? static_cast<uint16_t>(a.port) : hp->port;
   o.port_file = a.port_file;
   o.secret = *secret;
-  o.join_timeout = Millis(k.join_timeout_seconds);
-  o.peer_timeout = Millis(k.peer_timeout_seconds);
+  o.join_timeout = k.join_timeout();
+  o.peer_timeout = k.peer_timeout();
   Status st = coord::RunCoordinator(o);
   return st.ok() ? 0 : ReportError("coordinator", st);
 }
@@ -46,10 +47,12 @@ int RunCoordinatorCommand(const CoordinatorArgs& a) {
 
 void AddCoordinatorCommand(CLI::App& root, int& exit_code) {
   auto a = std::make_shared<CoordinatorArgs>();
-  CLI::App* cmd = root.add_subcommand("coordinator", "Serve one job's membership, ranks and rendezvous (state in SQLite)");
+  CLI::App* cmd =
+      root.add_subcommand("coordinator", "Serve one job's membership, ranks and rendezvous (state in SQLite)");
   cmd->add_option("--job", a->job_path, "Job file (TOML, mode = \"sync\")")->required()->type_name("FILE");
-  cmd->add_option("--state", a->state_path, "SQLite state file; a restart with the same file resumes the job "
-                                            "(default: <job_id>.coordinator.db)")
+  cmd->add_option("--state", a->state_path,
+                  "SQLite state file; a restart with the same file resumes the job "
+                  "(default: <job_id>.coordinator.db)")
       ->type_name("FILE");
   cmd->add_option("--port", a->port, "Listen port (default: from cluster.coordinator; 0 = any)")
       ->check(CLI::Range(0, 65535));

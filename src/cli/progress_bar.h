@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "tenax/train/single_trainer.h"
+#include "tenax/train/progress.h"
 
 namespace tenax::cli {
 

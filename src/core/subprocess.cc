@@ -4,10 +4,12 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <utility>
 
 #include "tenax/core/files.h"
@@ -52,29 +54,81 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Start(const std::vector<std:
 
 Result<std::unique_ptr<ChildProcess>> ChildProcess::StartLogged(const std::vector<std::string>& argv,
                                                                 const std::string& log_path) {
-  if (argv.empty()) return InvalidArgument("ChildProcess: empty argv");
   const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) return IoError(log_path + ": cannot open for the child's output: " + ErrnoMessage(errno));
+  auto child = StartWithOutput(argv, log_fd, log_fd);
+  ::close(log_fd);
+  return child;
+}
+
+namespace {
+// argv0 itself when it names a path, else the first executable match in PATH.
+std::optional<std::string> FindProgram(const std::string& argv0) {
+  if (argv0.find('/') != std::string::npos) return argv0;
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path && *path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t begin = 0;
+  while (begin <= dirs.size()) {
+    size_t end = dirs.find(':', begin);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = end > begin ? dirs.substr(begin, end - begin) : ".";
+    const std::string candidate = dir + "/" + argv0;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    begin = end + 1;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+Result<std::unique_ptr<ChildProcess>> ChildProcess::StartWithOutput(const std::vector<std::string>& argv, int stdout_fd,
+                                                                    int stderr_fd) {
+  if (argv.empty()) return InvalidArgument("ChildProcess: empty argv");
+  // Everything the child needs is prepared here: between fork and exec only
+  // async-signal-safe calls are allowed (other threads may hold malloc's lock).
+  const std::optional<std::string> program = FindProgram(argv[0]);
+  if (!program) return NotFound(argv[0] + ": cannot start: not found in PATH");
   std::vector<char*> cargv;
   for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
   cargv.push_back(nullptr);
+  sigset_t no_signals;
+  sigemptyset(&no_signals);
+  // The child reports a failed exec through this pipe; a successful exec
+  // closes it (O_CLOEXEC), so the parent reads end of file.
+  int exec_error[2];
+  if (::pipe2(exec_error, O_CLOEXEC) != 0) return IoError("pipe: " + ErrnoMessage(errno));
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int err = errno;
-    ::close(log_fd);
+    ::close(exec_error[0]);
+    ::close(exec_error[1]);
     return IoError("fork: " + ErrnoMessage(err));
   }
   if (pid == 0) {
-    // Only async-signal-safe calls between fork and exec.
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(127);  // the parent died before prctl
-    ::dup2(log_fd, STDOUT_FILENO);
-    ::dup2(log_fd, STDERR_FILENO);
-    ::execv(cargv[0], cargv.data());
+    ::sigprocmask(SIG_SETMASK, &no_signals, nullptr);
+    if (stdout_fd >= 0) ::dup2(stdout_fd, STDOUT_FILENO);
+    if (stderr_fd >= 0) ::dup2(stderr_fd, STDERR_FILENO);
+    ::execv(program->c_str(), cargv.data());
+    const int err = errno;
+    [[maybe_unused]] ssize_t n = ::write(exec_error[1], &err, sizeof err);
     ::_exit(127);
   }
-  ::close(log_fd);
+  ::close(exec_error[1]);
+  int err = 0;
+  ssize_t n = 0;
+  do {
+    n = ::read(exec_error[0], &err, sizeof err);
+  } while (n < 0 && errno == EINTR);
+  ::close(exec_error[0]);
+  if (n == static_cast<ssize_t>(sizeof err)) {
+    WaitForExit(pid);
+    return NotFound(*program + ": cannot start: " + ErrnoMessage(err));
+  }
   std::unique_ptr<ChildProcess> child(new ChildProcess());
   child->pid_ = pid;
   return child;

@@ -1,5 +1,6 @@
 #include "tenax/train/train_config.h"
 
+#include "tenax/net/host_port.h"
 #include "tenax/train/fashion_mnist.h"
 
 namespace tenax {
@@ -59,12 +60,12 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
                                    std::to_string(train_samples) + " training samples");
   }
   if (c.mode == "sync") {
-    ClusterConfig& k = c.cluster;
+    coord::ClusterConfig& k = c.cluster;
     k.workers = r.Int("cluster.workers", k.workers, 1, 1024);
     k.job_id = r.String("cluster.job_id", k.job_id);
     if (k.job_id.empty() || k.job_id.size() > 128) r.Fail("cluster.job_id", "must be 1 to 128 characters");
     k.coordinator = r.String("cluster.coordinator", k.coordinator);
-    if (auto hp = ParseHostPort(k.coordinator); !hp.ok()) r.Fail("cluster.coordinator", hp.status().message());
+    if (auto hp = net::ParseHostPort(k.coordinator); !hp.ok()) r.Fail("cluster.coordinator", hp.status().message());
     k.host = r.String("cluster.host", k.host);
     if (k.host.empty()) r.Fail("cluster.host", "must not be empty");
     k.secret = r.String("cluster.secret", "");
@@ -89,21 +90,6 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   }
   TENAX_RETURN_IF_ERROR(r.Finish());
   return c;
-}
-
-Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& text) {
-  const size_t colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) {
-    return InvalidArgument("'" + text + "' is not host:port");
-  }
-  const std::string port_text = text.substr(colon + 1);
-  int64_t port = 0;
-  for (char ch : port_text) {
-    if (ch < '0' || ch > '9' || port > 65535) return InvalidArgument("'" + text + "' has a bad port");
-    port = port * 10 + (ch - '0');
-  }
-  if (port > 65535) return InvalidArgument("'" + text + "' has a port above 65535");
-  return std::make_pair(text.substr(0, colon), static_cast<uint16_t>(port));
 }
 
 }  // namespace tenax

@@ -30,11 +30,18 @@ Result<ProcessOutput> RunAndCapture(const std::vector<std::string>& argv);
 class ChildProcess {
  public:
   static Result<std::unique_ptr<ChildProcess>> Start(const std::vector<std::string>& argv);
-  // Starts argv[0] (a path) with stdout and stderr appended to `log_path`
-  // (no pipe: ReadLine reports end of output). The child gets SIGTERM if
-  // this process dies, so a killed launcher leaves no orphans.
+  // Starts argv[0] (a path, or a name searched in PATH) with stdout and
+  // stderr appended to `log_path` (no pipe: ReadLine reports end of output).
   static Result<std::unique_ptr<ChildProcess>> StartLogged(const std::vector<std::string>& argv,
                                                            const std::string& log_path);
+  // Starts argv[0] (a path, or a name searched in PATH) with stdout and
+  // stderr on the given descriptors (-1: inherited; the caller keeps its
+  // descriptors). NotFound, with the reason, if the program cannot be
+  // executed. The child gets SIGTERM when the *thread* that started it ends
+  // (PR_SET_PDEATHSIG), so a killed owner leaves no orphans: start children
+  // from a thread that outlives them.
+  static Result<std::unique_ptr<ChildProcess>> StartWithOutput(const std::vector<std::string>& argv, int stdout_fd,
+                                                               int stderr_fd);
   // Non-blocking: the exit code if the child has exited, else nullopt.
   std::optional<int> TryWait();
   // Sends `signal` if the child is still running.

@@ -16,25 +16,12 @@
 
 #include <cstdint>
 #include <string>
-#include <utility>
 
+#include "tenax/coord/cluster_config.h"
 #include "tenax/core/config.h"
 #include "tenax/core/status.h"
 
 namespace tenax {
-
-// Where and how the processes of a multi-process job meet (mode "sync").
-struct ClusterConfig {
-  int64_t workers = 2;
-  std::string job_id = "tenax-job";
-  std::string coordinator = "127.0.0.1:0";  // host:port; port 0 = any (the launcher tells the workers)
-  std::string host = "127.0.0.1";           // the address this host's workers listen on
-  std::string secret;                       // "" = $TENAX_SECRET (the launcher makes one up)
-  std::string transports;                   // UCX_TLS for the data plane; "" = UCX's choice
-  double join_timeout_seconds = 60;         // all workers must have joined by then
-  double step_timeout_seconds = 60;         // a collective without progress for this long fails
-  double peer_timeout_seconds = 10;         // silence after which a process counts as lost
-};
 
 // Where samples come from (see train/data_source.h).
 inline constexpr const char* kFashionMnistFormat = "fashion-mnist";
@@ -63,11 +50,8 @@ struct TrainConfig {
   int64_t threads = 0;  // 0 = one per core
   int64_t log_every_steps = 100;
   std::string log_level = "info";
-  ClusterConfig cluster;
+  coord::ClusterConfig cluster;  // mode "sync" only
 };
-
-// Splits "host:port"; InvalidArgument for anything else.
-Result<std::pair<std::string, uint16_t>> ParseHostPort(const std::string& text);
 
 // InvalidArgument naming file:line (or the --set) of the first bad or
 // unknown key.

@@ -1,8 +1,8 @@
-#include "job_file.h"
+#include "tenax/train/sync_job.h"
 
 #include <sstream>
 
-namespace tenax::cli {
+namespace tenax {
 
 Result<ConfigDoc> LoadConfigWithOverrides(const std::string& path, const std::vector<std::string>& overrides) {
   TENAX_ASSIGN_OR_RETURN(ConfigDoc doc, ConfigDoc::Load(path));
@@ -11,7 +11,7 @@ Result<ConfigDoc> LoadConfigWithOverrides(const std::string& path, const std::ve
 }
 
 namespace {
-Result<Job> FromDoc(ConfigDoc doc) {
+Result<SyncJob> FromDoc(ConfigDoc doc) {
   TENAX_ASSIGN_OR_RETURN(TrainConfig config, ParseTrainConfig(doc));
   if (config.mode != "sync") {
     return InvalidArgument(doc.source_name() + ": mode is \"" + config.mode +
@@ -19,22 +19,18 @@ Result<Job> FromDoc(ConfigDoc doc) {
   }
   std::ostringstream text;
   text << doc.table() << "\n";
-  return Job{std::move(doc), std::move(config), text.str()};
+  return SyncJob{std::move(doc), std::move(config), text.str()};
 }
 }  // namespace
 
-Result<Job> LoadSyncJob(const std::string& path, const std::vector<std::string>& overrides) {
+Result<SyncJob> LoadSyncJob(const std::string& path, const std::vector<std::string>& overrides) {
   TENAX_ASSIGN_OR_RETURN(ConfigDoc doc, LoadConfigWithOverrides(path, overrides));
   return FromDoc(std::move(doc));
 }
 
-Result<Job> ParseSyncJob(const std::string& toml_text, const std::string& source) {
+Result<SyncJob> ParseSyncJob(const std::string& toml_text, const std::string& source) {
   TENAX_ASSIGN_OR_RETURN(ConfigDoc doc, ConfigDoc::Parse(toml_text, source));
   return FromDoc(std::move(doc));
 }
 
-std::chrono::milliseconds Millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
-}
-
-}  // namespace tenax::cli
+}  // namespace tenax

@@ -1,0 +1,34 @@
+// Where and how the processes of a multi-process job meet: the [cluster]
+// table of a job file (mode "sync"). Parsed with the rest of the job by
+// ParseTrainConfig (train/train_config.h); docs/config.md describes every
+// key. Header-only so the config decoder's fuzz build needs no coord library.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace tenax::coord {
+
+struct ClusterConfig {
+  int64_t workers = 2;
+  std::string job_id = "tenax-job";
+  std::string coordinator = "127.0.0.1:0";  // host:port; port 0 = any (the launcher tells the workers)
+  std::string host = "127.0.0.1";           // the address this host's workers listen on
+  std::string secret;                       // "" = $TENAX_SECRET (the launcher makes one up)
+  std::string transports;                   // UCX_TLS for the data plane; "" = UCX's choice
+  double join_timeout_seconds = 60;         // all workers must have joined by then
+  double step_timeout_seconds = 60;         // a collective without progress for this long fails
+  double peer_timeout_seconds = 10;         // silence after which a process counts as lost
+
+  std::chrono::milliseconds join_timeout() const { return Millis(join_timeout_seconds); }
+  std::chrono::milliseconds step_timeout() const { return Millis(step_timeout_seconds); }
+  std::chrono::milliseconds peer_timeout() const { return Millis(peer_timeout_seconds); }
+
+ private:
+  static std::chrono::milliseconds Millis(double seconds) {
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+  }
+};
+
+}  // namespace tenax::coord

@@ -1,0 +1,84 @@
+// Follows one job from outside as a *watcher* of its coordinator (what the
+// local launcher does): it connects, sends Watch, and turns what the
+// coordinator relays into typed events. Progress is that of the slowest rank,
+// reported once every rank has reported and only when the slowest rank's
+// step changed; the coordinator's Failure verdict and Done end the job.
+//
+// Ownership: the watcher owns its Node (a client only, no listener).
+// Threading: one thread; Next() drives the Node, so call it more often than
+// the peer timeout, or the coordinator counts the watcher as lost.
+// Failure: losing the coordinator is an error of Next(), not an event.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+
+#include "tenax/core/deadline.h"
+#include "tenax/core/status.h"
+
+namespace tenax::net {
+class Node;
+}
+
+namespace tenax::coord {
+
+struct JobWatcherOptions {
+  std::string host;  // the coordinator
+  uint16_t port = 0;
+  std::string job_id;
+  int world = 0;  // ranks to hear from before reporting progress
+  std::string secret;
+  std::chrono::milliseconds peer_timeout{10000};
+  std::string name = "watcher";  // in the coordinator's logs
+};
+
+// The job as far as its slowest rank got.
+struct JobProgress {
+  int64_t step = 0;
+  int64_t total_steps = 0;
+  int64_t epoch = 0;  // 1-based
+  int64_t epochs = 0;
+  double loss = 0;
+  double samples_per_second = 0;
+  double elapsed_seconds = 0;
+  std::optional<double> test_accuracy;  // set when that rank just evaluated
+};
+
+// The coordinator's verdict: the job failed because of `rank` on `host`.
+struct JobFailed {
+  int rank = -1;
+  std::string host;  // "" when the failure is not one rank's (or unreadable)
+  std::string reason;
+  // "rank R on H failed: reason", or the reason alone without a host.
+  std::string Describe() const;
+};
+
+// Every rank finished.
+struct JobDone {};
+
+using JobEvent = std::variant<JobProgress, JobFailed, JobDone>;
+
+class JobWatcher {
+ public:
+  // Connects and asks to watch `options.job_id`. The transport's status
+  // (DeadlineExceeded, Refused for a wrong secret...) if that fails.
+  static Result<std::unique_ptr<JobWatcher>> Connect(const JobWatcherOptions& options, Deadline deadline);
+  ~JobWatcher();
+
+  // The next event, or nullopt when none came before `deadline`. PeerLost
+  // (or the transport's status) once the coordinator is gone. Between
+  // messages it checks without blocking and pauses 5 ms, leaving the cores
+  // to the workers.
+  Result<std::optional<JobEvent>> Next(Deadline deadline);
+
+ private:
+  struct State;
+  explicit JobWatcher(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tenax::coord

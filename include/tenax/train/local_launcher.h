@@ -1,0 +1,55 @@
+// The local launcher (`tenax run`): one multi-process job on this machine.
+// It validates the job, starts `tenax coordinator` (state in
+// out_dir/coordinator.db, its port read from out_dir/coordinator.port) and
+// then cluster.workers `tenax worker` processes under one ProcessSupervisor,
+// each with stdout+stderr in out_dir/logs/<name>.log; follows the job as a
+// watcher of the coordinator (coord/job_watcher.h); and once it is done,
+// waits for every child and completes rank 0's summary.json with the
+// launcher's wall time.
+//
+// It lives in train, not cli, because it is the training job's
+// orchestration (it reads the job's TrainConfig and reports TrainProgress);
+// it is not in coord because it starts training processes.
+//
+// Process-wide effects: sets up logging ("run"), the stop handlers, and
+// $TENAX_SECRET (a random secret unless one is configured), which the
+// children inherit. Threading: the calling thread, which must outlive the
+// children (they get SIGTERM when it ends).
+// Failure: on the coordinator's failure verdict, a lost coordinator or a
+// stop signal every child gets SIGTERM, SIGKILL after 5 s, and all are
+// reaped before the status returns (PeerLost naming the failed rank and
+// host, PeerLost with the first child's failure, Cancelled).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tenax/core/status.h"
+#include "tenax/train/progress.h"
+
+namespace tenax {
+
+struct LaunchOptions {
+  std::string job_path;                // mode = "sync"
+  std::vector<std::string> overrides;  // "key=value"; applied here and passed to every child
+  std::string out_dir;                 // the run directory (created if needed)
+  // The binary whose `coordinator` and `worker` subcommands are started;
+  // "" = this executable.
+  std::string tenax_binary;
+  ProgressFn on_progress;  // the job's progress, as far as its slowest rank got; may be empty
+  // One-line notices for the user (where the logs are, that children are
+  // being stopped); may be empty.
+  std::function<void(const std::string&)> on_notice;
+};
+
+struct LaunchOutcome {
+  nlohmann::json summary;  // out_dir/summary.json as written, with launcher_wall_seconds
+  int64_t workers = 0;
+};
+
+Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options);
+
+}  // namespace tenax

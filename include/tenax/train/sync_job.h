@@ -1,0 +1,28 @@
+// A job file of a multi-process job (mode "sync") as every role reads it:
+// the TOML, the --set overrides applied in order, validation, and the text
+// the coordinator hands to every worker. Free of libtorch.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tenax/core/config.h"
+#include "tenax/core/status.h"
+#include "tenax/train/train_config.h"
+
+namespace tenax {
+
+// Parses the config file and applies `overrides` ("key=value") in order.
+Result<ConfigDoc> LoadConfigWithOverrides(const std::string& path, const std::vector<std::string>& overrides);
+
+struct SyncJob {
+  ConfigDoc doc;
+  TrainConfig config;
+  std::string toml;  // the effective configuration, as handed to workers
+};
+
+// InvalidArgument unless the job is valid and of mode "sync".
+Result<SyncJob> LoadSyncJob(const std::string& path, const std::vector<std::string>& overrides);
+Result<SyncJob> ParseSyncJob(const std::string& toml_text, const std::string& source);
+
+}  // namespace tenax

@@ -1,0 +1,50 @@
+// The worker role (`tenax worker`): one rank of a synchronous job, over its
+// whole life: read the job file, find its rank and the coordinator, join,
+// wait for the roster, connect the group (rendezvous), train with TrainSync
+// while reporting progress to the coordinator and heeding its failure
+// verdict, then a barrier (a rank must not leave while others may still
+// write to it) and Done. The coordinator's copy of the job is the one
+// trained, so every rank runs the same configuration.
+//
+// Process-wide effects: a worker is a process. RunWorker sets up logging
+// (named "worker-<rank>") and the SIGINT/SIGTERM stop handlers.
+// Threading: everything runs on the calling thread, which drives the Node.
+// Failure: a failed rank reports its failure to the coordinator (which
+// tells every other rank and the launcher) and returns it, prefixed with
+// its rank; a stop signal returns Cancelled. Free of libtorch.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tenax/core/status.h"
+#include "tenax/train/progress.h"
+
+namespace tenax {
+
+struct WorkerOptions {
+  std::string job_path;                // mode = "sync"
+  std::vector<std::string> overrides;  // "key=value", applied in order
+  // host:port; "" = $TENAX_COORDINATOR, then cluster.coordinator.
+  std::string coordinator;
+  // The rank to ask for; -1 = Open MPI's $OMPI_COMM_WORLD_RANK (or
+  // $PMIX_RANK) when started by mpirun, else any free rank. Under mpirun,
+  // $OMPI_COMM_WORLD_SIZE must equal cluster.workers.
+  int rank = -1;
+  std::string out_dir;     // rank 0's outputs; "" = runs/<job_id>
+  ProgressFn on_progress;  // this rank's progress after every step; may be empty
+};
+
+struct WorkerOutcome {
+  int rank = 0;
+  int world = 0;
+  std::string out_dir;  // where rank 0 wrote the outputs
+  TrainOutcome train;
+};
+
+// InvalidArgument for a bad job, rank or address; Refused when the
+// coordinator turns the worker away; the training failure (PeerLost,
+// DeadlineExceeded...) or Cancelled otherwise.
+Result<WorkerOutcome> RunWorker(const WorkerOptions& options);
+
+}  // namespace tenax

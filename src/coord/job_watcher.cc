@@ -1,0 +1,99 @@
+#include "tenax/coord/job_watcher.h"
+
+#include <map>
+#include <thread>
+
+#include "tenax/coord/coord_codec.h"
+#include "tenax/net/node.h"
+
+namespace tenax::coord {
+
+using namespace std::chrono_literals;
+
+std::string JobFailed::Describe() const {
+  if (host.empty()) return reason;
+  return "rank " + std::to_string(rank) + " on " + host + " failed: " + reason;
+}
+
+struct JobWatcher::State {
+  JobWatcherOptions options;
+  std::unique_ptr<net::Node> node;
+  net::PeerId coordinator = 0;
+  std::map<uint32_t, wire::Progress> latest;  // per rank
+  int64_t reported_step = -1;
+
+  // The slowest rank's progress, if every rank reported and it moved.
+  std::optional<JobProgress> Update(const wire::Progress& p) {
+    latest[p.rank()] = p;
+    const wire::Progress* slow = nullptr;
+    for (const auto& [rank, q] : latest) {
+      if (!slow || q.step() < slow->step()) slow = &q;
+    }
+    if (static_cast<int64_t>(latest.size()) < options.world || slow->step() == reported_step) return std::nullopt;
+    reported_step = slow->step();
+    JobProgress j;
+    j.step = slow->step();
+    j.total_steps = slow->total_steps();
+    j.epoch = slow->epoch();
+    j.epochs = slow->epochs();
+    j.loss = slow->loss();
+    j.samples_per_second = slow->samples_per_second();
+    j.elapsed_seconds = slow->elapsed_seconds();
+    if (slow->test_accuracy() >= 0) j.test_accuracy = slow->test_accuracy();
+    return j;
+  }
+};
+
+JobWatcher::JobWatcher(std::unique_ptr<State> state) : state_(std::move(state)) {}
+JobWatcher::~JobWatcher() = default;
+
+Result<std::unique_ptr<JobWatcher>> JobWatcher::Connect(const JobWatcherOptions& options, Deadline deadline) {
+  auto state = std::make_unique<State>();
+  state->options = options;
+  net::NodeOptions no;
+  no.name = options.name;
+  no.secret = options.secret;
+  no.peer_timeout = options.peer_timeout;
+  TENAX_ASSIGN_OR_RETURN(state->node, net::Node::Create(no));
+  TENAX_ASSIGN_OR_RETURN(state->coordinator, state->node->Connect(options.host, options.port, deadline));
+  wire::Watch watch;
+  watch.set_job_id(options.job_id);
+  TENAX_RETURN_IF_ERROR(state->node->SendControl(state->coordinator, kWatchKind, watch.SerializeAsString(), deadline));
+  return std::unique_ptr<JobWatcher>(new JobWatcher(std::move(state)));
+}
+
+Result<std::optional<JobEvent>> JobWatcher::Next(Deadline deadline) {
+  State& s = *state_;
+  while (true) {
+    // Node waits poll: check without blocking and pace the idle loop.
+    s.node->Progress();
+    auto msg = s.node->ReceiveControl(Deadline::At(SteadyClock::now()), s.coordinator);
+    if (!msg.ok()) {
+      if (msg.status().code() != StatusCode::kDeadlineExceeded) return msg.status();
+      if (deadline.Expired()) return std::optional<JobEvent>();
+      std::this_thread::sleep_for(5ms);
+      continue;
+    }
+    if (msg->kind == kProgressKind) {
+      auto p = DecodeProgress(msg->payload, "coordinator");
+      if (!p.ok()) continue;  // a garbled report is skipped, the next one counts
+      if (auto j = s.Update(*p)) return std::optional<JobEvent>(*j);
+    } else if (msg->kind == kFailureKind) {
+      JobFailed failed;
+      auto f = DecodeFailure(msg->payload, "coordinator");
+      if (f.ok()) {
+        failed.rank = static_cast<int>(f->rank());
+        failed.host = f->host();
+        failed.reason = f->reason();
+      } else {
+        failed.reason = "unknown reason";
+      }
+      return std::optional<JobEvent>(std::move(failed));
+    } else if (msg->kind == kDoneKind) {
+      return std::optional<JobEvent>(JobDone{});
+    }
+    if (deadline.Expired()) return std::optional<JobEvent>();
+  }
+}
+
+}  // namespace tenax::coord

@@ -1,0 +1,193 @@
+// ProcessSupervisor with real child processes (/bin/sh scripts): failures
+// named with their last lines, SIGTERM then SIGKILL, deadlines, interrupts,
+// captured output larger than a pipe, and every child reaped.
+#include "tenax/core/process_supervisor.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "testing.h"
+
+namespace tenax {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ScratchDir;
+
+std::vector<std::string> Sh(const std::string& script) { return {"/bin/sh", "-c", script}; }
+
+// The pid is neither our unreaped child nor a running process.
+void ExpectReaped(pid_t pid) {
+  ASSERT_GT(pid, 0);
+  errno = 0;
+  EXPECT_EQ(-1, ::waitpid(pid, nullptr, WNOHANG)) << "pid " << pid << " was still ours to reap";
+  EXPECT_EQ(ECHILD, errno) << "pid " << pid;
+  errno = 0;
+  EXPECT_EQ(-1, ::kill(pid, 0)) << "pid " << pid << " still exists";
+  EXPECT_EQ(ESRCH, errno) << "pid " << pid;
+}
+
+void ExpectAllReaped(const ProcessSupervisor& sup) {
+  for (size_t i = 0; i < sup.size(); ++i) ExpectReaped(sup.pid(i));
+}
+
+TEST(ProcessSupervisorTest, FirstFailureIsNamedWithTheLastLinesOfItsLog) {
+  ScratchDir dir;
+  ProcessSupervisor sup("job test", 5s);
+  auto fine = sup.StartLogged("fine", Sh("echo fine"), dir / "fine.log");
+  ASSERT_TRUE(fine.ok()) << fine.status().ToString();
+  auto slow = sup.StartLogged("slow", Sh("exec sleep 60"), dir / "slow.log");
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  auto bad =
+      sup.StartLogged("bad", Sh("i=1; while [ $i -le 7 ]; do echo line $i; i=$((i+1)); done; exit 3"), dir / "bad.log");
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  EXPECT_EQ(2u, *bad);
+
+  const Status st = sup.WaitAll(Deadline::After(60s));
+  EXPECT_EQ(StatusCode::kInternal, st.code()) << st.ToString();
+  EXPECT_NE(std::string::npos, st.message().find("bad exited with code 3; its log (" + dir / "bad.log" + ") ends:"))
+      << st.message();
+  EXPECT_NE(std::string::npos, st.message().find("\n    line 7")) << st.message();
+  EXPECT_EQ(std::string::npos, st.message().find("line 2")) << st.message();
+
+  const std::optional<ChildFailure> f = sup.FirstFailure();
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ("bad", f->name);
+  EXPECT_EQ(3, f->exit_code);
+  EXPECT_EQ(dir / "bad.log", f->log_path);
+  EXPECT_EQ((std::vector<std::string>{"line 3", "line 4", "line 5", "line 6", "line 7"}), f->last_lines);
+  // The others: one finished, one was stopped by the supervisor (SIGTERM), which is not a failure.
+  EXPECT_EQ(std::optional<int>(0), sup.exit_code(0));
+  EXPECT_EQ(std::optional<int>(128 + SIGTERM), sup.exit_code(1));
+  EXPECT_EQ("fine\n", testing::ReadText(dir / "fine.log"));
+  ExpectAllReaped(sup);
+}
+
+TEST(ProcessSupervisorTest, StopKillsAChildIgnoringSigtermAfterTheGracePeriod) {
+  ProcessSupervisor sup("stop test", 300ms);
+  auto polite = sup.StartCaptured("polite", Sh("echo ready; exec sleep 60"));
+  ASSERT_TRUE(polite.ok()) << polite.status().ToString();
+  auto stubborn = sup.StartCaptured("stubborn", Sh("trap '' TERM; echo ready; exec sleep 60"));
+  ASSERT_TRUE(stubborn.ok()) << stubborn.status().ToString();
+  for (size_t i : {*polite, *stubborn}) {
+    auto line = sup.WaitForLine(i, "ready", Deadline::After(30s));  // the trap is set before this line
+    ASSERT_TRUE(line.ok()) << line.status().ToString();
+    EXPECT_EQ("ready", *line);
+  }
+
+  const auto start = SteadyClock::now();
+  sup.Stop();
+  const auto took = SteadyClock::now() - start;
+  EXPECT_EQ(std::optional<int>(128 + SIGTERM), sup.exit_code(*polite));
+  EXPECT_EQ(std::optional<int>(128 + SIGKILL), sup.exit_code(*stubborn));
+  EXPECT_GE(took, 300ms);  // SIGKILL only after the grace period
+  EXPECT_FALSE(sup.FirstFailure().has_value()) << "children stopped by the supervisor are not failures";
+  ExpectAllReaped(sup);
+  sup.Stop();  // idempotent
+  EXPECT_EQ(std::optional<int>(128 + SIGKILL), sup.exit_code(*stubborn));
+}
+
+TEST(ProcessSupervisorTest, WaitAllDeadlineStopsAndNamesTheChildrenStillRunning) {
+  ProcessSupervisor sup("deadline test", 5s);
+  ASSERT_TRUE(sup.StartCaptured("quick", Sh("exit 0")).ok());
+  ASSERT_TRUE(sup.StartCaptured("sleeper", Sh("exec sleep 60")).ok());
+
+  const auto start = SteadyClock::now();
+  const Status st = sup.WaitAll(Deadline::After(200ms));
+  const auto took = SteadyClock::now() - start;
+  EXPECT_EQ(StatusCode::kDeadlineExceeded, st.code()) << st.ToString();
+  EXPECT_EQ("deadline test: sleeper still running at the deadline", st.message());
+  EXPECT_GE(took, 200ms);
+  EXPECT_LT(took, 5s) << "the sleeper should have ended at SIGTERM, not at SIGKILL";
+  EXPECT_EQ(std::optional<int>(0), sup.exit_code(0));
+  EXPECT_EQ(std::optional<int>(128 + SIGTERM), sup.exit_code(1));
+  ExpectAllReaped(sup);
+}
+
+TEST(ProcessSupervisorTest, CapturedOutputLargerThanAPipeKeepsEveryLineInOrder) {
+  ProcessSupervisor sup("capture test", 5s);
+  // About 170 KB: more than a pipe holds, so the child blocks unless the supervisor reads while waiting.
+  ASSERT_TRUE(sup.StartCaptured("counter", Sh("seq 1 30000; printf 'no newline'")).ok());
+  ASSERT_TRUE(sup.StartCaptured("quiet", Sh("exit 0")).ok());
+  const Status st = sup.WaitAll(Deadline::After(60s));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  const std::vector<std::string>& lines = sup.Lines(0);
+  ASSERT_EQ(30001u, lines.size());
+  int64_t sum = 0;
+  for (size_t i = 0; i < 30000; ++i) {
+    ASSERT_EQ(std::to_string(i + 1), lines[i]) << "line " << i;
+    sum += std::stoll(lines[i]);
+  }
+  EXPECT_EQ(int64_t{30000} * 30001 / 2, sum);
+  EXPECT_EQ("no newline", lines.back());
+  EXPECT_TRUE(sup.Lines(1).empty());
+  ExpectAllReaped(sup);
+}
+
+TEST(ProcessSupervisorTest, AFailedInterruptStopsEveryChildWithItsStatus) {
+  ProcessSupervisor sup("interrupt test", 5s);
+  ASSERT_TRUE(sup.StartCaptured("a", Sh("exec sleep 60")).ok());
+  ASSERT_TRUE(sup.StartCaptured("b", Sh("exec sleep 60")).ok());
+  int calls = 0;
+  const Status st = sup.WaitAll(Deadline::After(60s), [&calls]() -> Status {
+    return ++calls >= 3 ? Cancelled("stopped by signal 2") : Status::Ok();
+  });
+  EXPECT_EQ(StatusCode::kCancelled, st.code()) << st.ToString();
+  EXPECT_EQ("stopped by signal 2", st.message());
+  EXPECT_EQ(3, calls);
+  EXPECT_EQ(std::optional<int>(128 + SIGTERM), sup.exit_code(0));
+  EXPECT_EQ(std::optional<int>(128 + SIGTERM), sup.exit_code(1));
+  ExpectAllReaped(sup);
+}
+
+TEST(ProcessSupervisorTest, CapturedFailureReportsTheEndOfItsOutput) {
+  ProcessSupervisor sup("captured failure", 5s, 2);
+  ASSERT_TRUE(sup.StartCaptured("rank 0", Sh("echo a; echo b; printf c; exit 9")).ok());
+  auto line = sup.WaitForLine(0, "never printed", Deadline::After(60s));
+  EXPECT_EQ(StatusCode::kUnavailable, line.status().code()) << line.status().ToString();
+  EXPECT_NE(std::string::npos,
+            line.status().message().find("rank 0 exited with code 9; its output ends:\n    b\n    c"))
+      << line.status().message();
+  const Status st = sup.WaitAll(Deadline::After(60s));
+  EXPECT_EQ("captured failure: rank 0 exited with code 9; its output ends:\n    b\n    c", st.message());
+  EXPECT_EQ((std::vector<std::string>{"a", "b", "c"}), sup.Lines(0));
+  ExpectAllReaped(sup);
+}
+
+TEST(ProcessSupervisorTest, TheDestructorStopsAndReapsRunningChildren) {
+  pid_t pid = -1;
+  {
+    ProcessSupervisor sup("scoped", 5s);
+    ASSERT_TRUE(sup.StartCaptured("sleeper", Sh("exec sleep 60")).ok());
+    pid = sup.pid(0);
+    ASSERT_EQ(0, ::kill(pid, 0)) << "running before the scope ends";
+  }
+  ExpectReaped(pid);
+}
+
+TEST(ProcessSupervisorTest, AProgramThatCannotStartIsNamed) {
+  ScratchDir dir;
+  ProcessSupervisor sup("start test", 5s);
+  auto missing = sup.StartLogged("ghost", {"/nonexistent/program"}, dir / "ghost.log");
+  EXPECT_EQ(StatusCode::kNotFound, missing.status().code()) << missing.status().ToString();
+  EXPECT_NE(std::string::npos, missing.status().message().find("start test: ghost: /nonexistent/program: cannot start"))
+      << missing.status().message();
+  auto unknown = sup.StartCaptured("nobody", {"tenax-no-such-program"});
+  EXPECT_EQ(StatusCode::kNotFound, unknown.status().code()) << unknown.status().ToString();
+  EXPECT_EQ(0u, sup.size());
+  // PATH is searched for bare names.
+  auto echo = sup.StartCaptured("echo", {"echo", "from", "PATH"});
+  ASSERT_TRUE(echo.ok()) << echo.status().ToString();
+  ASSERT_TRUE(sup.WaitAll(Deadline::After(60s)).ok());
+  EXPECT_EQ((std::vector<std::string>{"from PATH"}), sup.Lines(*echo));
+  ExpectAllReaped(sup);
+}
+
+}  // namespace
+}  // namespace tenax

@@ -1,0 +1,180 @@
+#include "tenax/train/local_launcher.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include "tenax/coord/job_watcher.h"
+#include "tenax/core/files.h"
+#include "tenax/core/log.h"
+#include "tenax/core/process_supervisor.h"
+#include "tenax/core/signals.h"
+#include "tenax/net/auth.h"
+#include "tenax/net/host_port.h"
+#include "tenax/train/sync_job.h"
+
+namespace tenax {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string SelfPath() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "tenax" : p.string();
+}
+
+Status StopStatus() {
+  return StopRequested() ? Cancelled("stopped by signal " + std::to_string(StopSignal())) : Status::Ok();
+}
+
+// Empties the run directory of a previous run's state and logs.
+Status PrepareRunDirectory(const std::string& out_dir, const std::string& logs) {
+  TENAX_RETURN_IF_ERROR(EnsureWritableDir(out_dir));
+  TENAX_RETURN_IF_ERROR(EnsureWritableDir(logs));
+  std::error_code ec;
+  for (const char* name :
+       {"summary.json", "coordinator.port", "coordinator.db", "coordinator.db-wal", "coordinator.db-shm"}) {
+    std::filesystem::remove(out_dir + "/" + name, ec);
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(logs, ec)) std::filesystem::remove(entry.path(), ec);
+  return Status::Ok();
+}
+
+// The configured secret, else $TENAX_SECRET, else a random one.
+std::string RunSecret(const std::string& configured) {
+  std::string secret = configured;
+  if (secret.empty() && std::getenv(net::kSecretEnvVar)) secret = std::getenv(net::kSecretEnvVar);
+  if (secret.empty()) {
+    for (unsigned char c : net::RandomNonce()) secret += "0123456789abcdef"[c % 16];
+  }
+  return secret;
+}
+
+Result<uint16_t> WaitForPortFile(const std::string& path, ProcessSupervisor& children, Deadline deadline) {
+  while (true) {
+    std::ifstream in(path);
+    int port = 0;
+    if (in >> port && port > 0 && port < 65536) return static_cast<uint16_t>(port);
+    if (auto failed = children.FirstFailure())
+      return Unavailable("the coordinator did not start: " + failed->Describe());
+    TENAX_RETURN_IF_ERROR(StopStatus());
+    if (deadline.Expired()) return DeadlineExceeded("the coordinator did not start listening in time");
+    std::this_thread::sleep_for(20ms);  // polling a file another process writes
+  }
+}
+
+TrainProgress ToTrainProgress(const coord::JobProgress& j, int64_t log_every_steps) {
+  TrainProgress tp;
+  tp.epoch = j.epoch;
+  tp.epochs = j.epochs;
+  tp.global_step = j.step;
+  tp.total_steps = j.total_steps;
+  tp.steps_per_epoch = j.epochs > 0 ? (j.total_steps + j.epochs - 1) / j.epochs : 0;
+  tp.step_in_epoch = tp.steps_per_epoch > 0 ? (j.step - 1) % tp.steps_per_epoch + 1 : 0;
+  tp.loss = j.loss;
+  tp.samples_per_second = j.samples_per_second;
+  tp.elapsed_seconds = j.elapsed_seconds;
+  tp.eta_seconds = tp.global_step > 0 ? tp.elapsed_seconds / tp.global_step * (tp.total_steps - tp.global_step) : 0;
+  tp.log_point = j.test_accuracy.has_value() || j.step % log_every_steps == 0;
+  tp.test_accuracy = j.test_accuracy;
+  return tp;
+}
+
+}  // namespace
+
+Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
+  const auto wall_start = SteadyClock::now();
+  auto notice = [&](const std::string& text) {
+    if (options.on_notice) options.on_notice(text);
+  };
+  TENAX_ASSIGN_OR_RETURN(SyncJob job, LoadSyncJob(options.job_path, options.overrides));
+  const coord::ClusterConfig& k = job.config.cluster;
+  InitLogging("run", job.config.log_level);
+  InstallStopHandlers();
+  TENAX_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(k.coordinator));
+  const std::string& out = options.out_dir;
+  const std::string logs = out + "/logs";
+  TENAX_RETURN_IF_ERROR(PrepareRunDirectory(out, logs));
+  const std::string secret = RunSecret(k.secret);
+  ::setenv(net::kSecretEnvVar, secret.c_str(), 1);  // the children's secret
+
+  // Start order: the coordinator, its port, then the workers pointed at it.
+  std::vector<std::string> sets;
+  for (const auto& o : options.overrides) sets.insert(sets.end(), {"--set", o});
+  const std::string self = options.tenax_binary.empty() ? SelfPath() : options.tenax_binary;
+  ProcessSupervisor children("job " + k.job_id, 5s);
+  std::vector<std::string> coord_argv = {self,      "coordinator",           "--job",       options.job_path,
+                                         "--state", out + "/coordinator.db", "--port-file", out + "/coordinator.port"};
+  coord_argv.insert(coord_argv.end(), sets.begin(), sets.end());
+  TENAX_RETURN_IF_ERROR(children.StartLogged("coordinator", coord_argv, logs + "/coordinator.log").status());
+  const Deadline join_deadline = Deadline::After(k.join_timeout());
+  TENAX_ASSIGN_OR_RETURN(uint16_t port, WaitForPortFile(out + "/coordinator.port", children, join_deadline));
+  const std::string coordinator = hp.host + ":" + std::to_string(port);
+  for (int r = 0; r < k.workers; ++r) {
+    std::vector<std::string> argv = {self,        "worker", "--job",           options.job_path, "--coordinator",
+                                     coordinator, "--rank", std::to_string(r), "--out",          out};
+    argv.insert(argv.end(), sets.begin(), sets.end());
+    const std::string name = "worker " + std::to_string(r);
+    TENAX_RETURN_IF_ERROR(children.StartLogged(name, argv, logs + "/worker-" + std::to_string(r) + ".log").status());
+  }
+  spdlog::debug("started the coordinator (pid {}) and {} workers", children.pid(0), k.workers);
+  notice("job " + k.job_id + ": coordinator on " + coordinator + ", " + std::to_string(k.workers) +
+         " workers; logs in " + logs);
+
+  // Follow the job.
+  coord::JobWatcherOptions wo;
+  wo.host = hp.host;
+  wo.port = port;
+  wo.job_id = k.job_id;
+  wo.world = static_cast<int>(k.workers);
+  wo.secret = secret;
+  wo.peer_timeout = k.peer_timeout();
+  wo.name = "launcher";
+  TENAX_ASSIGN_OR_RETURN(auto watcher, coord::JobWatcher::Connect(wo, join_deadline));
+  while (true) {
+    if (StopRequested()) {
+      notice("stopping the coordinator and " + std::to_string(k.workers) + " workers");
+      children.Stop();
+      return StopStatus();
+    }
+    children.Poll();  // notes exits as they happen, so the first failure is the first one
+    auto event = watcher->Next(Deadline::After(50ms));
+    if (!event.ok()) {
+      std::optional<ChildFailure> why = children.FirstFailure();
+      children.Stop();
+      return PeerLost("lost the coordinator: " + event.status().message() + (why ? "; " + why->Describe() : ""));
+    }
+    if (!event->has_value()) continue;
+    if (auto* p = std::get_if<coord::JobProgress>(&**event)) {
+      if (options.on_progress) options.on_progress(ToTrainProgress(*p, job.config.log_every_steps));
+    } else if (auto* f = std::get_if<coord::JobFailed>(&**event)) {
+      children.Stop();
+      return PeerLost("job " + k.job_id + " failed: " + f->Describe() + " (logs in " + logs + ")");
+    } else {
+      break;  // JobDone
+    }
+  }
+  watcher.reset();
+
+  // Every child ends on its own once the job is done.
+  if (Status st = children.WaitAll(Deadline::After(30s), StopStatus); !st.ok()) {
+    return Status(st.code(), "after the job finished: " + st.message() + " (logs in " + logs + ")");
+  }
+  std::ifstream in(out + "/summary.json");
+  LaunchOutcome outcome;
+  outcome.workers = k.workers;
+  outcome.summary = nlohmann::json::parse(in, nullptr, false);
+  if (outcome.summary.is_discarded()) {
+    return Internal(out + "/summary.json is missing or unreadable after the job finished");
+  }
+  outcome.summary["launcher_wall_seconds"] = std::chrono::duration<double>(SteadyClock::now() - wall_start).count();
+  TENAX_RETURN_IF_ERROR(WriteFileAtomic(out + "/summary.json", outcome.summary.dump(2) + "\n"));
+  return outcome;
+}
+
+}  // namespace tenax

@@ -1,0 +1,145 @@
+#include "tenax/train/worker_role.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <optional>
+
+#include "tenax/comm/group.h"
+#include "tenax/coord/coord_codec.h"
+#include "tenax/coord/coordinator_client.h"
+#include "tenax/core/log.h"
+#include "tenax/core/signals.h"
+#include "tenax/net/auth.h"
+#include "tenax/net/host_port.h"
+#include "tenax/net/node.h"
+#include "tenax/train/sync_job.h"
+#include "tenax/train/sync_trainer.h"
+
+namespace tenax {
+namespace {
+
+std::optional<int> EnvInt(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < 0 || x > 1 << 20) return std::nullopt;
+  return static_cast<int>(x);
+}
+
+// The rank to ask for: the option, else the one mpirun gave this process.
+Result<int> RequestedRank(int configured, int64_t workers) {
+  int rank = configured;
+  if (rank < 0) rank = EnvInt("OMPI_COMM_WORLD_RANK").value_or(EnvInt("PMIX_RANK").value_or(-1));
+  if (auto size = EnvInt("OMPI_COMM_WORLD_SIZE"); size && *size != workers) {
+    return InvalidArgument("mpirun started " + std::to_string(*size) +
+                           " processes but the job has cluster.workers = " + std::to_string(workers));
+  }
+  if (rank >= workers) {
+    return InvalidArgument("rank " + std::to_string(rank) + " but the job has " + std::to_string(workers) + " workers");
+  }
+  return rank;
+}
+
+wire::Progress ToWire(int rank, const TrainProgress& p) {
+  wire::Progress w;
+  w.set_rank(static_cast<uint32_t>(rank));
+  w.set_step(p.global_step);
+  w.set_total_steps(p.total_steps);
+  w.set_epoch(p.epoch);
+  w.set_epochs(p.epochs);
+  w.set_loss(p.loss);
+  w.set_samples_per_second(p.samples_per_second);
+  w.set_elapsed_seconds(p.elapsed_seconds);
+  w.set_test_accuracy(p.test_accuracy.value_or(-1.0));
+  return w;
+}
+
+}  // namespace
+
+Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
+  TENAX_ASSIGN_OR_RETURN(SyncJob local, LoadSyncJob(options.job_path, options.overrides));
+  const coord::ClusterConfig& k = local.config.cluster;
+  TENAX_ASSIGN_OR_RETURN(int rank, RequestedRank(options.rank, k.workers));
+  std::string coordinator = options.coordinator;
+  if (coordinator.empty() && std::getenv("TENAX_COORDINATOR")) coordinator = std::getenv("TENAX_COORDINATOR");
+  if (coordinator.empty()) coordinator = k.coordinator;
+  TENAX_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(coordinator));
+  if (hp.port == 0) {
+    return InvalidArgument("coordinator address " + coordinator +
+                           " has no port: set cluster.coordinator, --coordinator or $TENAX_COORDINATOR");
+  }
+  TENAX_ASSIGN_OR_RETURN(std::string secret, net::ResolveSecret(k.secret));
+
+  const std::string label = rank >= 0 ? "worker-" + std::to_string(rank) : "worker";
+  InitLogging(label, local.config.log_level);
+  InstallStopHandlers();
+  net::NodeOptions no;
+  no.name = label + "@" + k.host;
+  no.secret = secret;
+  no.transports = k.transports;
+  no.peer_timeout = k.peer_timeout();
+  TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(no));
+  TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen(k.host, 0));
+
+  // Join and rendezvous.
+  const Deadline join_deadline = Deadline::After(k.join_timeout());
+  wire::JoinRequest req;
+  req.set_job_id(k.job_id);
+  req.set_name(k.host + "/" + std::to_string(::getpid()));
+  req.set_host(k.host);
+  req.set_port(port);
+  req.set_requested_rank(rank);
+  req.set_pid(static_cast<uint64_t>(::getpid()));
+  TENAX_ASSIGN_OR_RETURN(auto client, coord::CoordinatorClient::Join(*node, hp.host, hp.port, req, join_deadline));
+  rank = client->info().rank;
+  // The coordinator's copy of the job is authoritative.
+  TENAX_ASSIGN_OR_RETURN(SyncJob job, ParseSyncJob(client->info().config_toml, "job config from the coordinator"));
+  spdlog::info("rank {} of {} in job {} (coordinator {})", rank, client->info().world, k.job_id, coordinator);
+  TENAX_ASSIGN_OR_RETURN(wire::Roster roster, client->WaitRoster(join_deadline));
+  std::vector<comm::GroupMember> members(static_cast<size_t>(roster.members_size()));
+  for (const auto& m : roster.members()) {
+    members[m.rank()] = {m.host(), static_cast<uint16_t>(m.port()), m.name()};
+  }
+  TENAX_ASSIGN_OR_RETURN(auto group, comm::Group::Connect(*node, k.job_id, roster.generation(), rank, members, join_deadline));
+
+  // Train, reporting progress at most every 250 ms (and at every log
+  // point, evaluation and the last step) and aborting on the verdict.
+  SyncRunOptions opts;
+  opts.step_timeout_seconds = job.config.cluster.step_timeout_seconds;
+  opts.interrupt = [&]() -> Status {
+    if (StopRequested()) return Cancelled("stopped by signal " + std::to_string(StopSignal()));
+    return client->CheckFailure();
+  };
+  auto last_report = SteadyClock::now() - std::chrono::seconds(1);
+  opts.run.on_progress = [&](const TrainProgress& p) {
+    if (options.on_progress) options.on_progress(p);
+    const auto now = SteadyClock::now();
+    if (!p.log_point && !p.test_accuracy && p.global_step != p.total_steps &&
+        now - last_report < std::chrono::milliseconds(250)) {
+      return;
+    }
+    last_report = now;
+    client->ReportProgress(ToWire(rank, p));
+  };
+  WorkerOutcome outcome;
+  outcome.rank = rank;
+  outcome.world = group->world();
+  outcome.out_dir = options.out_dir.empty() ? "runs/" + k.job_id : options.out_dir;
+  auto trained = TrainSync(job.config, job.doc, outcome.out_dir, *group, opts);
+  if (!trained.ok()) {
+    client->ReportFailure(trained.status().message());
+    return Status(trained.status().code(), "rank " + std::to_string(rank) + ": " + trained.status().message());
+  }
+  outcome.train = std::move(*trained);
+
+  // Nobody leaves while others may still address it.
+  TENAX_RETURN_IF_ERROR(group->Barrier(Deadline::After(job.config.cluster.step_timeout())));
+  TENAX_RETURN_IF_ERROR(client->ReportDone(rank == 0 ? outcome.train.summary.dump() : "",
+                                           join_deadline.Earlier(Deadline::After(std::chrono::seconds(30)))));
+  return outcome;
+}
+
+}  // namespace tenax
