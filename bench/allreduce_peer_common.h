@@ -1,14 +1,20 @@
-// What the allreduce benchmark's peer programs (mpi_allreduce.cc,
-// gloo_allreduce.cc) share: their flags, the input pattern, the correctness
-// check and the median. Header-only: each peer is one translation unit.
+// What the allreduce benchmark's programs share: the peers' flags and
+// measurement loop (mpi_allreduce.cc, gloo_allreduce.cc), and for them and
+// tenax's own rank (allreduce_bench.cc) the iteration count, the input
+// pattern and the correctness check.
+// Header-only: each peer is one translation unit.
 #pragma once
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include "median.h"
 
 namespace allreduce_peer {
 
@@ -95,25 +101,72 @@ inline std::string ParseArgs(int argc, char** argv, bool ranked, Args* a, bool* 
   return "";
 }
 
-inline void Fill(std::vector<float>& buf, int rank) {
-  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<float>(rank + 1 + static_cast<int>(i % 7));
+// Timed calls per size, the same for tenax and its peers.
+inline uint64_t Iterations(uint64_t bytes, uint64_t budget_bytes, uint64_t min_iters) {
+  return std::max(min_iters, std::min<uint64_t>(2000, budget_bytes / bytes));
+}
+
+inline void Fill(float* data, size_t count, int rank) {
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank + 1 + static_cast<int>(i % 7));
 }
 
 // Counts elements that differ from sum_r (r + 1 + i%7); the values are small
 // integers, so the float sum is exact whatever order the peer reduces in.
-inline size_t CountWrong(const std::vector<float>& buf, int procs, size_t* first_bad) {
+inline size_t CountWrong(const float* data, size_t count, int procs, size_t* first_bad) {
   size_t wrong = 0;
-  for (size_t i = 0; i < buf.size(); ++i) {
+  for (size_t i = 0; i < count; ++i) {
     const float expect = static_cast<float>(procs * (procs + 1) / 2 + procs * static_cast<int>(i % 7));
-    if (buf[i] != expect && wrong++ == 0) *first_bad = i;
+    if (data[i] != expect && wrong++ == 0) *first_bad = i;
   }
   return wrong;
 }
 
-inline double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+using tenax::bench::Median;
+
+// The measurement each peer runs per size, with its library's calls plugged
+// in: `allreduce(float* data, size_t count)` sums in place, `barrier()`, and
+// `agree(double my_median, bool my_sums_wrong, double* slowest)` returns
+// false on every rank if any rank saw wrong sums, else sets *slowest (on rank
+// 0 at least) to the max of the ranks' medians. Rank 0 prints one JSON line
+// per size. Returns the exit code: 0, or 1 after wrong sums.
+template <typename AllreduceFn, typename BarrierFn, typename AgreeFn>
+int MeasureSizes(const Args& a, int rank, int procs, const char* impl, const char* program, AllreduceFn allreduce,
+                 BarrierFn barrier, AgreeFn agree) {
+  for (const uint64_t bytes : a.sizes) {
+    const size_t count = bytes / 4;
+    const uint64_t iters = Iterations(bytes, a.budget_bytes, a.min_iters);
+    std::vector<float> buf(count);
+    std::vector<double> seconds(iters);
+    Fill(buf.data(), count, rank);
+    for (uint64_t w = 0; w < a.warmup; ++w) allreduce(buf.data(), count);
+    // One barrier so all ranks start together; none between iterations, as in
+    // a real training loop where back-to-back allreduces pipeline freely.
+    barrier();
+    for (uint64_t it = 0; it < iters; ++it) {
+      const auto t0 = std::chrono::steady_clock::now();
+      allreduce(buf.data(), count);
+      seconds[it] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    // The timed loop multiplies the data by P per call, so it saturates at
+    // +inf (full-speed on x86 SSE/AVX; it never passes through the slow
+    // subnormals). Check correctness on one fresh call instead.
+    Fill(buf.data(), count, rank);
+    allreduce(buf.data(), count);
+    size_t first_bad = 0;
+    const size_t wrong = CountWrong(buf.data(), count, procs, &first_bad);
+    if (wrong) {
+      std::fprintf(stderr, "%s: rank %d: %zu of %zu floats wrong at %llu bytes (first at %zu: %g)\n", program, rank,
+                   wrong, count, static_cast<unsigned long long>(bytes), first_bad, buf[first_bad]);
+    }
+    double slowest = 0;
+    if (!agree(Median(seconds), wrong != 0, &slowest)) return 1;
+    if (rank == 0) {
+      std::printf("{\"impl\":\"%s\",\"procs\":%d,\"bytes\":%llu,\"seconds\":%.9g,\"iterations\":%llu}\n", impl, procs,
+                  static_cast<unsigned long long>(bytes), slowest, static_cast<unsigned long long>(iters));
+      std::fflush(stdout);
+    }
+  }
+  return 0;
 }
 
 }  // namespace allreduce_peer

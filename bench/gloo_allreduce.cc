@@ -18,8 +18,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "allreduce_peer_common.h"
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -30,6 +28,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "allreduce_peer_common.h"
 
 namespace {
 
@@ -42,9 +42,6 @@ constexpr const char* kUsageHead =
     "                  (stale addresses from an aborted run break rendezvous)\n";
 
 using allreduce_peer::Args;
-using allreduce_peer::CountWrong;
-using allreduce_peer::Fill;
-using allreduce_peer::Median;
 
 // The element-wise function type Gloo's options take; naming it picks the
 // (void*, const void*, const void*, size_t) overload, as PyTorch's toFunction does.
@@ -91,44 +88,17 @@ int Run(const Args& a) {
   bench.Barrier();
   for (const std::string& path : store.getAllKeyFilePaths()) ::unlink(path.c_str());
 
-  for (const uint64_t bytes : a.sizes) {
-    const size_t count = bytes / 4;
-    const uint64_t iters = std::max(a.min_iters, std::min<uint64_t>(2000, a.budget_bytes / bytes));
-    std::vector<float> buf(count);
-    std::vector<double> seconds(iters);
-    Fill(buf, rank);
-
-    for (uint64_t w = 0; w < a.warmup; ++w) bench.Allreduce(buf.data(), count, &gloo::sum<float>);
-    // One barrier so all ranks start together; none between iterations, as in
-    // a real training loop where back-to-back allreduces pipeline freely.
-    bench.Barrier();
-    for (uint64_t it = 0; it < iters; ++it) {
-      const auto t0 = std::chrono::steady_clock::now();
-      bench.Allreduce(buf.data(), count, &gloo::sum<float>);
-      seconds[it] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-    // The timed loop multiplies the data by P per call, so it saturates at
-    // +inf (full-speed on x86 SSE/AVX; it never passes through the slow
-    // subnormals). Check correctness on one fresh call instead.
-    Fill(buf, rank);
-    bench.Allreduce(buf.data(), count, &gloo::sum<float>);
-    size_t first_bad = 0;
-    const size_t wrong = CountWrong(buf, procs, &first_bad);
-    if (wrong)
-      std::fprintf(stderr, "tenax_bench_gloo_allreduce: rank %d: %zu of %zu floats wrong at %llu bytes (first at %zu: %g)\n",
-                   rank, wrong, count, static_cast<unsigned long long>(bytes), first_bad, buf[first_bad]);
-    // One max-allreduce carries both the slowest median and whether any rank
-    // saw wrong data, so all ranks agree on failing.
-    double agg[2] = {Median(seconds), wrong ? 1.0 : 0.0};
-    bench.Allreduce(agg, 2, &gloo::max<double>);
-    if (agg[1] != 0) return 1;
-    if (rank == 0) {
-      std::printf("{\"impl\":\"gloo\",\"procs\":%d,\"bytes\":%llu,\"seconds\":%.9g,\"iterations\":%llu}\n", procs,
-                  static_cast<unsigned long long>(bytes), agg[0], static_cast<unsigned long long>(iters));
-      std::fflush(stdout);
-    }
-  }
-  return 0;
+  return allreduce_peer::MeasureSizes(
+      a, rank, procs, "gloo", "tenax_bench_gloo_allreduce",
+      [&](float* data, size_t count) { bench.Allreduce(data, count, &gloo::sum<float>); }, [&] { bench.Barrier(); },
+      [&](double mine, bool wrong, double* slowest) {
+        // One max-allreduce carries both the slowest median and whether any
+        // rank saw wrong data, so all ranks agree on failing.
+        double agg[2] = {mine, wrong ? 1.0 : 0.0};
+        bench.Allreduce(agg, 2, &gloo::max<double>);
+        *slowest = agg[0];
+        return agg[1] == 0;
+      });
 }
 
 }  // namespace

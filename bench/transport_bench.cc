@@ -4,41 +4,33 @@
 // and gRPC (one protobuf message per tensor over TCP), and compares them with
 // a one-process memcpy of the same bytes.
 //
-// The parent is the sender; it starts `tenax bench transport-peer` (the
+// The parent is the sender; it starts `tenax-bench transport-peer` (the
 // receiver) once per UCX transport and drives it with control messages.
 // Every timed iteration ends when the receiver has the data in usable memory
 // and the sender has heard so (one small message back), for every mode.
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "command.h"
+#include "bench_common.h"
+#include "cli_app.h"
 #include "grpc_peer.h"
 #include "tenax/comm/buffer_plan.h"
 #include "tenax/comm/tensor_channel.h"
 #include "tenax/core/files.h"
 #include "tenax/core/log.h"
-#include "tenax/core/subprocess.h"
-#include "tenax/net/auth.h"
+#include "tenax/core/signals.h"
 #include "tenax/net/control_codec.h"
 #include "tenax/net/node.h"
 
-#ifndef TENAX_SOURCE_DIR
-#define TENAX_SOURCE_DIR "."
-#endif
-
-namespace tenax::cli {
+namespace tenax::bench {
 namespace {
 
 using namespace std::chrono_literals;
-using Seconds = std::chrono::duration<double>;
 
 constexpr uint32_t kRunKind = 0x7e00;   // sender -> receiver: "mode workload iterations"
 constexpr uint32_t kDoneKind = 0x7e01;  // receiver -> sender: an iteration's data is usable
@@ -92,11 +84,6 @@ int Iterations(const Workload& w, bool quick) {
   return quick ? std::max(5, n / 3) : n;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2);
-}
-
 // Receiver-side RPC message: tensor index, then the bytes.
 std::string EncodeRpcTensor(uint32_t index, const uint8_t* data, size_t size) {
   wire::User m;  // reuse a protobuf with a kind and a bytes field: a real serialisation
@@ -138,37 +125,28 @@ Status ServeRun(net::Node& node, net::PeerId peer, const std::string& mode, cons
   return InvalidArgument("unknown mode " + mode);
 }
 
-int RunTransportPeer(const std::string& transports, const std::string& shapes) {
-  InitLogging("bench-peer");
-  auto workloads = Workloads(shapes);
-  if (!workloads.ok()) return ReportError("bench transport-peer", workloads.status());
+Status RunTransportPeer(const std::string& transports, const std::string& shapes) {
+  TENAX_ASSIGN_OR_RETURN(std::vector<Workload> workloads, Workloads(shapes));
   net::NodeOptions o;
   o.name = "bench-receiver";
   o.transports = transports;
   o.net_devices = "lo";
-  auto node = net::Node::Create(o);
-  if (!node.ok()) return ReportError("bench transport-peer", node.status());
-  auto port = (*node)->Listen("127.0.0.1", 0);
-  if (!port.ok()) return ReportError("bench transport-peer", port.status());
-  auto grpc = bench::GrpcSinkServer::Start();
-  if (!grpc.ok()) return ReportError("bench transport-peer", grpc.status());
-  std::printf("PORT %u %u\n", static_cast<unsigned>(*port), static_cast<unsigned>((*grpc)->port()));
+  TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(o));
+  TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen("127.0.0.1", 0));
+  TENAX_ASSIGN_OR_RETURN(auto grpc, GrpcSinkServer::Start());
+  std::printf("PORT %u %u\n", static_cast<unsigned>(port), static_cast<unsigned>(grpc->port()));
   std::fflush(stdout);
-  auto peer = (*node)->Accept(Deadline::After(60s));
-  if (!peer.ok()) return ReportError("bench transport-peer", peer.status());
+  TENAX_ASSIGN_OR_RETURN(net::PeerId peer, node->Accept(Deadline::After(60s)));
   while (true) {
-    auto msg = (*node)->ReceiveControl(Deadline::After(600s), *peer, kRunKind);
-    if (!msg.ok()) return ReportError("bench transport-peer", msg.status());
-    std::istringstream in(msg->payload);
+    TENAX_ASSIGN_OR_RETURN(net::ControlMessage msg, node->ReceiveControl(Deadline::After(600s), peer, kRunKind));
+    std::istringstream in(msg.payload);
     std::string mode, name;
     int iterations = 0;
     in >> mode >> name >> iterations;
-    if (mode == "exit") return 0;
-    auto w = std::find_if(workloads->begin(), workloads->end(), [&](const Workload& x) { return x.name == name; });
-    if (w == workloads->end()) return ReportError("bench transport-peer", InvalidArgument("unknown workload " + name));
-    if (Status st = ServeRun(**node, *peer, mode, *w, iterations); !st.ok()) {
-      return ReportError("bench transport-peer", st);
-    }
+    if (mode == "exit") return Status::Ok();
+    auto w = std::find_if(workloads.begin(), workloads.end(), [&](const Workload& x) { return x.name == name; });
+    if (w == workloads.end()) return InvalidArgument("unknown workload " + name);
+    TENAX_RETURN_IF_ERROR(ServeRun(*node, peer, mode, *w, iterations));
   }
 }
 
@@ -220,9 +198,9 @@ Result<Measurement> MeasureGrpc(uint16_t port, const Workload& w, int iterations
   TENAX_ASSIGN_OR_RETURN(comm::BufferPlan plan, comm::PlanBuffers(w.tensors));
   std::vector<uint8_t> source(plan.total_bytes);
   for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<uint8_t>(i);
-  std::vector<bench::GrpcPusher::Tensor> tensors;
+  std::vector<GrpcPusher::Tensor> tensors;
   for (const auto& t : plan.tensors) tensors.push_back({source.data() + t.offset, t.nbytes, t.offset});
-  TENAX_ASSIGN_OR_RETURN(auto pusher, bench::GrpcPusher::Connect(port));
+  TENAX_ASSIGN_OR_RETURN(auto pusher, GrpcPusher::Connect(port));
   Measurement m;
   for (int it = 1; it <= iterations; ++it) {
     auto t0 = SteadyClock::now();
@@ -249,15 +227,13 @@ double MemcpyGbps(size_t bytes, int reps) {
 struct BenchArgs {
   bool quick = false;
   std::string json_path;
-  std::string shapes = std::string(TENAX_SOURCE_DIR) + "/bench/resnet50_shapes.txt";
+  std::string shapes = BenchFile("resnet50_shapes.txt");
 };
 
 Status RunBenchTransport(const BenchArgs& a) {
   TENAX_ASSIGN_OR_RETURN(std::vector<Workload> workloads, Workloads(a.shapes));
-  // A fresh random secret for this run, handed to the peer through the environment.
-  std::string secret;
-  for (unsigned char c : net::RandomNonce()) secret += "0123456789abcdef"[c % 16];
-  ::setenv(net::kSecretEnvVar, secret.c_str(), 1);
+  UseFreshSecret();  // for both Nodes
+  TENAX_ASSIGN_OR_RETURN(const std::string bench_bin, SelfExe());
   const int warmup = 2;
 
   nlohmann::json results = nlohmann::json::array();
@@ -265,17 +241,18 @@ Status RunBenchTransport(const BenchArgs& a) {
   spdlog::info("memcpy of 64 MiB: {:.1f} Gb/s", memcpy_gbps);
   bool grpc_done = false;
   for (auto [transport, tls] : {std::pair<const char*, const char*>{"shm", ""}, {"tcp", "tcp"}}) {
-    char self[4096];
-    ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) return Internal("cannot find the tenax binary");
-    self[n] = 0;
-    TENAX_ASSIGN_OR_RETURN(
-        auto child, ChildProcess::Start({self, "bench", "transport-peer", "--transports", tls, "--shapes", a.shapes}));
+    PeerGroup receiver;
+    TENAX_RETURN_IF_ERROR(receiver.Start(std::string("transport peer (") + transport + ")",
+                                         {bench_bin, "transport-peer", "--transports", tls, "--shapes", a.shapes}));
     unsigned ucx_port = 0, grpc_port = 0;
-    while (true) {  // libraries may print on stdout too: look for our line
-      TENAX_ASSIGN_OR_RETURN(std::string line, child->ReadLine());
-      if (std::sscanf(line.c_str(), "PORT %u %u", &ucx_port, &grpc_port) == 2) break;
-    }
+    TENAX_RETURN_IF_ERROR(receiver  // libraries may print on stdout too: look for our line
+                              .WaitForLine(
+                                  0,
+                                  [&](const std::string& line) {
+                                    return std::sscanf(line.c_str(), "PORT %u %u", &ucx_port, &grpc_port) == 2;
+                                  },
+                                  Deadline::After(60s))
+                              .status());
     net::NodeOptions o;
     o.name = "bench-sender";
     o.transports = tls;
@@ -288,6 +265,7 @@ Status RunBenchTransport(const BenchArgs& a) {
       std::vector<std::string> modes = {"tenax", "tenax_rpc"};
       if (!grpc_done) modes.push_back("grpc");  // gRPC runs over TCP whatever UCX uses
       for (const auto& mode : modes) {
+        if (StopRequested()) return Cancelled("benchmark stopped");
         Result<Measurement> m = Internal("unreached");
         if (mode == "grpc") {
           m = MeasureGrpc(static_cast<uint16_t>(grpc_port), w, iterations, warmup);
@@ -315,7 +293,7 @@ Status RunBenchTransport(const BenchArgs& a) {
     grpc_done = true;
     TENAX_RETURN_IF_ERROR(node->SendControl(peer, kRunKind, "exit x 0", Deadline::After(10s)));
     node->Disconnect(peer, Deadline::After(2s));
-    child->Wait();
+    TENAX_RETURN_IF_ERROR(receiver.Wait(Deadline::After(30s)));
   }
 
   auto find = [&](const std::string& w, const std::string& mode, const std::string& tr) {
@@ -342,24 +320,17 @@ Status RunBenchTransport(const BenchArgs& a) {
                         {"speedups", ratios},
                         {"results", results}};
   std::printf("%s\n", out["speedups"].dump(2).c_str());
-  if (!a.json_path.empty()) TENAX_RETURN_IF_ERROR(WriteFileAtomic(a.json_path, out.dump(2) + "\n"));
-  return Status::Ok();
+  return WriteJsonReport(a.json_path, out);
 }
 
 }  // namespace
 
-void AddBenchTransportCommands(CLI::App& bench, int& exit_code) {
+void AddTransportBenchmark(CLI::App& bench, int& exit_code) {
   auto a = std::make_shared<BenchArgs>();
-  CLI::App* cmd = bench.add_subcommand(
-      "transport", "Planned one-sided transfers vs serialised messages (same UCX) vs gRPC, two processes");
-  cmd->add_flag("--quick", a->quick, "Fewer iterations (under 3 minutes)");
-  cmd->add_option("--json", a->json_path, "Write the results as JSON to FILE")->type_name("FILE");
+  CLI::App* cmd = AddBenchmark(
+      bench, "transport", "Planned one-sided transfers vs serialised messages (same UCX) vs gRPC, two processes",
+      "Fewer iterations (under 3 minutes)", a->quick, a->json_path, [a] { return RunBenchTransport(*a); }, exit_code);
   cmd->add_option("--shapes", a->shapes, "ResNet-50 tensor shapes file")->capture_default_str();
-  cmd->callback([a, &exit_code] {
-    InitLogging("bench");
-    Status st = RunBenchTransport(*a);
-    exit_code = st.ok() ? 0 : ReportError("bench transport", st);
-  });
 
   auto peer_transports = std::make_shared<std::string>();
   auto peer_shapes = std::make_shared<std::string>(a->shapes);
@@ -367,8 +338,11 @@ void AddBenchTransportCommands(CLI::App& bench, int& exit_code) {
   peer->group("");  // hidden from --help
   peer->add_option("--transports", *peer_transports, "UCX transports");
   peer->add_option("--shapes", *peer_shapes, "ResNet-50 tensor shapes file");
-  peer->callback(
-      [peer_transports, peer_shapes, &exit_code] { exit_code = RunTransportPeer(*peer_transports, *peer_shapes); });
+  peer->callback([peer_transports, peer_shapes, &exit_code] {
+    InitLogging("bench-peer");
+    const Status st = RunTransportPeer(*peer_transports, *peer_shapes);
+    exit_code = st.ok() ? 0 : cli::ReportError("bench transport-peer", st);
+  });
 }
 
-}  // namespace tenax::cli
+}  // namespace tenax::bench

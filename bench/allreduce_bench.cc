@@ -4,7 +4,7 @@
 // in the same run.
 //
 // For each (implementation, process count) the parent starts the processes:
-// P copies of the hidden `tenax bench allreduce-rank`, one `mpirun -np P`
+// P copies of the hidden `tenax-bench allreduce-rank`, one `mpirun -np P`
 // of bench/mpi_allreduce.cc, or P copies of bench/gloo_allreduce.cc. All
 // three time the same way: per size, --warmup untimed calls, one barrier,
 // then max(min_iters, min(2000, budget/bytes)) individually timed calls; each
@@ -14,12 +14,10 @@
 //
 // Nothing is pinned: all processes share the machine's cores, as the peers'
 // launch lines do. Children that outlive a failure or a stop signal are
-// killed (SIGTERM, then SIGKILL), and the rendezvous directory is removed.
+// stopped (PeerGroup), and the rendezvous directory is removed.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -28,40 +26,30 @@
 #include <filesystem>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
 
-#include "command.h"
+#include "allreduce_peer_common.h"
+#include "bench_common.h"
+#include "cli_app.h"
 #include "tenax/comm/allreduce.h"
 #include "tenax/comm/group.h"
 #include "tenax/core/files.h"
 #include "tenax/core/log.h"
 #include "tenax/core/signals.h"
-#include "tenax/core/subprocess.h"
 #include "tenax/net/auth.h"
 #include "tenax/net/node.h"
 
-namespace tenax::cli {
+namespace tenax::bench {
 namespace {
 
 using namespace std::chrono_literals;
-using Seconds = std::chrono::duration<double>;
+using allreduce_peer::CountWrong;
+using allreduce_peer::Fill;
+using allreduce_peer::Iterations;
 
 constexpr const char* kMpiBinName = "tenax_bench_mpi_allreduce";
 constexpr const char* kGlooBinName = "tenax_bench_gloo_allreduce";
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-uint64_t Iterations(uint64_t bytes, uint64_t budget_bytes, uint64_t min_iters) {
-  return std::max(min_iters, std::min<uint64_t>(2000, budget_bytes / bytes));
-}
 
 // "4096", "4KiB", "4k", "1MiB", "64M" -> bytes; a positive multiple of 4.
 Result<uint64_t> ParseSize(const std::string& s) {
@@ -116,20 +104,6 @@ std::string HumanSeconds(double s) {
     std::snprintf(buf, sizeof buf, "%.3f s", s);
   }
   return buf;
-}
-
-// Same values as the MPI and Gloo peers: small integers, so every sum is exact.
-void Fill(float* data, size_t count, int rank) {
-  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank + 1 + static_cast<int>(i % 7));
-}
-
-size_t CountWrong(const float* data, size_t count, int procs, size_t* first_bad) {
-  size_t wrong = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const float expect = static_cast<float>(procs * (procs + 1) / 2 + procs * static_cast<int>(i % 7));
-    if (data[i] != expect && wrong++ == 0) *first_bad = i;
-  }
-  return wrong;
 }
 
 // ------------------------------------------------------------ one tenax rank
@@ -248,139 +222,6 @@ Status RunRank(const RankArgs& a) {
   return group->Barrier(Deadline::After(30s));
 }
 
-// --------------------------------------------------------------- children
-
-// The processes of one run. Each child's stdout is read by its own thread
-// (so no child blocks on a full pipe and the parent can watch for stop
-// signals and failures meanwhile). Destruction kills whatever still runs.
-class ChildSet {
- public:
-  ChildSet() = default;
-  ChildSet(const ChildSet&) = delete;
-  ChildSet& operator=(const ChildSet&) = delete;
-  ~ChildSet() { Kill(); }
-
-  Status Start(const std::string& name, const std::vector<std::string>& argv) {
-    auto proc = ChildProcess::Start(argv);
-    if (!proc.ok()) return proc.status().WithContext(name);
-    auto c = std::make_unique<Child>();
-    c->name = name;
-    c->pid = (*proc)->pid();
-    c->proc = std::move(*proc);
-    Child* raw = c.get();
-    c->reader = std::thread([raw] {
-      while (true) {
-        auto line = raw->proc->ReadLine();
-        if (!line.ok()) break;
-        std::lock_guard<std::mutex> lock(raw->mu);
-        raw->lines.push_back(std::move(*line));
-      }
-      std::string rest = raw->proc->TakeRemainder();
-      std::lock_guard<std::mutex> lock(raw->mu);
-      if (!rest.empty()) raw->lines.push_back(std::move(rest));
-    });
-    children_.push_back(std::move(c));
-    return Status::Ok();
-  }
-
-  // Waits until every child exited 0. A non-zero exit, a stop signal or the
-  // deadline kills the others and fails.
-  Status Wait(Deadline deadline) {
-    while (true) {
-      bool all = true;
-      for (auto& c : children_) {
-        if (!Poll(*c)) {
-          all = false;
-        } else if (c->exit_code != 0) {
-          const std::string who = c->name;
-          const int code = c->exit_code;
-          Kill();
-          return Internal(who + " exited with status " + std::to_string(code) +
-                          (code > 128 ? " (signal " + std::to_string(code - 128) + ")" : ""));
-        }
-      }
-      if (all) {
-        Reap();
-        return Status::Ok();
-      }
-      if (StopRequested()) {
-        Kill();
-        return Cancelled("stopped by signal " + std::to_string(StopSignal()));
-      }
-      if (deadline.Expired()) {
-        Kill();
-        return DeadlineExceeded("still running at the per-run time limit (--timeout)");
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-  }
-
-  // Lines child `i` printed (complete once Wait returned).
-  std::vector<std::string> Lines(size_t i) {
-    std::lock_guard<std::mutex> lock(children_[i]->mu);
-    return children_[i]->lines;
-  }
-
-  // SIGTERM (mpirun forwards it to its ranks; SIGKILL would orphan them),
-  // a grace period, then SIGKILL; joins the readers and reaps everyone.
-  void Kill() {
-    for (auto& c : children_) {
-      if (!Poll(*c)) ::kill(c->pid, SIGTERM);
-    }
-    const Deadline grace = Deadline::After(3s);
-    while (!grace.Expired()) {
-      bool all = true;
-      for (auto& c : children_) all &= Poll(*c);
-      if (all) break;
-      std::this_thread::sleep_for(10ms);
-    }
-    for (auto& c : children_) {
-      if (!Poll(*c)) ::kill(c->pid, SIGKILL);  // not reaped yet: the pid is still ours
-    }
-    Reap();
-  }
-
- private:
-  struct Child {
-    std::string name;
-    pid_t pid = -1;
-    std::unique_ptr<ChildProcess> proc;
-    std::thread reader;
-    std::mutex mu;
-    std::vector<std::string> lines;
-    bool exited = false;
-    int exit_code = -1;
-  };
-
-  // Has the child exited? Looks without reaping (WNOWAIT), so the pid stays
-  // ours to signal until Reap.
-  static bool Poll(Child& c) {
-    if (c.exited) return true;
-    if (!c.proc) return true;
-    siginfo_t info{};
-    if (::waitid(P_PID, static_cast<id_t>(c.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
-      c.exited = true;  // ECHILD: already reaped
-      return true;
-    }
-    if (info.si_pid == 0) return false;
-    c.exited = true;
-    c.exit_code = info.si_code == CLD_EXITED ? info.si_status : 128 + info.si_status;
-    return true;
-  }
-
-  // For exited children: join the reader (the pipe is closed) and reap.
-  void Reap() {
-    for (auto& c : children_) {
-      if (!c->proc || !Poll(*c)) continue;
-      if (c->reader.joinable()) c->reader.join();
-      c->proc->Wait();
-      c->proc.reset();
-    }
-  }
-
-  std::vector<std::unique_ptr<Child>> children_;
-};
-
 // ----------------------------------------------------------------- parent
 
 struct BenchArgs {
@@ -407,55 +248,6 @@ struct RunResult {
   uint64_t iterations = 0;
 };
 
-Result<std::string> SelfExe() {
-  char self[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return Internal("cannot find the tenax binary (/proc/self/exe)");
-  self[n] = 0;
-  return std::string(self);
-}
-
-Result<std::string> FindPeerBinary(const std::string& override_path, const std::string& name, const std::string& flag) {
-  std::string path = override_path;
-  if (path.empty()) {
-    TENAX_ASSIGN_OR_RETURN(std::string self, SelfExe());
-    // The build tree: <build>/src/tenax next to <build>/bench/<name>.
-    path = (std::filesystem::path(self).parent_path() / ".." / "bench" / name).lexically_normal().string();
-  }
-  if (::access(path.c_str(), X_OK) != 0) {
-    return NotFound(path + ": " + name + " not found or not executable (build the CMake target " + name +
-                    ", or pass " + flag + ")");
-  }
-  return path;
-}
-
-Status CheckOnPath(const std::string& program) {
-  if (program.find('/') != std::string::npos) {
-    if (::access(program.c_str(), X_OK) == 0) return Status::Ok();
-    return NotFound(program + ": not found or not executable (--mpirun)");
-  }
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  size_t pos = 0;
-  while (pos <= dirs.size()) {
-    const size_t colon = std::min(dirs.find(':', pos), dirs.size());
-    const std::string dir = dirs.substr(pos, colon - pos);
-    if (!dir.empty() && ::access((dir + "/" + program).c_str(), X_OK) == 0) return Status::Ok();
-    pos = colon + 1;
-  }
-  return NotFound(program + ": not found in PATH (install Open MPI, or pass --mpirun)");
-}
-
-// Removes the rendezvous directory on every way out.
-struct TempDir {
-  std::string path;
-  ~TempDir() {
-    if (path.empty()) return;
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
-
 struct RunPlan {
   std::string impl;
   int procs = 0;
@@ -464,47 +256,46 @@ struct RunPlan {
 };
 
 // Runs one (impl, procs) and returns its per-size results.
-Result<std::vector<RunResult>> RunOne(const BenchArgs& a, const RunPlan& plan, const std::string& tenax_bin,
+Result<std::vector<RunResult>> RunOne(const BenchArgs& a, const RunPlan& plan, const std::string& bench_bin,
                                       const std::string& mpi_bin, const std::string& gloo_bin,
                                       const std::string& rendezvous) {
-  const std::vector<std::string> common = {"--sizes",     JoinSizes(plan.sizes),
-                                           "--budget-bytes", std::to_string(plan.budget_bytes),
-                                           "--min-iters", std::to_string(plan.min_iters),
-                                           "--warmup",    std::to_string(plan.warmup)};
+  const std::vector<std::string> common = {
+      "--sizes",     JoinSizes(plan.sizes),          "--budget-bytes", std::to_string(plan.budget_bytes),
+      "--min-iters", std::to_string(plan.min_iters), "--warmup",       std::to_string(plan.warmup)};
   std::error_code ec;
   std::filesystem::create_directories(rendezvous, ec);
   if (ec) return IoError(rendezvous + ": cannot create: " + ec.message());
 
-  ChildSet children;
+  PeerGroup children;
   if (plan.impl == "mpi") {
-    std::vector<std::string> argv = {a.mpirun, "-np", std::to_string(plan.procs), "--allow-run-as-root",
-                                     "--oversubscribe", "--bind-to", "none", mpi_bin};
+    std::vector<std::string> argv = {
+        a.mpirun, "-np",  std::to_string(plan.procs), "--allow-run-as-root", "--oversubscribe", "--bind-to",
+        "none",   mpi_bin};
     argv.insert(argv.end(), common.begin(), common.end());
     TENAX_RETURN_IF_ERROR(children.Start("mpirun", argv));
   } else {
     for (int r = 0; r < plan.procs; ++r) {
       std::vector<std::string> argv;
       if (plan.impl == "tenax") {
-        argv = {tenax_bin, "bench", "allreduce-rank", "--rank", std::to_string(r), "--procs",
-                std::to_string(plan.procs), "--rendezvous", rendezvous};
+        argv = {bench_bin, "allreduce-rank",           "--rank",       std::to_string(r),
+                "--procs", std::to_string(plan.procs), "--rendezvous", rendezvous};
         if (!a.transports.empty()) argv.insert(argv.end(), {"--transports", a.transports});
       } else {
-        argv = {gloo_bin, "--rank", std::to_string(r), "--procs", std::to_string(plan.procs), "--store-dir",
-                rendezvous};
+        argv = {gloo_bin,      "--rank",  std::to_string(r), "--procs", std::to_string(plan.procs),
+                "--store-dir", rendezvous};
       }
       argv.insert(argv.end(), common.begin(), common.end());
       TENAX_RETURN_IF_ERROR(children.Start(plan.impl + " rank " + std::to_string(r), argv));
     }
   }
-  TENAX_RETURN_IF_ERROR(children.Wait(Deadline::After(std::chrono::seconds(a.timeout_seconds))));
+  TENAX_RETURN_IF_ERROR(
+      children.Wait(Deadline::After(std::chrono::seconds(a.timeout_seconds)), "the per-run time limit (--timeout)"));
 
   // Rank 0 (or mpirun, which forwards rank 0) printed one JSON line per
   // size; libraries may print other lines.
   std::map<uint64_t, RunResult> by_size;
-  for (const std::string& line : children.Lines(0)) {
-    if (line.empty() || line[0] != '{') continue;
-    auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object() || !j.contains("bytes") || !j.contains("seconds")) continue;
+  for (const nlohmann::json& j : JsonObjectLines(children.Lines(0))) {
+    if (!j.contains("bytes") || !j.contains("seconds")) continue;
     RunResult r;
     r.impl = j.value("impl", "");
     r.procs = j.value("procs", 0);
@@ -513,9 +304,9 @@ Result<std::vector<RunResult>> RunOne(const BenchArgs& a, const RunPlan& plan, c
     r.iterations = j.value("iterations", uint64_t{0});
     if (r.impl != plan.impl || r.procs != plan.procs) {
       return Internal("unexpected result line (wanted impl " + plan.impl + ", " + std::to_string(plan.procs) +
-                      " procs): " + line);
+                      " procs): " + j.dump());
     }
-    if (!(r.seconds > 0) || !std::isfinite(r.seconds)) return Internal("result without a positive time: " + line);
+    if (!(r.seconds > 0) || !std::isfinite(r.seconds)) return Internal("result without a positive time: " + j.dump());
     by_size[r.bytes] = r;
   }
   std::vector<RunResult> out;
@@ -533,7 +324,6 @@ double BusBandwidthGBps(int procs, uint64_t bytes, double seconds) {
 
 Status RunBenchAllreduce(const BenchArgs& in) {
   BenchArgs a = in;
-  InstallStopHandlers();
   RunPlan base;
   base.budget_bytes = a.budget_bytes ? a.budget_bytes : a.quick ? (64u << 20) : (256u << 20);
   base.min_iters = a.min_iters ? a.min_iters : a.quick ? 5 : 10;
@@ -549,37 +339,26 @@ Status RunBenchAllreduce(const BenchArgs& in) {
   if (impls.empty() || procs.empty()) return InvalidArgument("nothing to run (--impls, --procs)");
 
   // Find every program before running anything.
-  TENAX_ASSIGN_OR_RETURN(const std::string tenax_bin, SelfExe());
+  TENAX_ASSIGN_OR_RETURN(const std::string bench_bin, SelfExe());
   std::string mpi_bin, gloo_bin;
   const bool want_mpi = std::count(impls.begin(), impls.end(), "mpi") > 0;
   const bool want_gloo = std::count(impls.begin(), impls.end(), "gloo") > 0;
   if (want_mpi) {
-    TENAX_ASSIGN_OR_RETURN(mpi_bin, FindPeerBinary(a.mpi_bin, kMpiBinName, "--mpi-bin"));
-    TENAX_RETURN_IF_ERROR(CheckOnPath(a.mpirun));
+    TENAX_ASSIGN_OR_RETURN(mpi_bin, FindProgram(kMpiBinName, a.mpi_bin, "--mpi-bin"));
+    TENAX_RETURN_IF_ERROR(CheckOnPath(a.mpirun, "--mpirun"));
   }
   if (want_gloo) {
-    TENAX_ASSIGN_OR_RETURN(gloo_bin, FindPeerBinary(a.gloo_bin, kGlooBinName, "--gloo-bin"));
+    TENAX_ASSIGN_OR_RETURN(gloo_bin, FindProgram(kGlooBinName, a.gloo_bin, "--gloo-bin"));
   }
 
-  // A fresh random secret for this run, handed to the tenax ranks through
-  // the environment (not argv, which other users can read).
-  std::string secret;
-  for (unsigned char c : net::RandomNonce()) secret += "0123456789abcdef"[c % 16];
-  while (secret.size() < 32) secret += secret;
-  ::setenv(net::kSecretEnvVar, secret.c_str(), 1);
-
-  TempDir work;
-  {
-    std::string tmpl = std::filesystem::temp_directory_path().string() + "/tenax-allreduce-XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) return IoError(tmpl + ": mkdtemp: " + ErrnoMessage(errno));
-    work.path = tmpl;
-  }
+  UseFreshSecret();  // for the tenax ranks
+  TENAX_ASSIGN_OR_RETURN(ScratchDir work, ScratchDir::Create("tenax-allreduce"));
 
   std::string impl_list, procs_list;
   for (const auto& i : impls) impl_list += (impl_list.empty() ? "" : ",") + i;
   for (int p : procs) procs_list += (procs_list.empty() ? "" : ",") + std::to_string(p);
-  spdlog::info("allreduce: impls {}, procs {}, sizes {}; budget {} bytes, min {} iterations, {} warmup",
-               impl_list, procs_list, JoinSizes(base.sizes), base.budget_bytes, base.min_iters, base.warmup);
+  spdlog::info("allreduce: impls {}, procs {}, sizes {}; budget {} bytes, min {} iterations, {} warmup", impl_list,
+               procs_list, JoinSizes(base.sizes), base.budget_bytes, base.min_iters, base.warmup);
   const auto started = SteadyClock::now();
   std::vector<RunResult> results;
   std::vector<std::string> failures;
@@ -590,10 +369,11 @@ Status RunBenchAllreduce(const BenchArgs& in) {
       RunPlan plan = base;
       plan.impl = impl;
       plan.procs = p;
-      const std::string dir = work.path + "/run-" + std::to_string(run_index++) + "-" + impl + "-" + std::to_string(p);
+      const std::string dir =
+          work.path() + "/run-" + std::to_string(run_index++) + "-" + impl + "-" + std::to_string(p);
       const auto t0 = SteadyClock::now();
       spdlog::info("{} with {} processes ...", impl, p);
-      auto r = RunOne(a, plan, tenax_bin, mpi_bin, gloo_bin, dir);
+      auto r = RunOne(a, plan, bench_bin, mpi_bin, gloo_bin, dir);
       std::error_code ec;
       std::filesystem::remove_all(dir, ec);
       if (!r.ok()) {
@@ -642,13 +422,13 @@ Status RunBenchAllreduce(const BenchArgs& in) {
   for (int p : procs) {
     for (uint64_t bytes : base.sizes) {
       const auto t = find("tenax", p, bytes), best = best_peer(p, bytes);
-      jratios.push_back({{"procs", p},
-                         {"bytes", bytes},
-                         {"tenax_seconds", json_or_null(t)},
-                         {"mpi_seconds", json_or_null(find("mpi", p, bytes))},
-                         {"gloo_seconds", json_or_null(find("gloo", p, bytes))},
-                         {"tenax_vs_best_peer", json_or_null(t && best ? std::optional<double>(*t / *best)
-                                                                       : std::nullopt)}});
+      jratios.push_back(
+          {{"procs", p},
+           {"bytes", bytes},
+           {"tenax_seconds", json_or_null(t)},
+           {"mpi_seconds", json_or_null(find("mpi", p, bytes))},
+           {"gloo_seconds", json_or_null(find("gloo", p, bytes))},
+           {"tenax_vs_best_peer", json_or_null(t && best ? std::optional<double>(*t / *best) : std::nullopt)}});
     }
   }
 
@@ -705,7 +485,7 @@ Status RunBenchAllreduce(const BenchArgs& in) {
                         {"results", jresults},
                         {"ratios", jratios},
                         {"failures", failures}};
-  if (!a.json_path.empty()) TENAX_RETURN_IF_ERROR(WriteFileAtomic(a.json_path, out.dump(2) + "\n"));
+  TENAX_RETURN_IF_ERROR(WriteJsonReport(a.json_path, out));
   if (!failures.empty()) {
     std::string msg = std::to_string(failures.size()) + " run(s) failed";
     for (const auto& f : failures) msg += "; " + f;
@@ -716,12 +496,12 @@ Status RunBenchAllreduce(const BenchArgs& in) {
 
 }  // namespace
 
-void AddBenchAllreduceCommands(CLI::App& bench, int& exit_code) {
+void AddAllreduceBenchmark(CLI::App& bench, int& exit_code) {
   auto a = std::make_shared<BenchArgs>();
-  CLI::App* cmd = bench.add_subcommand(
-      "allreduce", "In-place float32 sum allreduce: tenax vs Open MPI vs Gloo, 2 and 4 processes on this machine");
-  cmd->add_flag("--quick", a->quick, "Fewer iterations (under 4 minutes)");
-  cmd->add_option("--json", a->json_path, "Write the results as JSON to FILE")->type_name("FILE");
+  CLI::App* cmd = AddBenchmark(
+      bench, "allreduce",
+      "In-place float32 sum allreduce: tenax vs Open MPI vs Gloo, 2 and 4 processes on this machine",
+      "Fewer iterations (under 4 minutes)", a->quick, a->json_path, [a] { return RunBenchAllreduce(*a); }, exit_code);
   cmd->add_option("--procs", a->procs, "Process counts, comma-separated")
       ->delimiter(',')
       ->check(CLI::Range(1, 64))
@@ -743,16 +523,11 @@ void AddBenchAllreduceCommands(CLI::App& bench, int& exit_code) {
   cmd->add_option("--transports", a->transports, "UCX transports of the tenax ranks (\"\" = shared memory, tcp)")
       ->check(CLI::IsMember({"", "tcp"}));
   cmd->add_option("--mpirun", a->mpirun, "Open MPI launcher")->capture_default_str();
-  cmd->add_option("--mpi-bin", a->mpi_bin, "The MPI peer (default: <build>/bench/tenax_bench_mpi_allreduce)");
-  cmd->add_option("--gloo-bin", a->gloo_bin, "The Gloo peer (default: <build>/bench/tenax_bench_gloo_allreduce)");
+  cmd->add_option("--mpi-bin", a->mpi_bin, "The MPI peer (default: tenax_bench_mpi_allreduce next to tenax-bench)");
+  cmd->add_option("--gloo-bin", a->gloo_bin, "The Gloo peer (default: tenax_bench_gloo_allreduce next to tenax-bench)");
   cmd->add_option("--timeout", a->timeout_seconds, "Time limit per (implementation, procs) run, seconds")
       ->check(CLI::Range(int64_t{1}, int64_t{86400}))
       ->capture_default_str();
-  cmd->callback([a, &exit_code] {
-    InitLogging("bench");
-    Status st = RunBenchAllreduce(*a);
-    exit_code = st.ok() ? 0 : ReportError("bench allreduce", st);
-  });
 
   auto r = std::make_shared<RankArgs>();
   r->sizes = a->sizes;
@@ -771,8 +546,8 @@ void AddBenchAllreduceCommands(CLI::App& bench, int& exit_code) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     InitLogging("allreduce-rank-" + std::to_string(r->rank));
     Status st = RunRank(*r);
-    exit_code = st.ok() ? 0 : ReportError("bench allreduce-rank", st);
+    exit_code = st.ok() ? 0 : cli::ReportError("bench allreduce-rank", st);
   });
 }
 
-}  // namespace tenax::cli
+}  // namespace tenax::bench
