@@ -36,6 +36,13 @@ Result<std::unique_ptr<TrainableModel>> MakeTrainableModel(const TrainConfig& co
 }
 
 Result<std::unique_ptr<TrainableModel>> LoadTrainedModel(const std::string& path) {
+  // Both formats are TorchScript archives: a built-in's carries its name
+  // ("tenax.model"); any other archive with a forward is the user's module.
+  // Whatever is neither goes to LoadModel, which names what is wrong.
+  if (auto script = ReadTorchScriptFile(path);
+      script.ok() && !IsBuiltinArchive(*script) && script->find_method("forward")) {
+    return WrapTrainedScriptModule(std::move(*script), path);
+  }
   TENAX_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(path));
   return std::unique_ptr<TrainableModel>(std::make_unique<BuiltinModel>(
       loaded.name, std::move(loaded.model), std::move(loaded.sample_shape), loaded.classes));
