@@ -19,6 +19,7 @@
 #include "bench_common.h"
 #include "cli_app.h"
 #include "grpc_peer.h"
+#include "tenax/net/message_kinds.h"
 #include "tenax/comm/buffer_plan.h"
 #include "tenax/comm/tensor_channel.h"
 #include "tenax/core/files.h"
@@ -32,9 +33,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-constexpr uint32_t kRunKind = 0x7e00;   // sender -> receiver: "mode workload iterations"
-constexpr uint32_t kDoneKind = 0x7e01;  // receiver -> sender: an iteration's data is usable
-constexpr uint32_t kReadyKind = 0x7e02;
+constexpr uint32_t kRunKind = net::KindValue(net::MessageKind::kBenchRun);   // sender -> receiver: "mode workload iterations"
+constexpr uint32_t kDoneKind = net::KindValue(net::MessageKind::kBenchDone);  // receiver -> sender: an iteration's data is usable
+constexpr uint32_t kReadyKind = net::KindValue(net::MessageKind::kBenchReady);
 
 struct Workload {
   std::string name;
