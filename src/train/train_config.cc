@@ -20,6 +20,8 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
     for (NpyKey k : {NpyKey{"data.train_images", &c.train_images}, NpyKey{"data.train_labels", &c.train_labels},
                      NpyKey{"data.test_images", &c.test_images}, NpyKey{"data.test_labels", &c.test_labels}}) {
       *k.value = r.String(k.key, "");
+      // An absent key has no line: point at the data.format that needs it.
+      if (!r.has(k.key)) r.Fail("data.format", std::string("is \"npy\" but '") + k.key + "' (a .npy file) is not set");
       if (k.value->empty()) r.Fail(k.key, "must name a .npy file when data.format = \"npy\"");
     }
   } else {
