@@ -2,13 +2,16 @@
 """Writes a TorchScript model for `[model] path` (examples/own_model.toml).
 
     /usr/bin/python3 examples/own_model/make_model.py /tmp/net.pt
+    /usr/bin/python3 examples/own_model/make_model.py /tmp/net.pt --weights runs/x/model.pt
 
 The module is the built-in cnn written in PyTorch (same layers and shapes):
 edit it into your own. tenax trains any scripted module whose forward maps
 float32 images [N, C, H, W] to logits [N, classes]; the weights it starts
-from are the ones saved here.
+from are the ones saved here. With --weights, they are those of a tenax
+model.pt of the built-in cnn (for Fashion-MNIST's 1 x 28 x 28, 10 classes):
+the names and shapes must match exactly, which proves the architectures do.
 """
-import sys
+import argparse
 
 import torch
 import torch.nn as nn
@@ -30,9 +33,20 @@ class Net(nn.Module):
         return self.fc2(x)
 
 
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: make_model.py OUT.pt")
+def main():
+    parser = argparse.ArgumentParser(description="Write the built-in cnn as a TorchScript model.")
+    parser.add_argument("out", help="where to write the TorchScript file")
+    parser.add_argument("--weights", help="a tenax model.pt of the built-in cnn to take the weights from")
+    args = parser.parse_args()
     torch.manual_seed(0)
-    torch.jit.script(Net()).save(sys.argv[1])
-    print(f"wrote {sys.argv[1]}")
+    net = Net()
+    if args.weights:
+        builtin = torch.jit.load(args.weights)
+        # strict: every name and shape must match the built-in's
+        net.load_state_dict({name: p.detach() for name, p in builtin.named_parameters()})
+    torch.jit.script(net).save(args.out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

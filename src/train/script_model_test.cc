@@ -23,36 +23,12 @@ namespace {
 constexpr int64_t kSeed = 11;
 constexpr const char* kPython = "/usr/bin/python3";  // Debian's, where python3-torch lives
 
-// model.cc's CnnImpl in PyTorch: the same layer names, shapes and ops. It
+// The example's script (examples/own_model/make_model.py) is model.cc's
+// CnnImpl in PyTorch: the same layer names, shapes and ops. With --weights it
 // takes its weights from a tenax model.pt (a TorchScript archive of the
 // built-in's parameters); load_state_dict's strict key and shape check proves
 // the architectures match.
-constexpr const char* kCnnCopyScript = R"(import sys
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-
-class Cnn(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 5, padding=2)
-        self.conv2 = nn.Conv2d(16, 32, 5)
-        self.fc1 = nn.Linear(32 * 5 * 5, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(x.flatten(1)))
-        return self.fc2(x)
-
-
-builtin = torch.jit.load(sys.argv[1])
-net = Cnn()
-net.load_state_dict({name: p.detach() for name, p in builtin.named_parameters()})
-torch.jit.script(net).save(sys.argv[2])
-)";
+const std::string kMakeModelScript = std::string(TENAX_SOURCE_DIR) + "/examples/own_model/make_model.py";
 
 DatasetInfo FashionMnistInfo() {
   DatasetInfo info;
@@ -68,12 +44,10 @@ void WriteScriptCnn(const testing::ScratchDir& dir, int64_t seed, std::string* p
   Result<Classifier> cnn = Internal("not built");
   SeededModelInit(seed, [&] { cnn = MakeModel("cnn", kFashionMnistShape, kFashionMnistClassCount); });
   ASSERT_TRUE(cnn.ok()) << cnn.status().ToString();
-  const std::string builtin = dir / "builtin-init.pt", script = dir / "copy_cnn.py";
+  const std::string builtin = dir / "builtin-init.pt";
   ASSERT_TRUE(SaveModel(*cnn, "cnn", kFashionMnistShape, kFashionMnistClassCount, builtin).ok());
-  const std::string text = kCnnCopyScript;
-  testing::WriteBytes(script, std::vector<uint8_t>(text.begin(), text.end()));
   *path = dir / "cnn.pt";
-  auto r = testing::RunProcess({kPython, script, builtin, *path});
+  auto r = testing::RunProcess({kPython, kMakeModelScript, *path, "--weights", builtin});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
 }
 
@@ -134,7 +108,9 @@ TEST(ScriptModelTest, CopyOfTheBuiltinCnnTrainsToTheSameModel) {
   ASSERT_TRUE(script.ok()) << script.status().ToString();
 
   EXPECT_EQ(script->summary["model"], "torchscript:" + cnn_pt);
-  EXPECT_GT(script->final_test_accuracy, 0.5);
+  // 32 steps learn: well above chance (0.1 for 10 classes), and exactly what
+  // the built-in learns from the same weights.
+  EXPECT_GT(script->final_test_accuracy, 0.3);
   EXPECT_EQ(script->final_test_accuracy, builtin->final_test_accuracy);
   EXPECT_NEAR(script->final_train_loss, builtin->final_train_loss, 1e-5);
   const auto trained = ScriptParams(dir / "script/model.pt");
