@@ -2,6 +2,11 @@
 // (Debian's python3-torch, bench/pytorch_train_single.py) on the same model,
 // batch size, data, optimizer and thread count, in the same run. Rounds
 // alternate tenax and PyTorch so drift on a noisy 2-core machine hits both.
+//
+// tenax bench train-script: the same single-process training of a TorchScript
+// module (model.path) written by PyTorch from examples/own_model/make_model.py,
+// against the built-in module of the same architecture: what a user pays for
+// bringing their own model.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -23,10 +28,14 @@ struct TrainSingleArgs {
   int64_t warmup_steps = 20;
 };
 
-Result<double> RunTenaxRound(const TrainSingleArgs& a, int64_t threads, const std::string& out_dir) {
+// One tenax training run; `model_path` (a TorchScript file) replaces the
+// built-in a.t.model when not empty.
+Result<double> RunTenaxRound(const TrainSingleArgs& a, int64_t threads, const std::string& out_dir,
+                             const std::string& model_path = "") {
   ConfigDoc doc;
+  const std::string model = model_path.empty() ? "model.name=" + a.t.model : "model.path=" + model_path;
   for (const std::string& kv : std::vector<std::string>{
-           "model.name=" + a.t.model, "train.batch_size=" + std::to_string(a.t.batch_size),
+           model, "train.batch_size=" + std::to_string(a.t.batch_size),
            "train.lr=" + fmt::format("{}", a.t.lr), "train.momentum=0.9", "train.threads=" + std::to_string(threads),
            "train.max_steps=" + std::to_string(a.steps), "train.optimizer=sgd", "data.test_limit=1000",
            "log.every_steps=100", "data.dir=" + a.t.data_dir}) {
@@ -58,14 +67,19 @@ Result<nlohmann::json> RunPytorchRound(const TrainSingleArgs& a, int64_t threads
   return Internal("PyTorch peer printed no JSON result: " + (lines.empty() ? "" : lines[0].substr(0, 200)));
 }
 
-Status RunTrainSingle(TrainSingleArgs a) {
+// The defaults of a run and the checks both benchmarks share.
+Status Prepare(TrainSingleArgs& a, const std::string& what_script) {
   if (a.steps == 0) a.steps = a.quick ? 1000 : 3000;
   if (a.t.rounds == 0) a.t.rounds = a.quick ? 3 : 5;
   if (a.warmup_steps >= a.steps) return InvalidArgument("--warmup-steps must be below --steps");
-  const int64_t threads = ResolveThreads(a.threads);
   std::error_code ec;
-  if (!std::filesystem::exists(a.t.script, ec))
-    return NotFound(a.t.script + ": PyTorch benchmark script not found (--script)");
+  if (!std::filesystem::exists(a.t.script, ec)) return NotFound(a.t.script + ": " + what_script + " not found (--script)");
+  return Status::Ok();
+}
+
+Status RunTrainSingle(TrainSingleArgs a) {
+  TENAX_RETURN_IF_ERROR(Prepare(a, "PyTorch benchmark script"));
+  const int64_t threads = ResolveThreads(a.threads);
 
   TENAX_ASSIGN_OR_RETURN(ScratchDir work, ScratchDir::Create("tenax-bench"));
   const std::string details = fmt::format("{} steps, batch {}, {} threads", a.steps, a.t.batch_size, threads);
@@ -93,6 +107,49 @@ Status RunTrainSingle(TrainSingleArgs a) {
   return WriteJsonReport(a.json_path, result);
 }
 
+Status RunTrainScript(TrainSingleArgs a) {
+  if (a.t.model != "cnn") return InvalidArgument("--model: the TorchScript example is the cnn; only cnn compares");
+  TENAX_RETURN_IF_ERROR(Prepare(a, "the script that writes the TorchScript model"));
+  const int64_t threads = ResolveThreads(a.threads);
+  TENAX_ASSIGN_OR_RETURN(ScratchDir work, ScratchDir::Create("tenax-bench"));
+  const std::string module = work.path() + "/cnn_script.pt";
+  TENAX_RETURN_IF_ERROR(RunToEnd("TorchScript writer (" + a.t.script + ")", {a.t.python, a.t.script, module},
+                                 Deadline::After(std::chrono::seconds(a.t.timeout_seconds)))
+                            .status());
+  const std::string details = fmt::format("{} steps, batch {}, {} threads", a.steps, a.t.batch_size, threads);
+  TrainingSide script{.name = "torchscript",
+                      .details = details + ", " + module,
+                      .run = [&] { return RunTenaxRound(a, threads, work.path(), module); }};
+  TrainingSide builtin{
+      .name = "builtin", .details = details, .run = [&] { return RunTenaxRound(a, threads, work.path()); }};
+  TENAX_RETURN_IF_ERROR(RunAlternatingRounds(a.t.rounds, script, builtin));
+
+  nlohmann::json result = TrainingReport("train-script", a.quick, a.t, script, builtin);
+  result.update({{"batch_size", a.t.batch_size}, {"threads", threads}, {"steps", a.steps},
+                 {"warmup_steps", a.warmup_steps}});
+  std::printf("%-28s %12s\n", "train-script (cnn)", "samples/s");
+  std::printf("%-28s %12.0f\n", "tenax, TorchScript module", result["torchscript_samples_per_second"].get<double>());
+  std::printf("%-28s %12.0f\n", "tenax, built-in module", result["builtin_samples_per_second"].get<double>());
+  std::printf("ratio torchscript/builtin %.3f (target >= 0.9: within 10%%)\n", result["ratio"].get<double>());
+  return WriteJsonReport(a.json_path, result);
+}
+
+// The flags both benchmarks take.
+void AddSingleProcessFlags(CLI::App& cmd, TrainSingleArgs& a, const std::string& script_help) {
+  AddTrainingFlags(cmd, a.t,
+                   {.batch_size = "Samples per step",
+                    .max_batch_size = 60000,
+                    .lr = "SGD learning rate for both",
+                    .rounds = "Alternating rounds per side (default 3 quick, 5 full)",
+                    .script = script_help,
+                    .timeout = "Time limit of one Python run, seconds"});
+  cmd.add_option("--threads", a.threads, "Compute threads for both (0 = one per core)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}));
+  cmd.add_option("--steps", a.steps, "Training steps per round (default 1000 quick, 3000 full)")
+      ->check(CLI::Range(int64_t{2}, int64_t{1} << 30));
+  cmd.add_option("--warmup-steps", a.warmup_steps, "Steps excluded from the throughput")->capture_default_str();
+}
+
 }  // namespace
 
 void AddTrainSingleBenchmark(CLI::App& bench, int& exit_code) {
@@ -101,18 +158,16 @@ void AddTrainSingleBenchmark(CLI::App& bench, int& exit_code) {
       bench, "train-single", "Single-process training throughput: tenax vs PyTorch on the same kernels",
       "Fewer steps and rounds (under 3 minutes)", a->quick, a->json_path, [a] { return RunTrainSingle(*a); },
       exit_code);
-  AddTrainingFlags(*ts, a->t,
-                   {.batch_size = "Samples per step",
-                    .max_batch_size = 60000,
-                    .lr = "SGD learning rate for both",
-                    .rounds = "Alternating rounds per side (default 3 quick, 5 full)",
-                    .script = "The PyTorch peer script",
-                    .timeout = "Time limit of one PyTorch round, seconds"});
-  ts->add_option("--threads", a->threads, "Compute threads for both (0 = one per core)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1024}));
-  ts->add_option("--steps", a->steps, "Training steps per round (default 1000 quick, 3000 full)")
-      ->check(CLI::Range(int64_t{2}, int64_t{1} << 30));
-  ts->add_option("--warmup-steps", a->warmup_steps, "Steps excluded from the throughput")->capture_default_str();
+  AddSingleProcessFlags(*ts, *a, "The PyTorch peer script");
+
+  auto sa = std::make_shared<TrainSingleArgs>();
+  sa->t.script = BenchFile("make_model.py");
+  CLI::App* tsc = AddBenchmark(
+      bench, "train-script",
+      "Single-process training throughput of a TorchScript cnn (model.path) vs the built-in cnn, same run",
+      "Fewer steps and rounds (under 3 minutes)", sa->quick, sa->json_path, [sa] { return RunTrainScript(*sa); },
+      exit_code);
+  AddSingleProcessFlags(*tsc, *sa, "The Python script that writes the TorchScript cnn (examples/own_model/make_model.py)");
 }
 
 }  // namespace tenax::bench

@@ -249,6 +249,26 @@ TEST(CliTest, BenchTrainSingleWritesItsJson) {
   EXPECT_NE(r.out.find("ratio tenax/pytorch"), std::string::npos);
 }
 
+// The TorchScript comparison trains both modules: each side's rounds are
+// real runs (one value a round) and the ratio is theirs.
+TEST(CliTest, BenchTrainScriptComparesTheTorchScriptCnnWithTheBuiltin) {
+  ScratchDir dir;
+  auto r = RunProcess({TenaxBinary(), "bench", "train-script", "--steps", "30", "--warmup-steps", "5", "--rounds",
+                       "2", "--threads", "1", "--json", dir / "bench.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(testing::ReadText(dir / "bench.json"));
+  ASSERT_EQ(j["torchscript_rounds"].size(), 2u) << j.dump();
+  ASSERT_EQ(j["builtin_rounds"].size(), 2u) << j.dump();
+  for (const auto& v : j["torchscript_rounds"]) EXPECT_GT(v.get<double>(), 0);
+  EXPECT_DOUBLE_EQ(j["ratio"].get<double>(),
+                   j["torchscript_samples_per_second"].get<double>() / j["builtin_samples_per_second"].get<double>());
+  EXPECT_NE(r.out.find("ratio torchscript/builtin"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("cnn_script.pt"), std::string::npos) << "the TorchScript side did not train the written file";
+  // Only the cnn has a TorchScript twin.
+  ExpectBadInput(RunProcess({TenaxBinary(), "bench", "train-script", "--model", "mlp"}),
+                 "only cnn compares");
+}
+
 TEST(CliTest, BenchReportsAMissingPeerScript) {
   ScratchDir dir;
   auto r = RunProcess({TenaxBinary(), "bench", "train-single", "--steps", "30", "--script", dir / "absent.py"});
