@@ -54,8 +54,11 @@ Result<std::unique_ptr<TrainableModel>> MakeTrainableModel(const TrainConfig& co
 Result<std::unique_ptr<TrainableModel>> LoadTrainedModel(const std::string& path);
 
 // Counts the samples in [begin, end) of `data` whose arg-max logit is their
-// label, in eval mode without grad (the model's mode is restored).
+// label, in eval mode without grad (the model's mode is restored). Batches
+// of 128: batches of 1000 made the cnn's im2col buffers hundreds of MB, freshly
+// mapped and page-faulted every batch, and evaluation 4x slower (tenax eval of
+// the quickstart model: 4.8 s at 1000, 1.5 s at 128, 1.6 s at 256, 1.9 s at 64).
 Result<int64_t> CountCorrect(TrainableModel& model, DataSource& data, int64_t begin, int64_t end,
-                             int64_t batch_size = 1000);
+                             int64_t batch_size = 128);
 
 }  // namespace tenax
