@@ -153,11 +153,13 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
   if (job_.phase == JobPhase::kJoining && static_cast<int>(members_.size()) == job_.world) {
     ++job_.generation;
     job_.phase = JobPhase::kRunning;
+    std::vector<MemberRecord> roster;
+    for (const auto& [r, member] : members_) roster.push_back(member);
+    out.push_back(action::PutGeneration{
+        {job_.generation, 0, "all " + std::to_string(job_.world) + " workers joined", roster}});
     out.push_back(action::SetJobState{JobPhase::kRunning, "", job_.generation});
     spdlog::info("job {}: all {} workers joined (generation {}); publishing the roster", job_.job_id, job_.world,
                  job_.generation);
-    std::vector<MemberRecord> roster;
-    for (const auto& [r, member] : members_) roster.push_back(member);
     out.push_back(action::PublishRoster{ConnectedMembers(), job_.generation, std::move(roster)});
   }
   return out;

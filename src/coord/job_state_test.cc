@@ -130,6 +130,13 @@ TEST(JobStateMachine, RosterIsPublishedOnceAllJoinedWithTheNextGeneration) {
   EXPECT_EQ(1u, state.generation);
   const auto roster = One<action::PublishRoster>(actions);
   EXPECT_LT(IndexOf<action::SetJobState>(actions), IndexOf<action::PublishRoster>(actions)) << "durable first";
+  // The generation is a row of its own, written before anyone hears of it.
+  const auto generation = One<action::PutGeneration>(actions).generation;
+  EXPECT_LT(IndexOf<action::PutGeneration>(actions), IndexOf<action::PublishRoster>(actions)) << "durable first";
+  EXPECT_EQ(1u, generation.number);
+  EXPECT_EQ(0, generation.first_step);
+  EXPECT_EQ("all 3 workers joined", generation.why);
+  EXPECT_EQ(roster.members, generation.members);
   EXPECT_EQ(1u, roster.generation);
   EXPECT_EQ((std::vector<ConnId>{10, 11, 12}), roster.to);
   ASSERT_EQ(3u, roster.members.size());

@@ -47,6 +47,21 @@ CREATE TABLE IF NOT EXISTS member (
   state TEXT NOT NULL,
   lease_until_ms INTEGER NOT NULL
 );
+CREATE TABLE IF NOT EXISTS generation (
+  number INTEGER PRIMARY KEY,
+  first_step INTEGER NOT NULL,
+  why TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS generation_member (
+  generation INTEGER NOT NULL REFERENCES generation(number),
+  rank INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  host TEXT NOT NULL,
+  port INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  lease_until_ms INTEGER NOT NULL,
+  PRIMARY KEY (generation, rank)
+);
 )sql";
 
 // "TNXC" in SQLite's header (PRAGMA application_id): this file is a tenax
@@ -89,7 +104,8 @@ Status JobStore::CheckOwnership() {
     if (!q.ok() || q.Step() != SQLITE_ROW) return Error("read application id");
     app_id = q.Int(0);
   }
-  if (app_id == kApplicationId) return Status::Ok();
+  // A stamped file gets the tables a newer tenax added (CREATE IF NOT EXISTS).
+  if (app_id == kApplicationId) return Exec(std::string("BEGIN;") + kSchema + "COMMIT;");
   if (app_id != 0) {
     return FailedPrecondition("state file " + path_ + " belongs to another program (SQLite application id " +
                               std::to_string(app_id) + "); use another --state file");
@@ -103,7 +119,8 @@ Status JobStore::CheckOwnership() {
     if (rc != SQLITE_DONE) return Error("list tables");
   }
   // An empty file is new; tables `job` and `member` with tenax's columns are
-  // a state file written before files were stamped. Anything else is not ours.
+  // a state file written before files were stamped (it gets the generation
+  // tables now). Anything else is not ours.
   const bool ours = tables == std::set<std::string>{"job", "member"} &&
                     Statement(db_, "SELECT job_id, config_toml, world, state, generation, failure FROM job").ok() &&
                     Statement(db_, "SELECT rank, name, host, port, state, lease_until_ms FROM member").ok();
@@ -212,6 +229,80 @@ Status JobStore::RenewLeases(const std::vector<int>& ranks, int64_t lease_until_
     }
   }
   return Exec("COMMIT");
+}
+
+Status JobStore::PutGeneration(const GenerationRecord& g) {
+  TENAX_RETURN_IF_ERROR(Exec("BEGIN"));
+  auto fail = [&](const std::string& what) {
+    (void)Exec("ROLLBACK");
+    return Error(what + " " + std::to_string(g.number));
+  };
+  {
+    Statement del(db_, "DELETE FROM generation_member WHERE generation = ?");
+    if (!del.ok()) return fail("write generation");
+    del.Bind(1, static_cast<int64_t>(g.number));
+    if (del.Step() != SQLITE_DONE) return fail("write generation");
+  }
+  {
+    Statement u(db_, "INSERT OR REPLACE INTO generation (number, first_step, why) VALUES (?, ?, ?)");
+    if (!u.ok()) return fail("write generation");
+    u.Bind(1, static_cast<int64_t>(g.number));
+    u.Bind(2, g.first_step);
+    u.Bind(3, g.why);
+    if (u.Step() != SQLITE_DONE) return fail("write generation");
+  }
+  for (const MemberRecord& m : g.members) {
+    Statement u(db_,
+                "INSERT INTO generation_member (generation, rank, name, host, port, state, lease_until_ms) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)");
+    if (!u.ok()) return fail("write the members of generation");
+    u.Bind(1, static_cast<int64_t>(g.number));
+    u.Bind(2, static_cast<int64_t>(m.rank));
+    u.Bind(3, m.name);
+    u.Bind(4, m.host);
+    u.Bind(5, static_cast<int64_t>(m.port));
+    u.Bind(6, std::string(ToString(m.state)));
+    u.Bind(7, m.lease_until_ms);
+    if (u.Step() != SQLITE_DONE) return fail("write the members of generation");
+  }
+  return Exec("COMMIT");
+}
+
+Result<std::vector<GenerationRecord>> JobStore::Generations() {
+  std::vector<GenerationRecord> out;
+  {
+    Statement q(db_, "SELECT number, first_step, why FROM generation ORDER BY number");
+    if (!q.ok()) return Error("read generations");
+    int rc;
+    while ((rc = q.Step()) == SQLITE_ROW) {
+      if (q.Int(0) < 0 || q.Int(1) < 0) {
+        return DataLoss("state file " + path_ + ": generation " + std::to_string(q.Int(0)) + " starts at step " +
+                        std::to_string(q.Int(1)) + ", which tenax never writes (damaged file?)");
+      }
+      out.push_back({static_cast<uint64_t>(q.Int(0)), q.Int(1), q.Text(2), {}});
+    }
+    if (rc != SQLITE_DONE) return Error("read generations");
+  }
+  for (GenerationRecord& g : out) {
+    Statement q(db_,
+                "SELECT rank, name, host, port, state, lease_until_ms FROM generation_member "
+                "WHERE generation = ? ORDER BY rank");
+    if (!q.ok()) return Error("read the members of generation " + std::to_string(g.number));
+    q.Bind(1, static_cast<int64_t>(g.number));
+    int rc;
+    while ((rc = q.Step()) == SQLITE_ROW) {
+      auto state = ParseMemberState(q.Text(4));
+      if (!state || q.Int(0) < 0 || q.Int(3) < 0 || q.Int(3) > 65535) {
+        return DataLoss("state file " + path_ + ": generation " + std::to_string(g.number) + ", member rank " +
+                        std::to_string(q.Int(0)) + " holds state '" + q.Text(4) + "' and port " +
+                        std::to_string(q.Int(3)) + ", which tenax never writes (damaged file?)");
+      }
+      g.members.push_back(
+          {static_cast<int>(q.Int(0)), q.Text(1), q.Text(2), static_cast<uint16_t>(q.Int(3)), *state, q.Int(5)});
+    }
+    if (rc != SQLITE_DONE) return Error("read the members of generation " + std::to_string(g.number));
+  }
+  return out;
 }
 
 }  // namespace tenax::coord

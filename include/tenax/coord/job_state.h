@@ -64,6 +64,18 @@ struct MemberRecord {
   bool operator==(const MemberRecord&) const = default;
 };
 
+// One membership generation: every change of the member set (today: all
+// workers joined; with elastic training also a join, a leave or a loss)
+// is a row, written before the generation is published, so a restarted
+// coordinator knows the current generation and its members.
+struct GenerationRecord {
+  uint64_t number = 0;
+  int64_t first_step = 0;              // the first training step it runs
+  std::string why;                     // "all 3 workers joined", "rank 1 lost: ..."
+  std::vector<MemberRecord> members;   // by rank (state and lease as at the change)
+  bool operator==(const GenerationRecord&) const = default;
+};
+
 using ConnId = uint64_t;
 
 struct CoordTime {
@@ -97,6 +109,9 @@ struct SetJobState {
 struct RenewLeases {
   std::vector<int> ranks;
   int64_t until_ms = 0;
+};
+struct PutGeneration {
+  GenerationRecord generation;
 };
 // Messages.
 struct Refuse {  // a JoinReply with this error, then disconnect
@@ -135,6 +150,7 @@ struct Stop {
 }  // namespace action
 
 using Action = std::variant<action::PutMember, action::RemoveMember, action::SetJobState, action::RenewLeases,
+                            action::PutGeneration,
                             action::Refuse, action::Admit, action::PublishRoster, action::AnnounceFailure,
                             action::RelayProgress, action::AnnounceDone, action::Stop>;
 using Actions = std::vector<Action>;

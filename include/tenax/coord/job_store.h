@@ -1,6 +1,7 @@
 // The coordinator's durable state: one job per state file, in SQLite, so a
 // coordinator killed and restarted with the same file resumes the same job
-// (its id, configuration, members and their ranks, and how it ended).
+// (its id, configuration, members and their ranks, every membership
+// generation, and how it ended).
 //
 // Every mutation is its own transaction (WAL journal), so a SIGKILL loses at
 // most the mutation in flight, never a committed one. The file is stamped
@@ -41,6 +42,13 @@ class JobStore {
   Status PutMember(const MemberRecord& m);  // insert or replace by rank
   Status RemoveMember(int rank);
   Status RenewLeases(const std::vector<int>& ranks, int64_t lease_until_ms);
+
+  // Membership generations, one row each (plus its members), written in one
+  // transaction. Writing a number again replaces it (a coordinator that
+  // restarts mid-change writes the same generation again).
+  Status PutGeneration(const GenerationRecord& g);
+  // Every generation, oldest first.
+  Result<std::vector<GenerationRecord>> Generations();
 
   const std::string& path() const { return path_; }
 
