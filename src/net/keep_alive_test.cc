@@ -1,0 +1,124 @@
+// RunKeepingAlive: local work that outlasts the peer timeout does not make a
+// connected peer give up on this node, and without it the peer does (the
+// failure that made sync ranks lose each other while reading their data).
+// Two real Nodes on loopback, each driven by its own thread.
+#include "tenax/net/keep_alive.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+#include "tenax/net/message_kinds.h"
+#include "tenax/net/node.h"
+#include "testing.h"
+
+namespace tenax::net {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* kSecret = "keep-alive-test-secret-0123456789";
+constexpr uint32_t kAfterWork = kFirstTestKind + 0x80;  // "the work is over" (test range)
+constexpr auto kPeerTimeout = 1000ms;
+constexpr auto kWork = 2500ms;  // 2.5 peer timeouts of local work
+
+NodeOptions Options(const std::string& name) {
+  NodeOptions o;
+  o.name = name;
+  o.secret = kSecret;
+  o.net_devices = "lo";
+  o.peer_timeout = kPeerTimeout;
+  return o;
+}
+
+// CPU-bound stand-in for decompressing a dataset: sums for `how_long` and
+// returns the sum (so the result is a value the caller can check).
+uint64_t BusyWork(std::chrono::milliseconds how_long) {
+  const auto end = SteadyClock::now() + how_long;
+  uint64_t sum = 0, i = 0;
+  while (SteadyClock::now() < end) {
+    for (int k = 0; k < 1000; ++k) sum += ++i;
+  }
+  return sum + 1;  // never 0
+}
+
+// A listening node on its own thread: accepts one peer and waits (up to 20 s)
+// for its kAfterWork message; `heard` is that message's payload or the error.
+class Listener {
+ public:
+  Listener() {
+    auto node = Node::Create(Options("listener"));
+    if (!node.ok()) {
+      ADD_FAILURE() << node.status().ToString();
+      return;
+    }
+    node_ = std::move(*node);
+    auto port = node_->Listen("127.0.0.1", 0);
+    if (!port.ok()) {
+      ADD_FAILURE() << port.status().ToString();
+      return;
+    }
+    port_ = *port;
+    thread_ = std::thread([this] {
+      auto peer = node_->Accept(Deadline::After(20s));
+      if (!peer.ok()) {
+        heard_ = peer.status();
+      } else {
+        auto msg = node_->ReceiveControl(Deadline::After(20s), *peer, kAfterWork);
+        heard_ = msg.ok() ? Result<std::string>(msg->payload) : Result<std::string>(msg.status());
+      }
+    });
+  }
+  ~Listener() {
+    if (thread_.joinable()) thread_.join();
+  }
+  uint16_t port() const { return port_; }
+  // Joins the thread (it ends by its own deadlines) and returns what it heard.
+  Result<std::string> Heard() {
+    if (thread_.joinable()) thread_.join();
+    return heard_;
+  }
+
+ private:
+  std::unique_ptr<Node> node_;
+  uint16_t port_ = 0;
+  std::thread thread_;
+  Result<std::string> heard_ = Internal("nothing heard");
+};
+
+TEST(KeepAlive, LongLocalWorkKeepsThePeerConnectedAndReturnsItsResult) {
+  Listener listener;
+  ASSERT_NE(0, listener.port());
+  ASSERT_OK_AND_ASSIGN(auto node, Node::Create(Options("worker")));
+  ASSERT_OK_AND_ASSIGN(PeerId peer, node->Connect("127.0.0.1", listener.port(), Deadline::After(20s)));
+
+  const uint64_t sum = RunKeepingAlive(*node, [] { return BusyWork(kWork); });
+  EXPECT_GT(sum, 1u) << "the work's own result comes back";
+  ASSERT_OK(node->SendControl(peer, kAfterWork, "still here", Deadline::After(10s)));
+  ASSERT_OK_AND_ASSIGN(std::string heard, listener.Heard());
+  EXPECT_EQ("still here", heard);
+
+  // An exception thrown by the work reaches the caller.
+  EXPECT_THROW(RunKeepingAlive(*node, []() -> int { throw std::runtime_error("bad data"); }), std::runtime_error);
+}
+
+// The control: the same work on the Node's own thread, without the helper,
+// and the listener gives up on this node for silence.
+TEST(KeepAlive, WithoutItThePeerDeclaresTheBusyNodeLost) {
+  Listener listener;
+  ASSERT_NE(0, listener.port());
+  ASSERT_OK_AND_ASSIGN(auto node, Node::Create(Options("worker")));
+  ASSERT_OK_AND_ASSIGN(PeerId peer, node->Connect("127.0.0.1", listener.port(), Deadline::After(20s)));
+
+  EXPECT_GT(BusyWork(kWork), 1u);
+  (void)node->SendControl(peer, kAfterWork, "too late", Deadline::After(2s));  // may fail: the peer closed
+  auto heard = listener.Heard();
+  ASSERT_FALSE(heard.ok()) << "the listener heard '" << *heard << "' after 2.5 peer timeouts of silence";
+  EXPECT_EQ(StatusCode::kPeerLost, heard.status().code()) << heard.status().ToString();
+  EXPECT_NE(std::string::npos, heard.status().message().find("no heartbeat")) << heard.status().ToString();
+}
+
+}  // namespace
+}  // namespace tenax::net
