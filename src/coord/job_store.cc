@@ -68,6 +68,39 @@ CREATE TABLE IF NOT EXISTS generation_member (
 // coordinator's state.
 constexpr int64_t kApplicationId = 0x544e5843;
 
+// The member columns, the same in `member` and `generation_member`.
+constexpr const char* kMemberColumns = "rank, name, host, port, state, lease_until_ms";
+
+// Binds a member to parameters first..first+5, in kMemberColumns' order.
+void BindMember(Statement& u, int first, const MemberRecord& m) {
+  u.Bind(first, static_cast<int64_t>(m.rank));
+  u.Bind(first + 1, m.name);
+  u.Bind(first + 2, m.host);
+  u.Bind(first + 3, static_cast<int64_t>(m.port));
+  u.Bind(first + 4, std::string(ToString(m.state)));
+  u.Bind(first + 5, m.lease_until_ms);
+}
+
+// The rows of a SELECT of kMemberColumns. DataLoss names `what` and the rank
+// of a row tenax never writes; IoError with SQLite's words if reading fails.
+Result<std::vector<MemberRecord>> ReadMembers(sqlite3* db, const std::string& path, Statement& q,
+                                              const std::string& what) {
+  std::vector<MemberRecord> out;
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) {
+    auto state = ParseMemberState(q.Text(4));
+    if (!state || q.Int(0) < 0 || q.Int(3) < 0 || q.Int(3) > 65535) {
+      return DataLoss("state file " + path + ": " + what + " rank " + std::to_string(q.Int(0)) + " holds state '" +
+                      q.Text(4) + "' and port " + std::to_string(q.Int(3)) +
+                      ", which tenax never writes (damaged file?)");
+    }
+    out.push_back(
+        {static_cast<int>(q.Int(0)), q.Text(1), q.Text(2), static_cast<uint16_t>(q.Int(3)), *state, q.Int(5)});
+  }
+  if (rc != SQLITE_DONE) return IoError("state file " + path + ": read " + what + "s: " + sqlite3_errmsg(db));
+  return out;
+}
+
 }  // namespace
 
 Status JobStore::Error(const std::string& what) const {
@@ -180,33 +213,15 @@ Status JobStore::SetJobState(JobPhase phase, const std::string& failure, uint64_
 }
 
 Result<std::vector<MemberRecord>> JobStore::Members() {
-  Statement q(db_, "SELECT rank, name, host, port, state, lease_until_ms FROM member ORDER BY rank");
+  Statement q(db_, (std::string("SELECT ") + kMemberColumns + " FROM member ORDER BY rank").c_str());
   if (!q.ok()) return Error("read members");
-  std::vector<MemberRecord> out;
-  int rc;
-  while ((rc = q.Step()) == SQLITE_ROW) {
-    auto state = ParseMemberState(q.Text(4));
-    if (!state || q.Int(0) < 0 || q.Int(3) < 0 || q.Int(3) > 65535) {
-      return DataLoss("state file " + path_ + ": member rank " + std::to_string(q.Int(0)) + " holds state '" +
-                      q.Text(4) + "' and port " + std::to_string(q.Int(3)) +
-                      ", which tenax never writes (damaged file?)");
-    }
-    out.push_back(
-        {static_cast<int>(q.Int(0)), q.Text(1), q.Text(2), static_cast<uint16_t>(q.Int(3)), *state, q.Int(5)});
-  }
-  if (rc != SQLITE_DONE) return Error("read members");
-  return out;
+  return ReadMembers(db_, path_, q, "member");
 }
 
 Status JobStore::PutMember(const MemberRecord& m) {
-  Statement u(db_, "INSERT OR REPLACE INTO member (rank, name, host, port, state, lease_until_ms) VALUES (?, ?, ?, ?, ?, ?)");
+  Statement u(db_, (std::string("INSERT OR REPLACE INTO member (") + kMemberColumns + ") VALUES (?, ?, ?, ?, ?, ?)").c_str());
   if (!u.ok()) return Error("write member");
-  u.Bind(1, static_cast<int64_t>(m.rank));
-  u.Bind(2, m.name);
-  u.Bind(3, m.host);
-  u.Bind(4, static_cast<int64_t>(m.port));
-  u.Bind(5, std::string(ToString(m.state)));
-  u.Bind(6, m.lease_until_ms);
+  BindMember(u, 1, m);
   return u.Step() == SQLITE_DONE ? Status::Ok() : Error("write member " + std::to_string(m.rank));
 }
 
@@ -252,17 +267,12 @@ Status JobStore::PutGeneration(const GenerationRecord& g) {
     if (u.Step() != SQLITE_DONE) return fail("write generation");
   }
   for (const MemberRecord& m : g.members) {
-    Statement u(db_,
-                "INSERT INTO generation_member (generation, rank, name, host, port, state, lease_until_ms) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)");
+    Statement u(db_, (std::string("INSERT INTO generation_member (generation, ") + kMemberColumns +
+                      ") VALUES (?, ?, ?, ?, ?, ?, ?)")
+                         .c_str());
     if (!u.ok()) return fail("write the members of generation");
     u.Bind(1, static_cast<int64_t>(g.number));
-    u.Bind(2, static_cast<int64_t>(m.rank));
-    u.Bind(3, m.name);
-    u.Bind(4, m.host);
-    u.Bind(5, static_cast<int64_t>(m.port));
-    u.Bind(6, std::string(ToString(m.state)));
-    u.Bind(7, m.lease_until_ms);
+    BindMember(u, 2, m);
     if (u.Step() != SQLITE_DONE) return fail("write the members of generation");
   }
   return Exec("COMMIT");
@@ -284,23 +294,12 @@ Result<std::vector<GenerationRecord>> JobStore::Generations() {
     if (rc != SQLITE_DONE) return Error("read generations");
   }
   for (GenerationRecord& g : out) {
-    Statement q(db_,
-                "SELECT rank, name, host, port, state, lease_until_ms FROM generation_member "
-                "WHERE generation = ? ORDER BY rank");
+    Statement q(db_, (std::string("SELECT ") + kMemberColumns +
+                      " FROM generation_member WHERE generation = ? ORDER BY rank")
+                         .c_str());
     if (!q.ok()) return Error("read the members of generation " + std::to_string(g.number));
     q.Bind(1, static_cast<int64_t>(g.number));
-    int rc;
-    while ((rc = q.Step()) == SQLITE_ROW) {
-      auto state = ParseMemberState(q.Text(4));
-      if (!state || q.Int(0) < 0 || q.Int(3) < 0 || q.Int(3) > 65535) {
-        return DataLoss("state file " + path_ + ": generation " + std::to_string(g.number) + ", member rank " +
-                        std::to_string(q.Int(0)) + " holds state '" + q.Text(4) + "' and port " +
-                        std::to_string(q.Int(3)) + ", which tenax never writes (damaged file?)");
-      }
-      g.members.push_back(
-          {static_cast<int>(q.Int(0)), q.Text(1), q.Text(2), static_cast<uint16_t>(q.Int(3)), *state, q.Int(5)});
-    }
-    if (rc != SQLITE_DONE) return Error("read the members of generation " + std::to_string(g.number));
+    TENAX_ASSIGN_OR_RETURN(g.members, ReadMembers(db_, path_, q, "generation " + std::to_string(g.number) + ", member"));
   }
   return out;
 }
