@@ -80,6 +80,25 @@ TEST(MetricsTest, WritesOneJsonObjectPerLine) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(MetricsTest, TwoAppendingWritersKeepEveryRecordWhole) {
+  std::string dir = TempDir();
+  const std::string path = dir + "/metrics.jsonl";
+  ASSERT_OK_AND_ASSIGN(JsonLinesWriter first, JsonLinesWriter::Open(path));
+  ASSERT_OK(first.Write({{"step", 1}}));
+  ASSERT_OK_AND_ASSIGN(JsonLinesWriter second, JsonLinesWriter::Append(path));  // e.g. the launcher's events
+  ASSERT_OK(second.Write({{"event", "fault"}}));
+  ASSERT_OK(first.Write({{"step", 2}}));  // the first writer's offset is not stale: O_APPEND
+  std::ifstream in(path);
+  std::string line;
+  std::vector<nlohmann::json> records;
+  while (std::getline(in, line)) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0], nlohmann::json({{"step", 1}}));
+  EXPECT_EQ(records[1], nlohmann::json({{"event", "fault"}}));
+  EXPECT_EQ(records[2], nlohmann::json({{"step", 2}}));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(StatusTest, ResultCarriesValueOrError) {
   Result<int> good = 3;
   ASSERT_OK_AND_ASSIGN(int value, good);

@@ -16,6 +16,9 @@ class JsonLinesWriter {
  public:
   // Creates or truncates `path`. IoError names the path on failure.
   static Result<JsonLinesWriter> Open(const std::string& path);
+  // Creates `path` or appends to it (O_APPEND: each record is one write(),
+  // so records of several processes appending to one file do not mix).
+  static Result<JsonLinesWriter> Append(const std::string& path);
 
   // Appends one record. The record must be a JSON object.
   Status Write(const nlohmann::json& record);
@@ -23,6 +26,7 @@ class JsonLinesWriter {
   const std::string& path() const { return path_; }
 
  private:
+  static Result<JsonLinesWriter> OpenWithMode(const std::string& path, bool truncate);
   struct FileCloser {
     void operator()(std::FILE* f) const { std::fclose(f); }
   };
