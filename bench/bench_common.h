@@ -2,8 +2,8 @@
 // are, the peer processes of a run (started, read, waited for with a
 // deadline, stopped), a fresh secret, a scratch directory, the --quick and
 // --json flags, and the JSON report. The drivers (train_single_bench.cc,
-// train_bench.cc, allreduce_bench.cc, transport_bench.cc) keep only what they
-// measure.
+// train_bench.cc, allreduce_bench.cc, transport_bench.cc, elastic_bench.cc)
+// keep only what they measure.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -179,5 +179,7 @@ void AddTrainBenchmark(CLI::App& bench, int& exit_code);
 void AddAllreduceBenchmark(CLI::App& bench, int& exit_code);
 // `transport` and its hidden receiver `transport-peer`.
 void AddTransportBenchmark(CLI::App& bench, int& exit_code);
+// `elastic`: a lost and a new worker, tenax elastic sync vs torchrun.
+void AddElasticBenchmark(CLI::App& bench, int& exit_code);
 
 }  // namespace tenax::bench

@@ -275,5 +275,41 @@ TEST(CliTest, BenchReportsAMissingPeerScript) {
   ExpectBadInput(r, "absent.py: PyTorch benchmark script not found");
 }
 
+// tenax bench elastic: its flags, and its torchrun peer alone (hidden flags:
+// only torchrun's run with the fault, 2 workers). The benchmark SIGKILLs rank 1
+// at a third of the steps; torchrun restarts both workers from the script's
+// checkpoint and the job still trains exactly the steps asked.
+TEST(CliTest, BenchElasticTorchrunPeerResumesAfterAKill) {
+  auto help = RunProcess({TenaxBinary(), "bench", "elastic", "--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("--quick"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("--json"), std::string::npos) << help.out;
+
+  ScratchDir dir;
+  const int steps = 18;
+  auto r = RunProcess({TenaxBinary(), "bench", "elastic", "--torchrun-only", "--faults-only", "--workers", "2",
+                       "--steps", std::to_string(steps), "--json", dir / "bench.json"},
+                      std::chrono::seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(testing::ReadText(dir / "bench.json"));
+  ASSERT_EQ(j["results"].size(), 1u) << j.dump();
+  const auto& t = j["results"][0];
+  EXPECT_EQ(t["impl"], "torchrun");
+  // The script's own JSON line.
+  const auto& line = t["script_result"];
+  EXPECT_EQ(line["steps"], steps) << line.dump();
+  EXPECT_EQ(line["world"], 2) << line.dump();
+  const double acc = line["final_test_accuracy"].get<double>();
+  EXPECT_GT(acc, 0.1) << line.dump();  // well above chance after 18 steps
+  EXPECT_LE(acc, 1.0) << line.dump();
+  EXPECT_DOUBLE_EQ(t["final_test_accuracy"].get<double>(), acc);
+  EXPECT_GE(line["restarts"].get<int>(), 1) << line.dump();
+  EXPECT_GE(t["killed_at_step"].get<int>(), steps / 3) << t.dump();
+  EXPECT_GE(line["resumed_from_step"].get<int>(), 1) << line.dump();
+  EXPECT_LE(line["resumed_from_step"].get<int>(), t["killed_at_step"].get<int>()) << t.dump();
+  EXPECT_GT(t["wall_seconds"].get<double>(), 0);
+  EXPECT_TRUE(t["fault_free_wall_seconds"].is_null()) << t.dump();
+}
+
 }  // namespace
 }  // namespace tenax
