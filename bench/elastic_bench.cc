@@ -166,10 +166,8 @@ Result<nlohmann::json> RunTenax(const ElasticArgs& a, const std::string& tenax_b
   TENAX_RETURN_IF_ERROR(WriteFileAtomic(job, TenaxJobText(a, steps, faulty)));
   auto run = RunToEnd("tenax run (" + what + ")", {tenax_bin, "run", job, "--out", out}, RunDeadline(a));
   if (!run.ok()) {
-    return Status(run.status().code(),
-                  "tenax run of the elastic job (" + what + ") failed: " + run.status().message() +
-                      " (its own error is above; the job needs cluster.elastic, min_workers, max_workers" +
-                      (faulty ? " and [[faults]] kill/restart" : "") + ")");
+    return Status(run.status().code(), "tenax run of the elastic job (" + what + ") failed: " + run.status().message() +
+                                           " (tenax run's own error line is above)");
   }
   std::ifstream in(out + "/summary.json");
   auto s = nlohmann::json::parse(in, nullptr, false);
@@ -461,6 +459,13 @@ Status RunElastic(ElasticArgs a) {
   std::error_code ec;
   if (!std::filesystem::exists(a.script, ec)) {
     return NotFound(a.script + ": torchrun benchmark script not found (--script)");
+  }
+  // Both sides read the gzipped idx files (the Python reader knows no other names).
+  for (const char* name : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz",
+                           "t10k-labels-idx1-ubyte.gz"}) {
+    if (!std::filesystem::exists(a.data_dir + "/" + name, ec)) {
+      return NotFound(a.data_dir + "/" + name + ": no such file (--data: the Fashion-MNIST directory)");
+    }
   }
   TENAX_RETURN_IF_ERROR(CheckOnPath(a.python, "--python"));
   std::string tenax_bin;
