@@ -17,13 +17,14 @@ target_link_libraries(tenax_core_base
 add_library(tenax_net_address STATIC src/net/host_port.cc)
 target_link_libraries(tenax_net_address PUBLIC tenax_core_base PRIVATE tenax_warnings)
 
-# The decoders of outside input in train (idx and npy files, train config),
-# free of libtorch so they can be fuzzed.
+# The decoders of outside input in train (idx and npy files, the train config
+# and its fault plan), free of libtorch so they can be fuzzed.
 add_library(tenax_train_input STATIC
   src/train/idx.cc
   src/train/npy.cc
   src/train/fashion_mnist.cc
-  src/train/train_config.cc)
+  src/train/train_config.cc
+  src/train/fault_plan.cc)
 target_link_libraries(tenax_train_input
   PUBLIC tenax_core_base tenax_net_address ZLIB::ZLIB
   PRIVATE tenax_warnings)

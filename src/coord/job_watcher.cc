@@ -1,5 +1,6 @@
 #include "tenax/coord/job_watcher.h"
 
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -21,16 +22,21 @@ struct JobWatcher::State {
   net::PeerId coordinator = 0;
   std::map<uint32_t, wire::Progress> latest;  // per rank
   int64_t reported_step = -1;
+  int64_t max_step = 0;
 
-  // The slowest rank's progress, if every rank reported and it moved.
+  // The slowest rank's progress, if every rank reported and it moved, or
+  // (report_max_step) if the highest step reported rose.
   std::optional<JobProgress> Update(const wire::Progress& p) {
     latest[p.rank()] = p;
+    const bool max_rose = p.step() > max_step;
+    max_step = std::max<int64_t>(max_step, p.step());
     const wire::Progress* slow = nullptr;
     for (const auto& [rank, q] : latest) {
       if (!slow || q.step() < slow->step()) slow = &q;
     }
-    if (static_cast<int64_t>(latest.size()) < options.world || slow->step() == reported_step) return std::nullopt;
-    reported_step = slow->step();
+    const bool slowest_moved = static_cast<int64_t>(latest.size()) >= options.world && slow->step() != reported_step;
+    if (!slowest_moved && !(options.report_max_step && max_rose)) return std::nullopt;
+    if (slowest_moved) reported_step = slow->step();
     JobProgress j;
     j.step = slow->step();
     j.total_steps = slow->total_steps();
@@ -39,7 +45,9 @@ struct JobWatcher::State {
     j.loss = slow->loss();
     j.samples_per_second = slow->samples_per_second();
     j.elapsed_seconds = slow->elapsed_seconds();
-    if (slow->test_accuracy() >= 0) j.test_accuracy = slow->test_accuracy();
+    if (slowest_moved && slow->test_accuracy() >= 0) j.test_accuracy = slow->test_accuracy();
+    j.max_step = max_step;
+    j.max_step_only = !slowest_moved;
     return j;
   }
 };

@@ -139,16 +139,56 @@ TEST(JobWatcherTest, ProgressIsTheSlowestRankOnceEveryRankReportedAndOnlyWhenItM
 
   ASSERT_EQ(4u, events->size());
   const std::vector<int64_t> steps = {3, 5, 7};
+  const std::vector<int64_t> max_steps = {5, 7, 8};
   const std::vector<double> losses = {0.3, 0.5, 0.7};
   for (size_t i = 0; i < steps.size(); ++i) {
     const auto* p = std::get_if<JobProgress>(&(*events)[i]);
     ASSERT_NE(nullptr, p) << "event " << i;
     EXPECT_EQ(steps[i], p->step);
+    EXPECT_EQ(max_steps[i], p->max_step);
+    EXPECT_FALSE(p->max_step_only);
     EXPECT_EQ(losses[i], p->loss);
     EXPECT_EQ(100, p->total_steps);
     EXPECT_EQ(2, p->epochs);
     EXPECT_EQ(static_cast<double>(1000 + steps[i]), p->samples_per_second);
     EXPECT_FALSE(p->test_accuracy.has_value()) << "the slowest rank did not evaluate";
+  }
+  EXPECT_TRUE(std::holds_alternative<JobDone>(events->back()));
+  EXPECT_TRUE(coordinator.Join().ok());
+}
+
+// What the launcher's step-triggered faults need: a rank that never reports
+// (not yet, or never again) must not hide the steps the others reach.
+TEST(JobWatcherTest, OnRequestTheHighestStepIsReportedEvenWhenTheSlowestRankDoesNotMove) {
+  ScriptedCoordinator coordinator("job-w", {
+                                               ProgressMsg(0, 5, 0.5),       // rank 1 not heard yet: max 5
+                                               ProgressMsg(1, 3, 0.3),       // slowest: rank 1 at 3 (max 5)
+                                               ProgressMsg(1, 4, 0.4),       // slowest: rank 1 at 4 (max 5)
+                                               ProgressMsg(0, 9, 0.9, 0.8),  // rank 1 silent: max 9 only
+                                               ProgressMsg(0, 9, 0.9),       // nothing moved: nothing
+                                               ProgressMsg(0, 8, 0.8),       // a lower step: nothing
+                                               {kDoneKind, wire::Done().SerializeAsString()},
+                                           });
+  JobWatcherOptions o = Options(coordinator.port(), 2);
+  o.report_max_step = true;
+  auto watcher = JobWatcher::Connect(o, Deadline::After(30s));
+  ASSERT_TRUE(watcher.ok()) << watcher.status().ToString();
+  auto events = EventsUntilTheEnd(**watcher, Deadline::After(30s));
+  ASSERT_TRUE(events.ok()) << events.status().ToString();
+
+  struct Expected {
+    int64_t step, max_step;
+    bool max_step_only;
+  };
+  const std::vector<Expected> expected = {{5, 5, true}, {3, 5, false}, {4, 5, false}, {4, 9, true}};
+  ASSERT_EQ(expected.size() + 1, events->size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const auto* p = std::get_if<JobProgress>(&(*events)[i]);
+    ASSERT_NE(nullptr, p) << "event " << i;
+    EXPECT_EQ(expected[i].step, p->step) << "event " << i;
+    EXPECT_EQ(expected[i].max_step, p->max_step) << "event " << i;
+    EXPECT_EQ(expected[i].max_step_only, p->max_step_only) << "event " << i;
+    EXPECT_FALSE(p->test_accuracy.has_value()) << "event " << i << ": only the slowest rank's evaluation counts";
   }
   EXPECT_TRUE(std::holds_alternative<JobDone>(events->back()));
   EXPECT_TRUE(coordinator.Join().ok());

@@ -188,6 +188,8 @@ toml::node_view<const toml::node> ConfigReader::Lookup(std::string_view key) {
   return doc_.table().at_path(key);
 }
 
+const toml::node* ConfigReader::Node(std::string_view key) { return Lookup(key).node(); }
+
 bool ConfigReader::has(std::string_view key) const { return static_cast<bool>(doc_.table().at_path(key)); }
 
 void ConfigReader::Fail(std::string_view key, const std::string& message) {

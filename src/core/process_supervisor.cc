@@ -74,7 +74,8 @@ struct ProcessSupervisor::Child {
   std::vector<std::string> lines;
   std::optional<int> exit;
   uint64_t exit_order = 0;
-  bool stopped = false;  // signalled by Stop while running
+  bool stopped = false;        // signalled by Stop while running
+  bool exit_expected = false;  // signalled on purpose by the owner (ExpectExit)
 
   ~Child() {
     if (pidfd >= 0) ::close(pidfd);
@@ -154,6 +155,28 @@ void ProcessSupervisor::ReadOutput(Child& c) {
   }
 }
 
+Status ProcessSupervisor::Signal(size_t index, int signal) {
+  Child& c = *children_.at(index);
+  if (c.exit) {
+    return FailedPrecondition(group_ + ": " + c.name + " (pid " + std::to_string(c.pid) +
+                              ") already exited with code " + std::to_string(*c.exit));
+  }
+  c.proc->Signal(signal);  // a no-op once ChildProcess reaped it
+  return Status::Ok();
+}
+
+void ProcessSupervisor::ExpectExit(size_t index) { children_.at(index)->exit_expected = true; }
+
+Result<int> ProcessSupervisor::WaitForExit(size_t index, Deadline deadline) {
+  const Child& c = *children_.at(index);
+  while (true) {
+    Poll();
+    if (c.exit) return *c.exit;
+    if (deadline.Expired()) return DeadlineExceeded(group_ + ": " + c.name + " still running at the deadline");
+    WaitForActivity(deadline);
+  }
+}
+
 bool ProcessSupervisor::Poll() {
   bool all = true;
   for (auto& c : children_) {
@@ -191,7 +214,7 @@ void ProcessSupervisor::WaitForActivity(Deadline until) {
 }
 
 std::optional<ChildFailure> ProcessSupervisor::FailureOf(const Child& c) const {
-  if (!c.exit || *c.exit == 0 || c.stopped) return std::nullopt;
+  if (!c.exit || *c.exit == 0 || c.stopped || c.exit_expected) return std::nullopt;
   ChildFailure f;
   f.name = c.name;
   f.exit_code = *c.exit;

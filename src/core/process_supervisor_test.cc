@@ -171,6 +171,43 @@ TEST(ProcessSupervisorTest, TheDestructorStopsAndReapsRunningChildren) {
   ExpectReaped(pid);
 }
 
+// Fault injection: the owner signals children on purpose. An expected exit
+// is no failure; an untouched child's failure still is.
+TEST(ProcessSupervisorTest, SignalledChildrenWhoseExitIsExpectedAreNotFailures) {
+  ProcessSupervisor sup("signal test", 5s);
+  const auto killed = sup.StartCaptured("killed", Sh("exec sleep 60"));
+  const auto bystander = sup.StartCaptured("bystander", Sh("exec sleep 60"));
+  ASSERT_TRUE(killed.ok() && bystander.ok());
+
+  ASSERT_TRUE(sup.Signal(*killed, SIGKILL).ok());
+  sup.ExpectExit(*killed);
+  auto code = sup.WaitForExit(*killed, Deadline::After(30s));
+  ASSERT_TRUE(code.ok()) << code.status().ToString();
+  EXPECT_EQ(128 + SIGKILL, *code);
+  EXPECT_FALSE(sup.FirstFailure().has_value()) << "an expected exit is not a failure";
+  EXPECT_EQ(std::nullopt, sup.exit_code(*bystander));
+  const Status again = sup.Signal(*killed, SIGKILL);
+  EXPECT_EQ(StatusCode::kFailedPrecondition, again.code()) << again.ToString();
+  EXPECT_NE(std::string::npos,
+            again.message().find("killed (pid " + std::to_string(sup.pid(*killed)) + ") already exited with code 137"))
+      << again.message();
+  auto still = sup.WaitForExit(*bystander, Deadline::After(50ms));
+  EXPECT_EQ(StatusCode::kDeadlineExceeded, still.status().code()) << still.status().ToString();
+
+  // A child started after others exited (a replacement) is watched like the first ones.
+  const auto late = sup.StartCaptured("late", Sh("echo late; exit 4"));
+  ASSERT_TRUE(late.ok()) << late.status().ToString();
+  auto late_code = sup.WaitForExit(*late, Deadline::After(30s));
+  ASSERT_TRUE(late_code.ok()) << late_code.status().ToString();
+  EXPECT_EQ(4, *late_code);
+  ASSERT_TRUE(sup.Signal(*bystander, SIGKILL).ok());  // not expected: a failure too, after late's
+  const Status st = sup.WaitAll(Deadline::After(30s));
+  EXPECT_EQ(StatusCode::kInternal, st.code()) << st.ToString();
+  EXPECT_EQ("signal test: late exited with code 4; its output ends:\n    late", st.message());
+  EXPECT_EQ(std::optional<int>(128 + SIGKILL), sup.exit_code(*bystander));
+  ExpectAllReaped(sup);
+}
+
 TEST(ProcessSupervisorTest, AProgramThatCannotStartIsNamed) {
   ScratchDir dir;
   ProcessSupervisor sup("start test", 5s);

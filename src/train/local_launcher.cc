@@ -2,12 +2,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <thread>
 
+#include "fault_injector.h"
 #include "tenax/coord/job_watcher.h"
 #include "tenax/core/files.h"
 #include "tenax/core/log.h"
@@ -115,13 +117,39 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   const Deadline join_deadline = Deadline::After(k.join_timeout());
   TENAX_ASSIGN_OR_RETURN(uint16_t port, WaitForPortFile(out + "/coordinator.port", children, join_deadline));
   const std::string coordinator = hp.host + ":" + std::to_string(port);
+  std::vector<size_t> workers;
   for (int r = 0; r < k.workers; ++r) {
     std::vector<std::string> argv = {self,        "worker", "--job",           options.job_path, "--coordinator",
                                      coordinator, "--rank", std::to_string(r), "--out",          out};
     argv.insert(argv.end(), sets.begin(), sets.end());
     const std::string name = "worker " + std::to_string(r);
-    TENAX_RETURN_IF_ERROR(children.StartLogged(name, argv, logs + "/worker-" + std::to_string(r) + ".log").status());
+    TENAX_ASSIGN_OR_RETURN(size_t index,
+                           children.StartLogged(name, argv, logs + "/worker-" + std::to_string(r) + ".log"));
+    workers.push_back(index);
   }
+
+  // The fault plan's clock starts with the workers. A joiner has no rank:
+  // it joins the running elastic job and the coordinator gives it an id.
+  FaultInjectorOptions fo;
+  fo.plan = job.config.faults;
+  fo.workers = workers;
+  fo.expect_exits = k.elastic;
+  fo.on_notice = notice;
+  fo.start_joiner = [&](int64_t n) {
+    std::vector<std::string> argv = {self,        "worker", "--job", options.job_path, "--coordinator",
+                                     coordinator, "--out",  out};
+    argv.insert(argv.end(), sets.begin(), sets.end());
+    const std::string id = std::to_string(n);
+    return children.StartLogged("joiner " + id, argv, logs + "/joiner-" + id + ".log");
+  };
+  FaultInjector faults(children, std::move(fo));
+  faults.Start();
+  int64_t max_step = 0;  // the highest step any rank reported
+  const std::string metrics = out + "/metrics.jsonl";
+  // Once the children are stopped or done: the plan's records after rank 0's.
+  auto record_faults = [&] {
+    if (Status st = faults.AppendRecords(metrics); !st.ok()) notice("could not record the faults: " + st.message());
+  };
   spdlog::debug("started the coordinator (pid {}) and {} workers", children.pid(0), k.workers);
   notice("job " + k.job_id + ": coordinator on " + coordinator + ", " + std::to_string(k.workers) +
          " workers; logs in " + logs);
@@ -135,25 +163,39 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   wo.secret = secret;
   wo.peer_timeout = k.peer_timeout();
   wo.name = "launcher";
+  wo.report_max_step = !job.config.faults.empty();  // step triggers follow the fastest rank
   TENAX_ASSIGN_OR_RETURN(auto watcher, coord::JobWatcher::Connect(wo, join_deadline));
   while (true) {
     if (StopRequested()) {
       notice("stopping the coordinator and " + std::to_string(k.workers) + " workers");
+      faults.Finish(max_step);  // SIGKILLs the children it stopped: SIGTERM would wait for them
       children.Stop();
+      record_faults();
       return StopStatus();
     }
     children.Poll();  // notes exits as they happen, so the first failure is the first one
-    auto event = watcher->Next(Deadline::After(50ms));
+    faults.Poll(max_step);
+    Deadline wait = Deadline::After(50ms);
+    if (auto due = faults.NextDue()) wait = wait.Earlier(Deadline::At(*due));
+    auto event = watcher->Next(wait);
     if (!event.ok()) {
       std::optional<ChildFailure> why = children.FirstFailure();
+      faults.Finish(max_step);
       children.Stop();
+      record_faults();
       return PeerLost("lost the coordinator: " + event.status().message() + (why ? "; " + why->Describe() : ""));
     }
     if (!event->has_value()) continue;
     if (auto* p = std::get_if<coord::JobProgress>(&**event)) {
-      if (options.on_progress) options.on_progress(ToTrainProgress(*p, job.config.log_every_steps));
+      max_step = std::max(max_step, p->max_step);
+      faults.Poll(max_step);
+      if (options.on_progress && !p->max_step_only) {
+        options.on_progress(ToTrainProgress(*p, job.config.log_every_steps));
+      }
     } else if (auto* f = std::get_if<coord::JobFailed>(&**event)) {
+      faults.Finish(max_step);
       children.Stop();
+      record_faults();
       return PeerLost("job " + k.job_id + " failed: " + f->Describe() + " (logs in " + logs + ")");
     } else {
       break;  // JobDone
@@ -161,10 +203,14 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   }
   watcher.reset();
 
-  // Every child ends on its own once the job is done.
+  // Every child ends on its own once the job is done, except those the
+  // fault plan stopped: Finish SIGKILLs them.
+  faults.Finish(max_step);
   if (Status st = children.WaitAll(Deadline::After(30s), StopStatus); !st.ok()) {
+    record_faults();
     return Status(st.code(), "after the job finished: " + st.message() + " (logs in " + logs + ")");
   }
+  record_faults();
   std::ifstream in(out + "/summary.json");
   LaunchOutcome outcome;
   outcome.workers = k.workers;
@@ -173,6 +219,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     return Internal(out + "/summary.json is missing or unreadable after the job finished");
   }
   outcome.summary["launcher_wall_seconds"] = std::chrono::duration<double>(SteadyClock::now() - wall_start).count();
+  if (!job.config.faults.empty()) outcome.summary["faults"] = faults.Executed();
   TENAX_RETURN_IF_ERROR(WriteFileAtomic(out + "/summary.json", outcome.summary.dump(2) + "\n"));
   return outcome;
 }

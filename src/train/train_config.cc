@@ -1,9 +1,38 @@
 #include "tenax/train/train_config.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "tenax/net/host_port.h"
 #include "tenax/train/fashion_mnist.h"
+#include "tenax/train/npy.h"
 
 namespace tenax {
+namespace {
+
+// The job's optimizer steps as the training loop counts them, or nullopt
+// when the number of training samples is not known without reading data
+// that cannot be read now. Fashion-MNIST's training split holds 60000
+// samples (its loader refuses any other count); an npy job's count is the
+// first dimension in its labels file's header (the data is not read).
+std::optional<int64_t> TotalSteps(const TrainConfig& c) {
+  int64_t n = 60000;
+  if (c.data_format == kNpyFormat) {
+    auto header = ReadNpyFileHeader(c.train_labels);
+    if (!header.ok() || header->shape.empty()) return std::nullopt;
+    n = header->shape[0];
+  }
+  if (c.train_limit > 0) n = std::min(n, c.train_limit);
+  const int64_t world = c.mode == "sync" ? c.cluster.workers : 1;
+  const int64_t b = c.batch_size;
+  // One replica keeps the last partial batch; replicas drop a partial global batch.
+  const int64_t steps_per_epoch = world == 1 ? (n + b - 1) / b : n / (b * world);
+  int64_t total = steps_per_epoch * c.epochs;
+  if (c.max_steps > 0) total = std::min(total, c.max_steps);
+  return total;
+}
+
+}  // namespace
 
 Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   ConfigReader r(doc);
@@ -76,6 +105,27 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
     k.join_timeout_seconds = r.Real("cluster.join_timeout_seconds", k.join_timeout_seconds, 0.1, 86400);
     k.step_timeout_seconds = r.Real("cluster.step_timeout_seconds", k.step_timeout_seconds, 0.1, 86400);
     k.peer_timeout_seconds = r.Real("cluster.peer_timeout_seconds", k.peer_timeout_seconds, 0.5, 3600);
+    k.elastic = r.Bool("cluster.elastic", false);
+    k.min_workers = r.Int("cluster.min_workers", 1, 1, 1024);
+    k.max_workers = r.Int("cluster.max_workers", k.workers, 1, 1024);
+    if (!k.elastic) {
+      for (const char* key : {"cluster.min_workers", "cluster.max_workers"}) {
+        if (r.has(key)) r.Fail(key, "needs cluster.elastic = true");
+      }
+    } else if (k.min_workers > k.max_workers) {
+      r.Fail("cluster.min_workers", "(" + std::to_string(k.min_workers) + ") exceeds cluster.max_workers (" +
+                                        std::to_string(k.max_workers) + ")");
+    } else if (k.min_workers > k.workers) {
+      r.Fail("cluster.min_workers",
+             "(" + std::to_string(k.min_workers) + ") exceeds cluster.workers (" + std::to_string(k.workers) + ")");
+    } else if (k.max_workers < k.workers) {
+      r.Fail("cluster.max_workers",
+             "(" + std::to_string(k.max_workers) + ") is below cluster.workers (" + std::to_string(k.workers) + ")");
+    } else if (c.optimizer != "sgd") {
+      r.Fail("cluster.elastic",
+             "supports train.optimizer = \"sgd\" only (momentum buffers are transferred to joiners), not \"" +
+                 c.optimizer + "\"");
+    }
     // Every worker needs at least one sample of every global batch.
     if (c.batch_size * k.workers > train_samples) {
       r.Fail("cluster.workers", std::to_string(k.workers) + " workers x batch " + std::to_string(c.batch_size) +
@@ -84,13 +134,23 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
                                     " training samples");
     }
   } else {
-    for (const char* key : {"cluster.workers", "cluster.job_id", "cluster.coordinator", "cluster.host",
-                            "cluster.secret", "cluster.transports", "cluster.join_timeout_seconds",
-                            "cluster.step_timeout_seconds", "cluster.peer_timeout_seconds"}) {
+    for (const char* key :
+         {"cluster.workers", "cluster.job_id", "cluster.coordinator", "cluster.host", "cluster.secret",
+          "cluster.transports", "cluster.join_timeout_seconds", "cluster.step_timeout_seconds",
+          "cluster.peer_timeout_seconds", "cluster.elastic", "cluster.min_workers", "cluster.max_workers"}) {
       if (r.has(key)) r.Fail(key, "only applies to mode = \"sync\"");
     }
+    c.cluster.max_workers = c.cluster.workers;
   }
+  FaultPlanContext fc;
+  fc.sync = c.mode == "sync";
+  fc.workers = c.cluster.workers;
+  fc.elastic = c.cluster.elastic;
+  fc.total_steps = [&c] { return TotalSteps(c); };
+  Result<FaultPlan> faults = ParseFaultPlan(doc, r, fc);
   TENAX_RETURN_IF_ERROR(r.Finish());
+  if (!faults.ok()) return faults.status();
+  c.faults = std::move(*faults);
   return c;
 }
 

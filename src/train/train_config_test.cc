@@ -53,6 +53,54 @@ TEST(TrainConfigTest, RejectsImpossibleValues) {
   EXPECT_NE(big_batch.status().message().find("more than the 100 training samples"), std::string::npos);
 }
 
+TEST(TrainConfigTest, ElasticKeysHaveTheirDefaults) {
+  auto plain = Parse("mode = \"sync\"\n[cluster]\nworkers = 3\n");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_FALSE(plain->cluster.elastic);
+  EXPECT_EQ(1, plain->cluster.min_workers);
+  EXPECT_EQ(3, plain->cluster.max_workers) << "max_workers defaults to workers";
+  auto single = Parse("");
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(single->cluster.workers, single->cluster.max_workers) << "max_workers >= 1 after every parse";
+
+  auto elastic = Parse("mode = \"sync\"\n[cluster]\nworkers = 3\nelastic = true\n");
+  ASSERT_TRUE(elastic.ok()) << elastic.status().ToString();
+  EXPECT_TRUE(elastic->cluster.elastic);
+  EXPECT_EQ(1, elastic->cluster.min_workers);
+  EXPECT_EQ(3, elastic->cluster.max_workers);
+  auto bounded = Parse("mode = \"sync\"\n[cluster]\nworkers = 3\nelastic = true\nmin_workers = 2\nmax_workers = 5\n");
+  ASSERT_TRUE(bounded.ok()) << bounded.status().ToString();
+  EXPECT_EQ(2, bounded->cluster.min_workers);
+  EXPECT_EQ(5, bounded->cluster.max_workers);
+}
+
+TEST(TrainConfigTest, ElasticBoundsAreRefusedWithTheKeyNamed) {
+  const std::string job = "mode = \"sync\"\n[cluster]\nworkers = 2\nelastic = true\n";  // lines 1-4
+  EXPECT_EQ("job.toml:5: 'cluster.min_workers' (3) exceeds cluster.max_workers (2)",
+            Parse(job + "min_workers = 3\nmax_workers = 2\n").status().message());
+  EXPECT_EQ("job.toml:5: 'cluster.min_workers' (3) exceeds cluster.workers (2)",
+            Parse(job + "min_workers = 3\nmax_workers = 4\n").status().message());
+  EXPECT_EQ("job.toml:5: 'cluster.max_workers' (1) is below cluster.workers (2)",
+            Parse(job + "max_workers = 1\n").status().message());
+  EXPECT_EQ("job.toml:5: 'cluster.min_workers' must be between 1 and 1024, got 0",
+            Parse(job + "min_workers = 0\n").status().message());
+  EXPECT_EQ("job.toml:5: 'cluster.max_workers' must be between 1 and 1024, got 2000",
+            Parse(job + "max_workers = 2000\n").status().message());
+  EXPECT_EQ(
+      "job.toml:4: 'cluster.elastic' supports train.optimizer = \"sgd\" only (momentum buffers are "
+      "transferred to joiners), not \"adam\"",
+      Parse(job + "[train]\noptimizer = \"adam\"\n").status().message());
+  const std::string plain = "mode = \"sync\"\n[cluster]\nworkers = 2\n";  // lines 1-3
+  EXPECT_EQ("job.toml:4: 'cluster.min_workers' needs cluster.elastic = true",
+            Parse(plain + "min_workers = 1\n").status().message());
+  EXPECT_EQ("job.toml:4: 'cluster.max_workers' needs cluster.elastic = true",
+            Parse(plain + "max_workers = 4\n").status().message());
+  EXPECT_EQ("job.toml:2: 'cluster.elastic' only applies to mode = \"sync\"",
+            Parse("[cluster]\nelastic = true\n").status().message());
+  EXPECT_EQ("job.toml:3: 'cluster.elastic' must be true or false, got string",
+            Parse("mode = \"sync\"\n[cluster]\nelastic = \"yes\"\n").status().message());
+}
+
 TEST(TrainConfigTest, UnknownKeysAreRejectedWithTheirLine) {
   auto c = Parse("[train]\nepochs = 1\nlearning_rate = 0.1\n");
   ASSERT_FALSE(c.ok());

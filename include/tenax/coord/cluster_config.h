@@ -20,6 +20,11 @@ struct ClusterConfig {
   double join_timeout_seconds = 60;         // all workers must have joined by then
   double step_timeout_seconds = 60;         // a collective without progress for this long fails
   double peer_timeout_seconds = 10;         // silence after which a process counts as lost
+  // Elastic jobs keep training when members are lost and admit joiners
+  // (docs/elastic.md); min/max_workers bound the membership.
+  bool elastic = false;
+  int64_t min_workers = 1;  // below it the job pauses and waits for joiners
+  int64_t max_workers = 0;  // extra joiners wait as spares; ParseTrainConfig sets 0 to `workers`
 
   std::chrono::milliseconds join_timeout() const { return Millis(join_timeout_seconds); }
   std::chrono::milliseconds step_timeout() const { return Millis(step_timeout_seconds); }

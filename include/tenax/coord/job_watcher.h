@@ -2,7 +2,8 @@
 // local launcher does): it connects, sends Watch, and turns what the
 // coordinator relays into typed events. Progress is that of the slowest rank,
 // reported once every rank has reported and only when the slowest rank's
-// step changed; the coordinator's Failure verdict and Done end the job.
+// step changed (or, on request, whenever the highest step any rank reported
+// rose); the coordinator's Failure verdict and Done end the job.
 //
 // Ownership: the watcher owns its Node (a client only, no listener).
 // Threading: one thread; Next() drives the Node, so call it more often than
@@ -34,6 +35,11 @@ struct JobWatcherOptions {
   std::string secret;
   std::chrono::milliseconds peer_timeout{10000};
   std::string name = "watcher";  // in the coordinator's logs
+  // Also report progress whenever the highest step any rank reported rises,
+  // even before every rank reported or while the slowest rank does not move
+  // (a lost rank of an elastic job never reports again). Such events have
+  // max_step_only set. Off: progress only when the slowest rank moved.
+  bool report_max_step = false;
 };
 
 // The job as far as its slowest rank got.
@@ -46,6 +52,11 @@ struct JobProgress {
   double samples_per_second = 0;
   double elapsed_seconds = 0;
   std::optional<double> test_accuracy;  // set when that rank just evaluated
+  int64_t max_step = 0;                 // the highest step any rank reported so far
+  // Only max_step rose (JobWatcherOptions::report_max_step): the fields
+  // above are the slowest reporting rank's as before, perhaps of fewer
+  // ranks than `world`, and test_accuracy is unset.
+  bool max_step_only = false;
 };
 
 // The coordinator's verdict: the job failed because of `rank` on `host`.

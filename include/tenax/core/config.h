@@ -67,6 +67,11 @@ class ConfigReader {
   // A string that must be one of `choices`.
   std::string Choice(std::string_view key, std::string def, const std::vector<std::string>& choices);
 
+  // Marks `key` as read and returns its node, or nullptr when absent: for
+  // values the typed getters do not read (an array of tables such as
+  // [[faults]]), which the caller then checks itself, unknown keys included.
+  const toml::node* Node(std::string_view key);
+
   // Records an error found by cross-field validation, located at `key`.
   void Fail(std::string_view key, const std::string& message);
 

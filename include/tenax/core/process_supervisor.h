@@ -10,7 +10,9 @@
 // by the destructor) sends SIGTERM, then SIGKILL to whoever still runs after
 // the grace period, and reaps everyone: no child outlives the supervisor.
 // Children also get SIGTERM when the thread that started them ends
-// (PR_SET_PDEATHSIG), so even a SIGKILLed owner leaves no orphans.
+// (PR_SET_PDEATHSIG), so even a SIGKILLed owner leaves no orphans. Children
+// may be started at any time (a replacement after others exited), and the
+// owner may signal one on purpose (Signal, ExpectExit: fault injection).
 //
 // Threading: one owner thread, which must outlive the children it starts.
 // Captured output is read while the owner is inside a call (Poll,
@@ -35,7 +37,7 @@
 namespace tenax {
 
 // A child that exited with a non-zero code on its own (not stopped by the
-// supervisor).
+// supervisor, nor expected to exit: ExpectExit).
 struct ChildFailure {
   std::string name;
   int exit_code = 0;                    // 128 + signal number if killed by a signal
@@ -75,9 +77,26 @@ class ProcessSupervisor {
   // newline included once the pipe closed). Complete after WaitAll or Stop.
   const std::vector<std::string>& Lines(size_t index) const;
 
+  // Sends `signal` to child `index` (SIGSTOP, SIGCONT, SIGKILL...): a fault
+  // injected on purpose. FailedPrecondition naming the child once its exit
+  // was observed (its pid may belong to someone else by then); a child that
+  // exited but was not reaped yet ignores it.
+  Status Signal(size_t index, int signal);
+  // From now on child `index`'s exit, whatever its code or signal, is not a
+  // failure for FirstFailure and WaitAll: its owner signalled it on purpose.
+  // WaitAll still waits for it to exit (a SIGSTOPped child needs SIGKILL).
+  void ExpectExit(size_t index);
+  // Waits until child `index` exits and returns its exit code (128 + signal
+  // if killed), reading output meanwhile; DeadlineExceeded naming it at
+  // `deadline` (it keeps running).
+  Result<int> WaitForExit(size_t index, Deadline deadline);
+
   // Non-blocking: reaps children that exited and reads pending output.
   // True when every child has exited.
   bool Poll();
+  // Blocks until a child exits, captured output arrives, or `until` (then
+  // Poll notes what happened): for owners with timers of their own.
+  void WaitForActivity(Deadline until);
   // The first child, in the order exits were observed (start order within
   // one Poll), that failed on its own; nullopt if none. Polls first.
   std::optional<ChildFailure> FirstFailure();
@@ -101,8 +120,6 @@ class ProcessSupervisor {
   Result<size_t> Add(const std::string& name, const std::vector<std::string>& argv, const std::string& log_path,
                      bool capture);
   void ReadOutput(Child& c);
-  // Blocks until a child exits, output arrives, or `until`.
-  void WaitForActivity(Deadline until);
   std::optional<ChildFailure> FailureOf(const Child& c) const;
   std::optional<ChildFailure> EarliestFailure() const;
 

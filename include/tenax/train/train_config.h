@@ -3,7 +3,9 @@
 //   mode = "single" | "sync"
 //   [cluster] (sync) workers, job_id, coordinator, host, secret,
 //            transports, join_timeout_seconds, step_timeout_seconds,
-//            peer_timeout_seconds
+//            peer_timeout_seconds, elastic, min_workers, max_workers
+//   [[faults]], [faults.random] (sync) the launcher's fault plan
+//            (train/fault_plan.h)
 //   [data]   format = "fashion-mnist" | "npy", dir, train_images,
 //            train_labels, test_images, test_labels, train_limit, test_limit
 //   [model]  name = "mlp" | "cnn", or path = a TorchScript file
@@ -20,6 +22,7 @@
 #include "tenax/coord/cluster_config.h"
 #include "tenax/core/config.h"
 #include "tenax/core/status.h"
+#include "tenax/train/fault_plan.h"
 
 namespace tenax {
 
@@ -51,6 +54,7 @@ struct TrainConfig {
   int64_t log_every_steps = 100;
   std::string log_level = "info";
   coord::ClusterConfig cluster;  // mode "sync" only
+  FaultPlan faults;              // mode "sync" only; executed by `tenax run`
 };
 
 // InvalidArgument naming file:line (or the --set) of the first bad or

@@ -1,0 +1,292 @@
+#include "fault_injector.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "tenax/core/metrics.h"
+
+namespace tenax {
+namespace {
+
+std::string Seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", s);
+  return buf;
+}
+
+double Millis3(double s) { return std::round(s * 1000.0) / 1000.0; }
+
+const char* SignalName(int signal) {
+  switch (signal) {
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGSTOP:
+      return "SIGSTOP";
+    case SIGCONT:
+      return "SIGCONT";
+  }
+  return "a signal";
+}
+
+}  // namespace
+
+FaultInjector::FaultInjector(ProcessSupervisor& children, FaultInjectorOptions options)
+    : children_(children), options_(std::move(options)) {
+  const int64_t workers = static_cast<int64_t>(options_.workers.size());
+  for (int64_t w = 0; w < workers; ++w) slots_[w] = options_.workers[static_cast<size_t>(w)];
+  for (const FaultSpec& f : options_.plan.faults) {
+    Pending p;
+    p.source = "faults[" + std::to_string(f.index) + "]";
+    p.action = f.action;
+    p.slot = f.worker;
+    p.at_seconds = f.at_seconds;
+    p.at_step = f.at_step;
+    p.grace_seconds = f.grace_seconds;
+    p.delay_seconds = f.delay_seconds;
+    pending_.push_back(p);
+  }
+  if (options_.plan.random) {
+    for (const RandomFaultEvent& e : ScheduleRandomFaults(*options_.plan.random, workers)) {
+      Pending p;
+      p.source = "faults.random";
+      p.action = e.action;
+      (e.action == FaultAction::kRestart ? p.new_slot : p.slot) = e.slot;
+      p.at_seconds = e.at_seconds;
+      p.grace_seconds = options_.plan.random->grace_seconds;
+      pending_.push_back(p);
+    }
+  }
+}
+
+void FaultInjector::Start(SteadyClock::time_point start) { start_ = start; }
+
+double FaultInjector::Elapsed(SteadyClock::time_point now) const {
+  return std::chrono::duration<double>(now - start_).count();
+}
+
+std::string FaultInjector::Who(int64_t slot) const {
+  if (slot < static_cast<int64_t>(options_.workers.size())) return "worker " + std::to_string(slot);
+  auto it = joiner_of_slot_.find(slot);
+  return it != joiner_of_slot_.end() ? "joiner " + std::to_string(it->second) : "an unstarted joiner";
+}
+
+void FaultInjector::Notice(const std::string& text) const {
+  if (options_.on_notice) options_.on_notice(text);
+}
+
+nlohmann::json FaultInjector::Record(const char* event, const Pending& p, double elapsed, int64_t max_step) const {
+  nlohmann::json r = {{"event", event}, {"action", FaultActionName(p.action)}};
+  if (p.slot >= 0) {
+    if (p.slot < static_cast<int64_t>(options_.workers.size())) {
+      r["worker"] = p.slot;
+    } else if (auto it = joiner_of_slot_.find(p.slot); it != joiner_of_slot_.end()) {
+      r["joiner"] = it->second;
+    }
+  }
+  r["elapsed_seconds"] = Millis3(elapsed);
+  r["step"] = max_step;
+  r["source"] = p.source;
+  if (p.at_seconds) r["at_seconds"] = Millis3(*p.at_seconds);
+  if (p.at_step) r["at_step"] = *p.at_step;
+  return r;
+}
+
+void FaultInjector::Poll(int64_t max_step, SteadyClock::time_point now) {
+  if (finished_) return;
+  const double elapsed = Elapsed(now);
+  children_.Poll();
+
+  // Preempted children: gone by themselves, or SIGKILL after the grace period.
+  for (auto g = graces_.begin(); g != graces_.end();) {
+    const pid_t pid = children_.pid(g->child);
+    const std::string who = Who(g->fault.slot);
+    if (std::optional<int> code = children_.exit_code(g->child)) {
+      Notice("fault: " + who + " (pid " + std::to_string(pid) + ") exited with code " + std::to_string(*code) +
+             " after SIGTERM");
+      g = graces_.erase(g);
+    } else if (elapsed >= g->kill_at) {
+      (void)children_.Signal(g->child, SIGKILL);
+      Notice("fault: SIGKILL " + who + " (pid " + std::to_string(pid) + ") at " + Seconds(elapsed) +
+             ": still running at the end of its grace period");
+      nlohmann::json r = Record("fault", g->fault, elapsed, max_step);
+      r["action"] = "kill";
+      r["signal"] = "SIGKILL";
+      r["pid"] = pid;
+      r["reason"] = "still running at the end of the preemption's grace period";
+      records_.push_back(std::move(r));
+      stopped_.erase(g->child);
+      g = graces_.erase(g);
+    } else {
+      ++g;
+    }
+  }
+
+  // Faults due now, fired in the order they fell due.
+  std::vector<std::pair<double, size_t>> due;
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    Pending& p = pending_[i];
+    if (p.done) continue;
+    if (!p.triggered_at) {
+      const bool triggered = (p.at_seconds && elapsed >= *p.at_seconds) || (p.at_step && max_step >= *p.at_step);
+      if (!triggered) continue;
+      p.triggered_at = p.at_seconds ? *p.at_seconds : elapsed;
+    }
+    const double at = *p.triggered_at + (p.action == FaultAction::kRestart ? p.delay_seconds : 0);
+    if (elapsed >= at) due.emplace_back(at, i);
+  }
+  std::stable_sort(due.begin(), due.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [at, i] : due) Fire(pending_[i], elapsed, max_step);
+}
+
+std::optional<SteadyClock::time_point> FaultInjector::NextDue() const {
+  std::optional<double> next;
+  auto consider = [&next](double at) { next = next ? std::min(*next, at) : at; };
+  for (const Grace& g : graces_) consider(g.kill_at);
+  for (const Pending& p : pending_) {
+    if (p.done) continue;
+    if (p.triggered_at) {
+      consider(*p.triggered_at + (p.action == FaultAction::kRestart ? p.delay_seconds : 0));
+    } else if (p.at_seconds) {
+      consider(*p.at_seconds);
+    }
+  }
+  if (!next || finished_) return std::nullopt;
+  return start_ + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(*next));
+}
+
+void FaultInjector::Fire(Pending& p, double elapsed, int64_t max_step) {
+  p.done = true;
+  if (p.action == FaultAction::kRestart) {
+    StartJoiner(p, elapsed, max_step);
+    return;
+  }
+  auto slot = slots_.find(p.slot);
+  std::string why;
+  if (slot == slots_.end()) {
+    why = "its target was never started";
+  } else if (std::optional<int> code = children_.exit_code(slot->second)) {
+    why = Who(p.slot) + " (pid " + std::to_string(children_.pid(slot->second)) + ") had already exited with code " +
+          std::to_string(*code);
+  }
+  if (!why.empty()) {
+    Notice("fault not fired: " + p.source + " (" + FaultActionName(p.action) + " " + Who(p.slot) + "): " + why);
+    nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
+    r["reason"] = why;
+    records_.push_back(std::move(r));
+    return;
+  }
+  const int signal = p.action == FaultAction::kKill      ? SIGKILL
+                     : p.action == FaultAction::kPreempt ? SIGTERM
+                     : p.action == FaultAction::kStop    ? SIGSTOP
+                                                         : SIGCONT;
+  Signal(p, slot->second, signal, elapsed, max_step);
+}
+
+void FaultInjector::Signal(const Pending& p, size_t child, int signal, double elapsed, int64_t max_step) {
+  const pid_t pid = children_.pid(child);
+  if (Status st = children_.Signal(child, signal); !st.ok()) {  // exited since the check
+    Notice("fault not fired: " + p.source + ": " + st.message());
+    nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
+    r["reason"] = st.message();
+    records_.push_back(std::move(r));
+    return;
+  }
+  if (options_.expect_exits) children_.ExpectExit(child);
+  const std::string who = Who(p.slot);
+  std::string line = std::string("fault: ") + SignalName(signal) + " " + who + " (pid " + std::to_string(pid) +
+                     ") at " + Seconds(elapsed) + (max_step > 0 ? " (step " + std::to_string(max_step) + ")" : "");
+  if (signal == SIGTERM) {
+    line += "; SIGKILL in " + Seconds(p.grace_seconds) + " if it still runs";
+    graces_.push_back({child, p, elapsed + p.grace_seconds});
+  }
+  if (signal == SIGSTOP) stopped_.insert(child);
+  if (signal == SIGCONT) stopped_.erase(child);
+  Notice(line);
+  nlohmann::json r = Record("fault", p, elapsed, max_step);
+  r["signal"] = SignalName(signal);
+  r["pid"] = pid;
+  if (signal == SIGTERM) r["grace_seconds"] = p.grace_seconds;
+  records_.push_back(std::move(r));
+}
+
+void FaultInjector::StartJoiner(Pending& p, double elapsed, int64_t max_step) {
+  const int64_t n = ++joiners_;
+  Result<size_t> child =
+      options_.start_joiner ? options_.start_joiner(n) : Result<size_t>(FailedPrecondition("no way to start a joiner"));
+  if (!child.ok()) {
+    const std::string why = "could not start joiner " + std::to_string(n) + ": " + child.status().message();
+    Notice("fault not fired: " + p.source + " (restart): " + why);
+    nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
+    r["reason"] = why;
+    records_.push_back(std::move(r));
+    return;
+  }
+  if (p.new_slot >= 0) {
+    slots_[p.new_slot] = *child;
+    joiner_of_slot_[p.new_slot] = n;
+  }
+  const pid_t pid = children_.pid(*child);
+  Notice("fault: started joiner " + std::to_string(n) + " (pid " + std::to_string(pid) + ") at " + Seconds(elapsed) +
+         (max_step > 0 ? " (step " + std::to_string(max_step) + ")" : ""));
+  nlohmann::json r = Record("fault", p, elapsed, max_step);
+  r["joiner"] = n;
+  r["pid"] = pid;
+  if (p.delay_seconds > 0) r["delay_seconds"] = p.delay_seconds;
+  records_.push_back(std::move(r));
+}
+
+void FaultInjector::Finish(int64_t max_step, SteadyClock::time_point now) {
+  if (finished_) return;
+  finished_ = true;
+  const double elapsed = Elapsed(now);
+  children_.Poll();
+  for (Pending& p : pending_) {
+    if (p.done) continue;
+    p.done = true;
+    std::string what = std::string(FaultActionName(p.action)) +
+                       (p.action == FaultAction::kRestart ? "" : " " + Who(p.slot)) +
+                       (p.at_step ? " at step " + std::to_string(*p.at_step) : " at " + Seconds(*p.at_seconds));
+    if (p.triggered_at && p.delay_seconds > 0) what += " + " + Seconds(p.delay_seconds);
+    Notice("fault not fired: " + p.source + " (" + what + "): the job ended first, at " + Seconds(elapsed) +
+           (max_step > 0 ? " (step " + std::to_string(max_step) + ")" : ""));
+    nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
+    r["reason"] = "the job ended first";
+    records_.push_back(std::move(r));
+  }
+  // Nobody waits for a stopped child, nor for the rest of a grace period.
+  std::map<size_t, std::string> leftovers;
+  for (size_t child : stopped_) leftovers[child] = "still stopped";
+  for (const Grace& g : graces_) leftovers.emplace(g.child, "preempted and still running");
+  for (const auto& [child, why] : leftovers) {
+    if (children_.exit_code(child)) continue;
+    children_.ExpectExit(child);
+    if (!children_.Signal(child, SIGKILL).ok()) continue;
+    Notice("fault plan: SIGKILL " + children_.name(child) + " (pid " + std::to_string(children_.pid(child)) + "), " +
+           why + " when the job ended");
+    (void)children_.WaitForExit(child, Deadline::After(std::chrono::seconds(10)));  // reaps it
+  }
+  stopped_.clear();
+  graces_.clear();
+}
+
+nlohmann::json FaultInjector::Executed() const {
+  nlohmann::json faults = nlohmann::json::array();
+  for (const auto& r : records_) {
+    if (r.value("event", "") == "fault") faults.push_back(r);
+  }
+  return faults;
+}
+
+Status FaultInjector::AppendRecords(const std::string& metrics_path) const {
+  if (records_.empty()) return Status::Ok();
+  TENAX_ASSIGN_OR_RETURN(JsonLinesWriter w, JsonLinesWriter::Append(metrics_path));
+  for (const auto& r : records_) TENAX_RETURN_IF_ERROR(w.Write(r));
+  return Status::Ok();
+}
+
+}  // namespace tenax

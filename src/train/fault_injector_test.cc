@@ -1,0 +1,261 @@
+// FaultInjector on real child processes (sleep and /bin/sh under a
+// ProcessSupervisor): real signals, the right pids, expected exits that are
+// no failures, and every wait bounded by a deadline.
+#include "fault_injector.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "testing.h"
+
+namespace tenax {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<std::string> Sh(const std::string& script) { return {"/bin/sh", "-c", script}; }
+
+// The state letter of /proc/<pid>/stat ('S' sleeping, 'T' stopped...).
+char ProcState(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');  // the command may contain spaces
+  return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
+}
+
+// Polls /proc (the kernel changes the state asynchronously after the signal).
+char WaitForState(pid_t pid, char state, Deadline deadline) {
+  char now = ProcState(pid);
+  while (now != state && !deadline.Expired()) {
+    std::this_thread::sleep_for(1ms);
+    now = ProcState(pid);
+  }
+  return now;
+}
+
+FaultSpec Timed(int64_t index, FaultAction action, int64_t worker, double at) {
+  FaultSpec f;
+  f.index = index;
+  f.action = action;
+  f.worker = worker;
+  f.at_seconds = at;
+  return f;
+}
+
+FaultSpec Stepped(int64_t index, FaultAction action, int64_t worker, int64_t step) {
+  FaultSpec f;
+  f.index = index;
+  f.action = action;
+  f.worker = worker;
+  f.at_step = step;
+  return f;
+}
+
+// Polls the injector at `max_step` until `done()` or the deadline, waiting
+// for child activity or the injector's next due time in between.
+template <typename Done>
+bool Drive(FaultInjector& injector, ProcessSupervisor& children, int64_t max_step, Done done, Deadline deadline) {
+  while (!done()) {
+    if (deadline.Expired()) return false;
+    injector.Poll(max_step);
+    if (done()) return true;
+    Deadline wait = deadline.Earlier(Deadline::After(100ms));
+    if (auto due = injector.NextDue()) wait = wait.Earlier(Deadline::At(*due));
+    children.WaitForActivity(wait);
+  }
+  return true;
+}
+
+TEST(FaultInjectorTest, AKillAndAStopAtTheirTimeHitTheRightProcessesOnly) {
+  ProcessSupervisor children("fault test", 5s);
+  for (const char* name : {"worker 0", "worker 1", "worker 2"}) {
+    ASSERT_TRUE(children.StartCaptured(name, {"sleep", "60"}).ok());
+  }
+  FaultInjectorOptions o;
+  o.plan.faults = {Timed(0, FaultAction::kKill, 1, 0.2), Timed(1, FaultAction::kStop, 2, 0.2)};
+  o.workers = {0, 1, 2};
+  o.expect_exits = true;
+  std::vector<std::string> notices;
+  o.on_notice = [&notices](const std::string& s) { notices.push_back(s); };
+  FaultInjector injector(children, o);
+  const auto start = SteadyClock::now();
+  injector.Start(start);
+  ASSERT_TRUE(injector.NextDue().has_value());
+  EXPECT_EQ(start + 200ms, *injector.NextDue());
+
+  const Deadline deadline = Deadline::After(30s);
+  ASSERT_TRUE(Drive(
+      injector, children, 0, [&] { return injector.records().size() == 2; }, deadline));
+  EXPECT_GE(SteadyClock::now() - start, 200ms) << "fired early";
+  auto code = children.WaitForExit(1, deadline);
+  ASSERT_TRUE(code.ok()) << code.status().ToString();
+  EXPECT_EQ(128 + SIGKILL, *code) << "worker 1 dies of SIGKILL";
+  EXPECT_EQ('T', WaitForState(children.pid(2), 'T', deadline)) << "worker 2 is stopped";
+  EXPECT_EQ(std::nullopt, children.exit_code(0));
+  EXPECT_NE('T', ProcState(children.pid(0))) << "worker 0 was not touched";
+  EXPECT_FALSE(children.FirstFailure().has_value()) << "the plan's victims are expected to die";
+
+  const auto& r = injector.records();
+  EXPECT_EQ("fault", r[0]["event"]);
+  EXPECT_EQ("kill", r[0]["action"]);
+  EXPECT_EQ("SIGKILL", r[0]["signal"]);
+  EXPECT_EQ(1, r[0]["worker"]);
+  EXPECT_EQ(children.pid(1), r[0]["pid"]);
+  EXPECT_GE(r[0]["elapsed_seconds"].get<double>(), 0.2);
+  EXPECT_EQ(0, r[0]["step"]);
+  EXPECT_EQ("faults[0]", r[0]["source"]);
+  EXPECT_EQ("stop", r[1]["action"]);
+  EXPECT_EQ(2, r[1]["worker"]);
+  EXPECT_EQ(children.pid(2), r[1]["pid"]);
+  ASSERT_EQ(2u, notices.size());
+  const std::string kill_notice = "fault: SIGKILL worker 1 (pid " + std::to_string(children.pid(1)) + ") at 0.";
+  EXPECT_EQ(0u, notices[0].find(kill_notice)) << notices[0];
+  EXPECT_EQ(0u, notices[1].find("fault: SIGSTOP worker 2 (pid " + std::to_string(children.pid(2)) + ") at 0."))
+      << notices[1];
+
+  // The end of the job: nobody waits for the stopped child.
+  injector.Finish(0);
+  EXPECT_EQ(std::optional<int>(128 + SIGKILL), children.exit_code(2)) << "SIGKILLed and reaped by Finish";
+  EXPECT_EQ(std::nullopt, children.exit_code(0));
+  EXPECT_EQ(2u, injector.records().size()) << "every fault fired";
+  EXPECT_EQ(2u, injector.Executed().size());
+  children.Stop();
+  EXPECT_EQ(std::optional<int>(128 + SIGTERM), children.exit_code(0));
+  EXPECT_FALSE(children.FirstFailure().has_value());
+}
+
+TEST(FaultInjectorTest, StepTriggersPreemptionsRestartsAndFaultsThatNeverFired) {
+  testing::ScratchDir dir;
+  ProcessSupervisor children("fault test", 5s);
+  // Worker 0 ignores SIGTERM (its preemption ends in SIGKILL); worker 1 does not.
+  ASSERT_TRUE(children.StartCaptured("worker 0", Sh("trap '' TERM; echo ready; exec sleep 60")).ok());
+  ASSERT_TRUE(children.StartCaptured("worker 1", {"sleep", "60"}).ok());
+  ASSERT_TRUE(children.StartCaptured("bystander", Sh("exit 3")).ok());  // fails on its own
+  ASSERT_TRUE(children.WaitForLine(0, "ready", Deadline::After(30s)).ok());
+
+  FaultInjectorOptions o;
+  FaultSpec preempt0 = Stepped(0, FaultAction::kPreempt, 0, 10);
+  preempt0.grace_seconds = 0.1;
+  FaultSpec preempt1 = Stepped(1, FaultAction::kPreempt, 1, 10);
+  FaultSpec restart = Stepped(2, FaultAction::kRestart, -1, 20);
+  restart.delay_seconds = 0.1;
+  o.plan.faults = {preempt0, preempt1, restart, Stepped(3, FaultAction::kKill, 1, 30),
+                   Timed(4, FaultAction::kKill, 0, 600)};
+  o.workers = {0, 1};
+  o.expect_exits = true;
+  std::vector<int64_t> joiners;
+  o.start_joiner = [&](int64_t n) {
+    joiners.push_back(n);
+    return children.StartCaptured("joiner " + std::to_string(n), {"sleep", "60"});
+  };
+  FaultInjector injector(children, o);
+  injector.Start();
+  const Deadline deadline = Deadline::After(30s);
+
+  injector.Poll(9);
+  EXPECT_TRUE(injector.records().empty()) << "step 10 not reached";
+  ASSERT_TRUE(Drive(
+      injector, children, 10, [&] { return children.exit_code(0) && children.exit_code(1); }, deadline));
+  EXPECT_EQ(std::optional<int>(128 + SIGKILL), children.exit_code(0)) << "killed after its grace period";
+  EXPECT_EQ(std::optional<int>(128 + SIGTERM), children.exit_code(1)) << "left at SIGTERM";
+  ASSERT_TRUE(Drive(
+      injector, children, 10, [&] { return injector.records().size() == 3; }, deadline));
+
+  ASSERT_TRUE(Drive(
+      injector, children, 20, [&] { return !joiners.empty(); }, deadline));
+  EXPECT_EQ(std::vector<int64_t>{1}, joiners);
+  injector.Poll(30);  // kills worker 1, which is gone already
+  injector.Finish(30);
+
+  const auto& r = injector.records();
+  ASSERT_EQ(6u, r.size()) << nlohmann::json(r).dump(1);
+  EXPECT_EQ("preempt", r[0]["action"]);
+  EXPECT_EQ("SIGTERM", r[0]["signal"]);
+  EXPECT_EQ(10, r[0]["step"]);
+  EXPECT_EQ(0.1, r[0]["grace_seconds"]);
+  EXPECT_EQ("preempt", r[1]["action"]);
+  EXPECT_EQ(1, r[1]["worker"]);
+  EXPECT_EQ("kill", r[2]["action"]);
+  EXPECT_EQ(0, r[2]["worker"]);
+  EXPECT_EQ("SIGKILL", r[2]["signal"]);
+  EXPECT_EQ("restart", r[3]["action"]);
+  EXPECT_EQ(1, r[3]["joiner"]);
+  EXPECT_EQ(children.pid(3), r[3]["pid"]);
+  EXPECT_EQ(20, r[3]["step"]);
+  EXPECT_EQ("fault_not_fired", r[4]["event"]);
+  EXPECT_EQ("faults[3]", r[4]["source"]);
+  EXPECT_EQ("worker 1 (pid " + std::to_string(children.pid(1)) + ") had already exited with code 143", r[4]["reason"]);
+  EXPECT_EQ("fault_not_fired", r[5]["event"]);
+  EXPECT_EQ("faults[4]", r[5]["source"]);
+  EXPECT_EQ(600, r[5]["at_seconds"]);
+  EXPECT_EQ("the job ended first", r[5]["reason"]);
+  EXPECT_EQ(4u, injector.Executed().size());
+
+  // An untouched child's failure is still one.
+  const std::optional<ChildFailure> f = children.FirstFailure();
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ("bystander", f->name);
+
+  // The records join an existing metrics.jsonl.
+  { std::ofstream(dir / "metrics.jsonl") << "{\"event\":\"train\",\"step\":1}\n"; }
+  ASSERT_TRUE(injector.AppendRecords(dir / "metrics.jsonl").ok());
+  std::istringstream lines(testing::ReadText(dir / "metrics.jsonl"));
+  std::vector<nlohmann::json> read;
+  for (std::string line; std::getline(lines, line);) read.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(7u, read.size());
+  EXPECT_EQ("train", read[0]["event"]);
+  EXPECT_EQ(r[5], read[6]);
+}
+
+// The random plan's joiners are targets too: its second fault hits the
+// joiner its first restart started (and a second joiner replaces it).
+TEST(FaultInjectorTest, TheRandomPlanStartsJoinersAndLaterFaultsHitThem) {
+  ProcessSupervisor children("fault test", 5s);
+  ASSERT_TRUE(children.StartCaptured("worker 0", {"sleep", "60"}).ok());
+  FaultInjectorOptions o;
+  RandomFaults random;
+  random.mean_lifetime_seconds = 0.01;  // P(a lifetime > 1 s) = e^-100
+  random.max_faults = 2;
+  random.restart_delay_seconds = 0;
+  o.plan.random = random;
+  o.workers = {0};
+  o.expect_exits = true;
+  o.start_joiner = [&](int64_t n) { return children.StartCaptured("joiner " + std::to_string(n), {"sleep", "60"}); };
+  FaultInjector injector(children, o);
+  injector.Start();
+  ASSERT_TRUE(Drive(
+      injector, children, 0, [&] { return injector.records().size() >= 4; }, Deadline::After(30s)))
+      << nlohmann::json(injector.records()).dump(1);
+  const auto& r = injector.records();
+  ASSERT_EQ(4u, r.size()) << nlohmann::json(r).dump(1);
+  EXPECT_EQ("kill", r[0]["action"]);
+  EXPECT_EQ(0, r[0]["worker"]);
+  EXPECT_EQ("faults.random", r[0]["source"]);
+  EXPECT_EQ("restart", r[1]["action"]);
+  EXPECT_EQ(1, r[1]["joiner"]);
+  EXPECT_EQ("kill", r[2]["action"]);
+  EXPECT_EQ(1, r[2]["joiner"]);
+  EXPECT_EQ(children.pid(1), r[2]["pid"]);
+  EXPECT_EQ("restart", r[3]["action"]);
+  EXPECT_EQ(2, r[3]["joiner"]);
+  EXPECT_EQ(children.pid(2), r[3]["pid"]);
+  const Deadline deadline = Deadline::After(30s);
+  for (size_t i : {0u, 1u}) {
+    auto code = children.WaitForExit(i, deadline);
+    ASSERT_TRUE(code.ok()) << code.status().ToString();
+    EXPECT_EQ(128 + SIGKILL, *code) << children.name(i);
+  }
+  injector.Finish(0);
+  EXPECT_EQ(4u, injector.records().size());
+  EXPECT_EQ(std::nullopt, children.exit_code(2)) << "joiner 2 was not touched";
+  EXPECT_FALSE(children.FirstFailure().has_value());
+}
+
+}  // namespace
+}  // namespace tenax
