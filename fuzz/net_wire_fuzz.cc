@@ -24,12 +24,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                              tenax::comm::DecodeDynamicDone(text, "fuzz-peer").status(),
                              tenax::comm::DecodeMeshHello(text, "fuzz-peer").status(),
                              tenax::comm::DecodeCollectiveOffer(text, "fuzz-peer").status(),
+                             tenax::comm::DecodeStateOffer(text, "fuzz-peer").status(),
                              tenax::coord::DecodeJoinRequest(text, "fuzz-peer").status(),
                              tenax::coord::DecodeJoinReply(text, "fuzz-peer").status(),
                              tenax::coord::DecodeRoster(text, "fuzz-peer").status(),
                              tenax::coord::DecodeProgress(text, "fuzz-peer").status(),
                              tenax::coord::DecodeDone(text, "fuzz-peer").status(),
                              tenax::coord::DecodeFailure(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeLeave(text, "fuzz-peer").status(),
                              tenax::coord::DecodeWatch(text, "fuzz-peer").status()}) {
     if (!status.ok() && status.code() != tenax::StatusCode::kProtocolError) std::abort();
   }

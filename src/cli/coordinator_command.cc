@@ -39,6 +39,9 @@ int RunCoordinatorCommand(const CoordinatorArgs& a) {
   o.secret = *secret;
   o.join_timeout = k.join_timeout();
   o.peer_timeout = k.peer_timeout();
+  o.elastic = k.elastic;
+  o.min_workers = static_cast<int>(k.min_workers);
+  o.max_workers = static_cast<int>(k.max_workers);
   Status st = coord::RunCoordinator(o);
   return st.ok() ? 0 : ReportError("coordinator", st);
 }

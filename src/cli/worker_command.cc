@@ -16,6 +16,10 @@ Status RunWorkerCommand(const WorkerOptions& options) {
     if (p.log_point) renderer(p);
   };
   TENAX_ASSIGN_OR_RETURN(WorkerOutcome outcome, RunWorker(o));
+  if (outcome.left) {
+    std::printf("left the job at a step boundary; the other workers go on\n");
+    return Status::Ok();
+  }
   if (outcome.rank == 0) {
     std::printf("final test accuracy %.4f, %d workers, %.0f samples/s; outputs in %s\n",
                 outcome.train.final_test_accuracy, outcome.world, outcome.train.samples_per_second,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "tenax/comm/channel_codec.h"
@@ -56,11 +57,12 @@ void AddArrays(float* out, const float* a, const float* b, size_t n) {
 }
 
 // Shares the regions' keys with `peer` only (see net::Node::Share).
-Result<std::string> EncodeOffer(net::Node& node, net::PeerId peer, size_t count, int rank,
+Result<std::string> EncodeOffer(net::Node& node, net::PeerId peer, size_t count, int rank, uint64_t generation,
                                 const net::MemoryRegion& buffer, const net::MemoryRegion& scratch) {
   wire::CollectiveOffer m;
   m.set_count(count);
   m.set_rank(static_cast<uint32_t>(rank));
+  m.set_generation(generation);
   TENAX_ASSIGN_OR_RETURN(net::RegionDescriptor b, node.Share(buffer, peer));
   TENAX_ASSIGN_OR_RETURN(net::RegionDescriptor s, node.Share(scratch, peer));
   m.set_buffer(net::EncodeRegion(b.address, b.length, b.rkey));
@@ -99,17 +101,32 @@ Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count,
   for (int r = 0; r < p; ++r) {
     if (r == group.rank()) continue;
     TENAX_ASSIGN_OR_RETURN(std::string offer,
-                           EncodeOffer(node, group.peer(r), count, group.rank(), a->buffer_, a->scratch_));
+                           EncodeOffer(node, group.peer(r), count, group.rank(), group.generation(), a->buffer_,
+                                                       a->scratch_));
     TENAX_RETURN_IF_ERROR(node.SendControl(group.peer(r), kCollectiveOfferKind, offer, deadline));
   }
   for (int r = 0; r < p; ++r) {
     if (r == group.rank()) continue;
-    auto msg = node.ReceiveControl(deadline, group.peer(r), kCollectiveOfferKind);
-    if (!msg.ok()) {
-      return Status(msg.status().code(), "allreduce setup: no offer from " + group.Describe(r) + ": " +
-                                             msg.status().message());
+    // An offer of an older generation (a re-form that was superseded) is
+    // dropped; one of a newer generation is kept for the group that will
+    // need it, and this one is abandoned (Aborted): a newer membership exists.
+    wire::CollectiveOffer o;
+    while (true) {
+      std::optional<net::ControlMessage> early = group.TakeEarly(group.peer(r), kCollectiveOfferKind);
+      auto msg = early ? Result<net::ControlMessage>(std::move(*early))
+                       : node.ReceiveControl(deadline, group.peer(r), kCollectiveOfferKind);
+      if (!msg.ok()) {
+        return Status(msg.status().code(), "allreduce setup: no offer from " + group.Describe(r) + ": " +
+                                               msg.status().message());
+      }
+      TENAX_ASSIGN_OR_RETURN(o, DecodeCollectiveOffer(msg->payload, group.Describe(r)));
+      if (o.generation() == group.generation()) break;
+      if (o.generation() > group.generation()) {
+        group.KeepEarly(std::move(*msg));
+        return Aborted("allreduce setup: " + group.Describe(r) + " is already at membership generation " +
+                       std::to_string(o.generation()) + " (this group: " + std::to_string(group.generation()) + ")");
+      }
     }
-    TENAX_ASSIGN_OR_RETURN(wire::CollectiveOffer o, DecodeCollectiveOffer(msg->payload, group.Describe(r)));
     if (o.count() != count) {
       return FailedPrecondition("allreduce setup: " + group.Describe(r) + " reduces " + std::to_string(o.count()) +
                                 " floats, this rank " + std::to_string(count));

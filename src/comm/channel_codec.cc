@@ -91,4 +91,14 @@ Result<wire::CollectiveOffer> DecodeCollectiveOffer(std::string_view bytes, cons
   return m;
 }
 
+Result<wire::StateOffer> DecodeStateOffer(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::StateOffer>(bytes, peer, "state offer"));
+  if (m.region().empty()) return Bad(peer, "state offer without its region");
+  if (m.bytes() == 0 || m.bytes() % 4 != 0 || m.bytes() > (uint64_t{16} << 30) || m.applied_steps() < 0) {
+    return Bad(peer, "state offer of " + std::to_string(m.bytes()) + " bytes at step " +
+                         std::to_string(m.applied_steps()));
+  }
+  return m;
+}
+
 }  // namespace tenax::comm

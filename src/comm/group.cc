@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "tenax/comm/channel_codec.h"
 
 namespace tenax::comm {
@@ -46,12 +48,24 @@ std::unique_ptr<Group> Group::FromPeers(net::Node& node, int rank, std::vector<n
   return std::unique_ptr<Group>(new Group(node, rank, std::move(peers), std::move(members)));
 }
 
+std::optional<net::ControlMessage> Group::TakeEarly(net::PeerId from, uint32_t kind) {
+  for (auto it = early_.begin(); it != early_.end(); ++it) {
+    if (it->from == from && it->kind == kind) {
+      net::ControlMessage m = std::move(*it);
+      early_.erase(it);
+      return m;
+    }
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 // Why a peer's hello does not belong in this group ("" if it does).
-// `expected_rank` < 0: any rank below `rank` not yet connected (`peers`).
+// `expected_rank` < 0: any rank in `accept_from` not yet connected (`peers`).
 std::string Mismatch(const wire::MeshHello& h, const std::string& label, const std::string& job_id, uint64_t generation,
-                     int rank, int world, int expected_rank, const std::vector<net::PeerId>& peers) {
+                     int rank, int world, int expected_rank, const std::vector<net::PeerId>& peers,
+                     const std::vector<bool>& accept_from) {
   const std::string who = "rank " + std::to_string(h.rank()) + " at " + label;
   if (h.job_id() != job_id) return "peer " + label + " belongs to job '" + h.job_id() + "', not '" + job_id + "'";
   if (static_cast<int>(h.world()) != world) {
@@ -61,8 +75,9 @@ std::string Mismatch(const wire::MeshHello& h, const std::string& label, const s
     return who + " is at membership generation " + std::to_string(h.generation()) + ", rank " + std::to_string(rank) +
            " at generation " + std::to_string(generation);
   }
-  const int r = static_cast<int>(h.rank());
-  const bool expected = expected_rank >= 0 ? r == expected_rank : r < rank && peers[static_cast<size_t>(r)] == 0;
+  const size_t r = h.rank();
+  const bool expected = expected_rank >= 0 ? static_cast<int>(r) == expected_rank
+                                           : r < accept_from.size() && accept_from[r] && peers[r] == 0;
   if (!expected) return "peer " + label + " claims rank " + std::to_string(h.rank()) + ", which is not expected here";
   return "";
 }
@@ -71,20 +86,68 @@ std::string Mismatch(const wire::MeshHello& h, const std::string& label, const s
 
 Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string& job_id, uint64_t generation, int rank,
                                               std::vector<GroupMember> members, Deadline deadline) {
+  for (auto& m : members) m.joining = true;  // every pair is new: the lower rank dials
+  return Form(node, job_id, generation, rank, std::move(members), {}, deadline);
+}
+
+Result<std::unique_ptr<Group>> Group::Reform(Group& previous, const std::string& job_id, uint64_t generation, int rank,
+                                             std::vector<GroupMember> members, Deadline deadline) {
+  if (rank < 0 || static_cast<size_t>(rank) >= members.size()) {
+    return InvalidArgument("rank " + std::to_string(rank) + " outside a group of " + std::to_string(members.size()));
+  }
+  std::vector<net::PeerId> reuse(members.size(), 0);
+  if (!members[static_cast<size_t>(rank)].joining) {
+    for (size_t r = 0; r < members.size(); ++r) {
+      if (static_cast<int>(r) == rank || members[r].joining) continue;
+      for (int p = 0; p < previous.world(); ++p) {
+        if (p == previous.rank() || previous.members_[static_cast<size_t>(p)].id != members[r].id) continue;
+        if (!previous.node_.PeerStatus(previous.peer(p)).ok()) {
+          return PeerLost("rank " + std::to_string(r) + " (" + members[r].name + ") of generation " +
+                          std::to_string(generation) + " is gone: " + previous.node_.PeerStatus(previous.peer(p)).message());
+        }
+        reuse[r] = previous.peer(p);
+      }
+      if (reuse[r] == 0) {
+        return FailedPrecondition("rank " + std::to_string(r) + " (" + members[r].name +
+                                  ") is not joining generation " + std::to_string(generation) +
+                                  " but was not in this member's generation " + std::to_string(previous.generation()));
+      }
+    }
+  }
+  TENAX_ASSIGN_OR_RETURN(auto group, Form(previous.node_, job_id, generation, rank, std::move(members),
+                                          std::move(reuse), deadline));
+  group->early_ = std::move(previous.early_);
+  return group;
+}
+
+Result<std::unique_ptr<Group>> Group::Form(net::Node& node, const std::string& job_id, uint64_t generation, int rank,
+                                           std::vector<GroupMember> members, std::vector<net::PeerId> reuse,
+                                           Deadline deadline) {
   const int world = static_cast<int>(members.size());
   if (rank < 0 || rank >= world) {
     return InvalidArgument("rank " + std::to_string(rank) + " outside a group of " + std::to_string(world));
   }
   std::vector<net::PeerId> peers(static_cast<size_t>(world), 0);
+  if (!reuse.empty()) peers = reuse;
+  const GroupMember& me = members[static_cast<size_t>(rank)];
+  // Which new connections this rank dials and which it accepts.
+  std::vector<bool> dial(static_cast<size_t>(world), false), accept_from(static_cast<size_t>(world), false);
+  for (int r = 0; r < world; ++r) {
+    if (r == rank || peers[static_cast<size_t>(r)] != 0) continue;
+    const GroupMember& other = members[static_cast<size_t>(r)];
+    const bool dials = me.joining != other.joining ? me.joining : rank < r;
+    (dials ? dial : accept_from)[static_cast<size_t>(r)] = true;
+  }
   const std::string hello =
       EncodeMeshHello(job_id, static_cast<uint32_t>(rank), static_cast<uint32_t>(world), generation);
   auto address = [&](int r) {
     const auto& m = members[static_cast<size_t>(r)];
     return m.host + ":" + std::to_string(m.port);
   };
-  // Dial upwards. A dialled member may itself be busy dialling; its Node
-  // still serves our handshake because every wait drives progress.
-  for (int r = rank + 1; r < world; ++r) {
+  // Dial. A dialled member may itself be busy dialling; its Node still
+  // serves our handshake because every wait drives progress.
+  for (int r = 0; r < world; ++r) {
+    if (!dial[static_cast<size_t>(r)]) continue;
     auto peer = node.Connect(members[static_cast<size_t>(r)].host, members[static_cast<size_t>(r)].port, deadline);
     if (!peer.ok()) {
       return Status(peer.status().code(),
@@ -93,17 +156,19 @@ Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string
     TENAX_RETURN_IF_ERROR(node.SendControl(*peer, kMeshHelloKind, hello, deadline));
     peers[static_cast<size_t>(r)] = *peer;
   }
-  // Accept downwards: whoever passes the handshake must introduce itself,
-  // and hears our hello in return, so a refused peer learns why. A refused
-  // peer does not end the wait: the member it posed as may still come.
+  // Accept: whoever passes the handshake must introduce itself, and hears
+  // our hello in return, so a refused peer learns why. A refused peer does
+  // not end the wait: the member it posed as may still come.
   std::string refusals;
-  int missing = rank;
+  int missing = static_cast<int>(std::count(accept_from.begin(), accept_from.end(), true));
   while (missing > 0) {
     auto peer = node.Accept(deadline);
     if (!peer.ok()) {
       std::string who;
-      for (int r = 0; r < rank; ++r) {
-        if (peers[static_cast<size_t>(r)] == 0) who += (who.empty() ? "" : ", ") + std::to_string(r);
+      for (int r = 0; r < world; ++r) {
+        if (accept_from[static_cast<size_t>(r)] && peers[static_cast<size_t>(r)] == 0) {
+          who += (who.empty() ? "" : ", ") + std::to_string(r);
+        }
       }
       return Status(peer.status().code(), "rank(s) " + who + " never connected to rank " + std::to_string(rank) + ": " +
                                               peer.status().message() +
@@ -114,7 +179,7 @@ Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string
     auto info = node.Info(*peer);
     const std::string label = info.ok() ? info->address : std::to_string(*peer);
     TENAX_ASSIGN_OR_RETURN(wire::MeshHello h, DecodeMeshHello(msg->payload, label));
-    const std::string refusal = Mismatch(h, label, job_id, generation, rank, world, -1, peers);
+    const std::string refusal = Mismatch(h, label, job_id, generation, rank, world, -1, peers, accept_from);
     (void)node.SendControl(*peer, kMeshHelloKind, hello, deadline);  // a peer gone meanwhile fails below or later
     if (!refusal.empty()) {
       spdlog::warn("rank {}: {}; disconnecting it", rank, refusal);
@@ -126,7 +191,8 @@ Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string
     --missing;
   }
   // The answers of the ranks we dialled: each checks us as we checked ours.
-  for (int r = rank + 1; r < world; ++r) {
+  for (int r = 0; r < world; ++r) {
+    if (!dial[static_cast<size_t>(r)]) continue;
     const net::PeerId peer = peers[static_cast<size_t>(r)];
     auto msg = node.ReceiveControl(deadline, peer, kMeshHelloKind);
     if (!msg.ok()) {
@@ -136,11 +202,12 @@ Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string
                                              msg.status().message());
     }
     TENAX_ASSIGN_OR_RETURN(wire::MeshHello h, DecodeMeshHello(msg->payload, address(r)));
-    if (std::string refusal = Mismatch(h, address(r), job_id, generation, rank, world, r, peers); !refusal.empty()) {
+    if (std::string refusal = Mismatch(h, address(r), job_id, generation, rank, world, r, peers, accept_from);
+        !refusal.empty()) {
       return FailedPrecondition("rank " + std::to_string(rank) + " refused by its group: " + refusal);
     }
   }
-  return std::unique_ptr<Group>(new Group(node, rank, std::move(peers), std::move(members)));
+  return std::unique_ptr<Group>(new Group(node, rank, std::move(peers), std::move(members), generation));
 }
 
 }  // namespace tenax::comm

@@ -1,6 +1,7 @@
 #include "tenax/coord/coord_codec.h"
 
 #include <cmath>
+#include <set>
 #include <vector>
 
 namespace tenax::coord {
@@ -26,7 +27,8 @@ Result<wire::JoinRequest> DecodeJoinRequest(std::string_view bytes, const std::s
   if (m.job_id().empty() || !ShortText(m.job_id(), 128)) return Bad(peer, "join request with a bad job id");
   if (!ShortText(m.name()) || m.host().empty() || !ShortText(m.host())) return Bad(peer, "join request with a bad name or host");
   if (m.port() == 0 || m.port() > 65535) return Bad(peer, "join request with port " + std::to_string(m.port()));
-  if (m.requested_rank() < -1 || m.requested_rank() >= static_cast<int32_t>(kMaxWorld)) {
+  if (!ShortText(m.plan_fingerprint(), 128)) return Bad(peer, "join request with a bad plan fingerprint");
+  if (m.requested_rank() < -1 || m.requested_rank() >= static_cast<int32_t>(kMaxMemberId)) {
     return Bad(peer, "join request for rank " + std::to_string(m.requested_rank()));
   }
   if (m.rejoin() && m.requested_rank() < 0) return Bad(peer, "rejoin without a rank");
@@ -36,7 +38,7 @@ Result<wire::JoinRequest> DecodeJoinRequest(std::string_view bytes, const std::s
 Result<wire::JoinReply> DecodeJoinReply(std::string_view bytes, const std::string& peer) {
   TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::JoinReply>(bytes, peer, "join reply"));
   if (!m.error().empty()) return m;
-  if (m.world() == 0 || m.world() > kMaxWorld || m.rank() >= m.world()) {
+  if (m.world() == 0 || m.world() > kMaxWorld || m.rank() >= kMaxMemberId) {
     return Bad(peer, "join reply with rank " + std::to_string(m.rank()) + " of " + std::to_string(m.world()));
   }
   if (m.config_toml().empty()) return Bad(peer, "join reply without the job's configuration");
@@ -46,9 +48,14 @@ Result<wire::JoinReply> DecodeJoinReply(std::string_view bytes, const std::strin
 Result<wire::Roster> DecodeRoster(std::string_view bytes, const std::string& peer) {
   TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::Roster>(bytes, peer, "roster"));
   const int n = m.members_size();
+  if (!ShortText(m.why(), 4096)) return Bad(peer, "roster with an overlong reason");
   if (n == 0 || n > static_cast<int>(kMaxWorld)) return Bad(peer, "roster of " + std::to_string(n) + " members");
   std::vector<bool> seen(static_cast<size_t>(n), false);
+  std::set<uint32_t> ids;
   for (const auto& member : m.members()) {
+    if (member.member_id() >= kMaxMemberId || !ids.insert(member.member_id()).second) {
+      return Bad(peer, "roster with a repeated or out-of-range member id " + std::to_string(member.member_id()));
+    }
     if (member.rank() >= static_cast<uint32_t>(n) || seen[member.rank()]) {
       return Bad(peer, "roster with a missing or repeated rank " + std::to_string(member.rank()));
     }
@@ -63,7 +70,7 @@ Result<wire::Roster> DecodeRoster(std::string_view bytes, const std::string& pee
 
 Result<wire::Progress> DecodeProgress(std::string_view bytes, const std::string& peer) {
   TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::Progress>(bytes, peer, "progress"));
-  if (m.rank() >= kMaxWorld || m.step() < 0 || m.total_steps() < 0 || m.step() > m.total_steps() ||
+  if (m.rank() >= kMaxMemberId || m.step() < 0 || m.total_steps() < 0 || m.step() > m.total_steps() ||
       !std::isfinite(m.samples_per_second()) || !std::isfinite(m.elapsed_seconds())) {
     return Bad(peer, "progress report out of range");
   }
@@ -72,15 +79,21 @@ Result<wire::Progress> DecodeProgress(std::string_view bytes, const std::string&
 
 Result<wire::Done> DecodeDone(std::string_view bytes, const std::string& peer) {
   TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::Done>(bytes, peer, "done"));
-  if (m.rank() > kMaxWorld) return Bad(peer, "done from rank " + std::to_string(m.rank()));
+  if (m.rank() > kMaxMemberId) return Bad(peer, "done from rank " + std::to_string(m.rank()));
   return m;
 }
 
 Result<wire::Failure> DecodeFailure(std::string_view bytes, const std::string& peer) {
   TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::Failure>(bytes, peer, "failure"));
-  if (m.rank() >= kMaxWorld || !ShortText(m.host()) || !ShortText(m.reason(), 4096)) {
+  if (m.rank() >= kMaxMemberId || !ShortText(m.host()) || !ShortText(m.reason(), 4096)) {
     return Bad(peer, "failure report out of range");
   }
+  return m;
+}
+
+Result<wire::Leave> DecodeLeave(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::Leave>(bytes, peer, "leave"));
+  if (m.rank() >= kMaxMemberId || !ShortText(m.reason(), 4096)) return Bad(peer, "malformed leave");
   return m;
 }
 

@@ -104,9 +104,13 @@ std::optional<Status> Coordinator::Apply(const Actions& actions, const net::Cont
     } else if constexpr (std::is_same_v<T, action::PublishRoster>) {
       wire::Roster r;
       r.set_generation(a.generation);
+      r.set_why(a.why);
+      uint32_t position = 0;
       for (const MemberRecord& m : a.members) {
         auto* e = r.add_members();
-        e->set_rank(static_cast<uint32_t>(m.rank));
+        e->set_rank(position++);
+        e->set_member_id(static_cast<uint32_t>(m.rank));
+        e->set_joining(a.joining.count(m.rank) > 0);
         e->set_name(m.name);
         e->set_host(m.host);
         e->set_port(m.port);
@@ -153,7 +157,7 @@ Actions Coordinator::Handle(const net::ControlMessage& m) {
       if (!j.ok()) return refuse(j.status());
       return machine_.OnJoin(m.from,
                              JoinAsk{j->job_id(), j->name(), j->host(), static_cast<uint16_t>(j->port()),
-                                     j->requested_rank(), j->rejoin()},
+                                     j->requested_rank(), j->rejoin(), j->plan_fingerprint()},
                              Now());
     }
     case kWatchKind: {
@@ -178,6 +182,18 @@ Actions Coordinator::Handle(const net::ControlMessage& m) {
       auto f = DecodeFailure(m.payload, label);
       if (!f.ok()) return refuse(f.status());
       return machine_.OnFailureReport(m.from, f->reason(), Now());
+    }
+    case kLeaveKind: {
+      if (!member) return {};
+      auto l = DecodeLeave(m.payload, label);
+      if (!l.ok()) return refuse(l.status());
+      return machine_.OnLeave(m.from, l->reason());
+    }
+    case kSuspectKind: {
+      if (!member) return {};
+      auto f = DecodeFailure(m.payload, label);
+      if (!f.ok()) return refuse(f.status());
+      return machine_.OnSuspect(m.from, static_cast<int>(f->rank()), f->reason());
     }
     default:
       return refuse(ProtocolError("unexpected message kind " + std::to_string(m.kind)));
@@ -239,7 +255,8 @@ Status RunCoordinator(const CoordinatorOptions& o) {
                o.listen_host, port, o.state_path);
   // Resume: members recorded before a restart get the join timeout to rejoin.
   TENAX_ASSIGN_OR_RETURN(auto members, store->Members());
-  JobStateMachine machine({o.listen_host, o.join_timeout, o.peer_timeout}, std::move(job), std::move(members), Now());
+  JobStateOptions so{o.listen_host, o.join_timeout, o.peer_timeout, o.elastic, o.min_workers, o.max_workers};
+  JobStateMachine machine(so, std::move(job), std::move(members), Now());
   Coordinator c(*node, *store, std::move(machine));
   return c.Serve();
 }

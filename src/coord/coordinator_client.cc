@@ -70,20 +70,63 @@ bool CoordinatorClient::Usable() {
   return true;
 }
 
-Result<wire::Roster> CoordinatorClient::WaitRoster(Deadline deadline) {
+Result<wire::Roster> CoordinatorClient::WaitRoster(Deadline deadline, uint64_t after_generation) {
   while (true) {
-    auto msg = node_.ReceiveControl(deadline.Earlier(Deadline::After(200ms)), peer_);
-    if (msg.ok()) {
-      if (msg->kind == kRosterKind) return DecodeRoster(msg->payload, "coordinator");
-      if (msg->kind == kFailureKind) {
-        TENAX_ASSIGN_OR_RETURN(wire::Failure f, DecodeFailure(msg->payload, "coordinator"));
-        return FailedPrecondition("the job failed before it started: " + f.reason());
+    TENAX_ASSIGN_OR_RETURN(std::optional<wire::Roster> roster, PollRoster(after_generation));
+    if (roster) return *roster;
+    if (connected_) {
+      auto f = node_.ReceiveControl(Deadline::At(SteadyClock::now()), peer_, kFailureKind);
+      if (f.ok()) {
+        TENAX_ASSIGN_OR_RETURN(wire::Failure failure, DecodeFailure(f->payload, "coordinator"));
+        failure_ = FailedPrecondition(after_generation == 0 ? "the job failed before it started: " + failure.reason()
+                                                            : "the job failed: " + failure.reason());
+        return failure_;
       }
-      continue;
+      auto msg = node_.ReceiveControl(deadline.Earlier(Deadline::After(50ms)), peer_, kRosterKind);
+      if (msg.ok()) {
+        TENAX_ASSIGN_OR_RETURN(wire::Roster r, DecodeRoster(msg->payload, "coordinator"));
+        if (r.generation() > after_generation) return r;
+      }
     }
-    if (deadline.Expired()) return DeadlineExceeded("the other workers did not all join before the join deadline");
+    if (deadline.Expired()) {
+      return DeadlineExceeded(after_generation == 0
+                                  ? "the other workers did not all join before the join deadline"
+                                  : "no membership after generation " + std::to_string(after_generation) +
+                                        " came from the coordinator before the deadline (fewer than "
+                                        "cluster.min_workers left, or the coordinator is gone)");
+    }
     if (!Usable() && !failure_.ok()) return failure_;
   }
+}
+
+Result<std::optional<wire::Roster>> CoordinatorClient::PollRoster(uint64_t after_generation) {
+  std::optional<wire::Roster> newest;
+  if (!connected_) {
+    (void)Usable();
+    if (!failure_.ok()) return failure_;
+    if (!connected_) return newest;
+  }
+  while (true) {
+    auto msg = node_.ReceiveControl(Deadline::At(SteadyClock::now()), peer_, kRosterKind);
+    if (!msg.ok()) break;
+    TENAX_ASSIGN_OR_RETURN(wire::Roster r, DecodeRoster(msg->payload, "coordinator"));
+    if (r.generation() > after_generation && (!newest || r.generation() > newest->generation())) newest = std::move(r);
+  }
+  return newest;
+}
+
+void CoordinatorClient::Leave(const std::string& reason) {
+  wire::Leave l;
+  l.set_rank(static_cast<uint32_t>(info_.rank));
+  l.set_reason(reason);
+  if (Usable()) (void)node_.SendControl(peer_, kLeaveKind, l.SerializeAsString(), Deadline::After(1s));
+}
+
+void CoordinatorClient::ReportSuspect(int member_id, const std::string& reason) {
+  wire::Failure f;
+  f.set_rank(static_cast<uint32_t>(member_id));
+  f.set_reason(reason.substr(0, 4000));
+  if (Usable()) (void)node_.SendControl(peer_, kSuspectKind, f.SerializeAsString(), Deadline::After(1s));
 }
 
 void CoordinatorClient::ReportProgress(const wire::Progress& progress) {

@@ -43,6 +43,10 @@ std::string_view ToString(MemberState state) {
       return "done";
     case MemberState::kFailed:
       return "failed";
+    case MemberState::kSpare:
+      return "spare";
+    case MemberState::kLeft:
+      return "left";
   }
   return "?";
 }
@@ -55,7 +59,8 @@ std::optional<JobPhase> ParseJobPhase(std::string_view s) {
 }
 
 std::optional<MemberState> ParseMemberState(std::string_view s) {
-  for (MemberState m : {MemberState::kJoined, MemberState::kDone, MemberState::kFailed}) {
+  for (MemberState m : {MemberState::kJoined, MemberState::kDone, MemberState::kFailed, MemberState::kSpare,
+                        MemberState::kLeft}) {
     if (ToString(m) == s) return m;
   }
   return std::nullopt;
@@ -70,6 +75,7 @@ JobStateMachine::JobStateMachine(JobStateOptions options, JobRecord job, std::ve
     : o_(std::move(options)), job_(std::move(job)), started_(now.steady), last_lease_(now.steady) {
   for (auto& m : members) {
     links_[m.rank] = {};
+    if (job_.phase == JobPhase::kRunning && Active(m)) last_roster_.insert(m.rank);
     members_[m.rank] = std::move(m);
   }
 }
@@ -110,14 +116,33 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
     Refuse(from, job + " has already " + std::string(ToString(job_.phase)), out);
     return out;
   }
+  if (o_.elastic && !j.plan_fingerprint.empty()) {
+    if (fingerprint_.empty()) fingerprint_ = j.plan_fingerprint;
+    if (j.plan_fingerprint != fingerprint_) {
+      Refuse(from, j.name + " trains a model with plan fingerprint " + j.plan_fingerprint + ", " + job + " one with " +
+                       fingerprint_ + " (a different model, optimizer or tenax build)",
+             out);
+      return out;
+    }
+  }
   int rank = j.requested_rank;
   auto existing = members_.find(rank);
+  // An elastic job admits joiners while it runs, each under a new id.
+  const bool late_joiner = o_.elastic && !j.rejoin && job_.phase == JobPhase::kRunning;
   if (j.rejoin) {
     // A worker of a running job whose coordinator restarted.
     if (existing == members_.end() || existing->second.name != j.name) {
       Refuse(from, "rank " + std::to_string(rank) + " of " + job + " is not '" + j.name + "'", out);
       return out;
     }
+    if (existing->second.state == MemberState::kFailed || existing->second.state == MemberState::kLeft) {
+      Refuse(from, "rank " + std::to_string(rank) + " was removed from " + job + " (" +
+                       std::string(ToString(existing->second.state)) + "); start a new worker to join it",
+             out);
+      return out;
+    }
+  } else if (late_joiner) {
+    rank = members_.empty() ? 0 : members_.rbegin()->first + 1;
   } else {
     if (job_.phase != JobPhase::kJoining) {
       Refuse(from, job + " is already running with all " + std::to_string(job_.world) + " workers", out);
@@ -142,25 +167,119 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
       return out;
     }
   }
-  const MemberState state = j.rejoin ? existing->second.state : MemberState::kJoined;
+  int active = 0;
+  for (const auto& [r, m] : members_) active += Active(m) ? 1 : 0;
+  MemberState state = j.rejoin ? existing->second.state : MemberState::kJoined;
+  if (late_joiner && active >= max_workers()) state = MemberState::kSpare;
   MemberRecord m{rank, j.name, j.host, j.port, state, now.wall_ms + o_.peer_timeout.count()};
   members_[rank] = m;
   links_[rank] = {from, true};
   out.push_back(action::PutMember{m});
-  spdlog::info("job {}: rank {} {} {} ({}:{})", job_.job_id, rank, j.rejoin ? "rejoined:" : "joined:", j.name, j.host,
-               j.port);
-  out.push_back(action::Admit{from, rank, job_.world, job_.config_toml, job_.generation});
-  if (job_.phase == JobPhase::kJoining && static_cast<int>(members_.size()) == job_.world) {
-    ++job_.generation;
-    job_.phase = JobPhase::kRunning;
+  spdlog::info("job {}: rank {} {} {} ({}:{}){}", job_.job_id, rank, j.rejoin ? "rejoined:" : "joined:", j.name, j.host,
+               j.port, state == MemberState::kSpare ? "; waits as a spare (max_workers reached)" : "");
+  out.push_back(action::Admit{from, rank, late_joiner ? active + 1 : job_.world, job_.config_toml, job_.generation});
+  if (late_joiner && state == MemberState::kJoined) {
+    NextGeneration("rank " + std::to_string(rank) + " joined (" + j.name + ")", out);
+  } else if (j.rejoin && o_.elastic && job_.phase == JobPhase::kRunning && last_roster_.count(rank)) {
+    // The restarted coordinator re-publishes the newest generation to the
+    // rejoined member: one that already has it ignores it.
     std::vector<MemberRecord> roster;
-    for (const auto& [r, member] : members_) roster.push_back(member);
-    out.push_back(action::PutGeneration{
-        {job_.generation, 0, "all " + std::to_string(job_.world) + " workers joined", roster}});
-    out.push_back(action::SetJobState{JobPhase::kRunning, "", job_.generation});
-    spdlog::info("job {}: all {} workers joined (generation {}); publishing the roster", job_.job_id, job_.world,
-                 job_.generation);
-    out.push_back(action::PublishRoster{ConnectedMembers(), job_.generation, std::move(roster)});
+    for (int id : last_roster_) roster.push_back(members_[id]);
+    out.push_back(action::PublishRoster{{from}, job_.generation, std::move(roster), "coordinator restarted", {}});
+  }
+  if (job_.phase == JobPhase::kJoining && static_cast<int>(members_.size()) == job_.world) {
+    job_.phase = JobPhase::kRunning;
+    NextGeneration("all " + std::to_string(job_.world) + " workers joined", out);
+  }
+  return out;
+}
+
+void JobStateMachine::NextGeneration(const std::string& why, Actions& out) {
+  int active = 0;
+  for (const auto& [r, m] : members_) active += Active(m) ? 1 : 0;
+  for (auto& [r, m] : members_) {  // spares fill the places lost members left
+    if (active >= max_workers()) break;
+    if (m.state == MemberState::kSpare && links_[r].connected) {
+      m.state = MemberState::kJoined;
+      out.push_back(action::PutMember{m});
+      spdlog::info("job {}: spare rank {} ({}) is admitted", job_.job_id, r, m.name);
+      ++active;
+    }
+  }
+  if (o_.elastic && active < o_.min_workers) {
+    if (!paused_) {
+      spdlog::warn("job {}: {} of min_workers {} workers left ({}); waiting up to {} s for joiners", job_.job_id,
+                   active, o_.min_workers, why, Seconds(o_.join_timeout));
+    }
+    paused_ = true;
+    return;
+  }
+  paused_ = false;
+  paused_since_.reset();
+  lost_since_pause_.clear();
+  ++job_.generation;
+  std::vector<MemberRecord> roster;
+  std::set<int> ids, joining;
+  for (const auto& [r, m] : members_) {
+    if (!Active(m)) continue;
+    roster.push_back(m);
+    ids.insert(r);
+    if (!last_roster_.count(r)) joining.insert(r);
+  }
+  // Told to the members of the new generation and to those of the last
+  // one still connected (a leaver learns that it may go).
+  std::set<int> told = ids;
+  told.insert(last_roster_.begin(), last_roster_.end());
+  last_roster_ = ids;
+  // Durable before it is announced: a restarted coordinator re-publishes it.
+  out.push_back(action::PutGeneration{{job_.generation, 0, why, roster}});
+  out.push_back(action::SetJobState{JobPhase::kRunning, "", job_.generation});
+  spdlog::info("job {}: generation {} of {} workers ({}); publishing the roster", job_.job_id, job_.generation,
+               roster.size(), why);
+  std::vector<ConnId> to;
+  for (int id : told) {
+    if (links_[id].connected) to.push_back(links_[id].conn);
+  }
+  out.push_back(action::PublishRoster{std::move(to), job_.generation, std::move(roster), why, std::move(joining)});
+}
+
+void JobStateMachine::Remove(int rank, MemberState state, const std::string& why, Actions& out) {
+  MemberRecord& m = members_[rank];
+  const bool was_active = Active(m);
+  m.state = state;
+  out.push_back(action::PutMember{m});
+  if (!was_active) return;  // a spare: no generation changes
+  const std::string text = "rank " + std::to_string(rank) + (state == MemberState::kLeft ? " left" : " lost") +
+                           " (" + m.name + " on " + m.host + "): " + why;
+  if (state != MemberState::kLeft) {
+    lost_since_pause_.push_back("rank " + std::to_string(rank) + " on " + m.host);
+    if (lost_since_pause_.size() == 1) first_lost_ = rank;
+  }
+  spdlog::warn("job {}: {}", job_.job_id, text);
+  NextGeneration(text, out);
+}
+
+Actions JobStateMachine::OnLeave(ConnId from, const std::string& reason) {
+  Actions out;
+  auto rank = RankOf(from);
+  if (!o_.elastic || !rank || job_.phase != JobPhase::kRunning) return out;
+  Remove(*rank, MemberState::kLeft, reason, out);
+  return out;
+}
+
+Actions JobStateMachine::OnSuspect(ConnId from, int suspect, const std::string& reason) {
+  Actions out;
+  auto reporter = RankOf(from);
+  auto it = members_.find(suspect);
+  if (!o_.elastic || !reporter || job_.phase != JobPhase::kRunning || it == members_.end() || !Active(it->second) ||
+      !last_roster_.count(*reporter)) {
+    return out;
+  }
+  Remove(suspect, MemberState::kFailed, "reported by rank " + std::to_string(*reporter) + ": " + reason, out);
+  if (links_[suspect].connected) {
+    // It may still be alive (stuck): it must not take part any more.
+    Refuse(links_[suspect].conn, "removed from job '" + job_.job_id + "': " + reason, out);
+    links_[suspect].connected = false;
   }
   return out;
 }
@@ -226,6 +345,17 @@ void JobStateMachine::OnMemberLost(int rank, const std::string& why, Actions& ou
     // the grace period in case the rank it waited for turns out lost.
     return;
   }
+  if (o_.elastic && job_.phase == JobPhase::kRunning) {
+    if (m.state == MemberState::kFailed || m.state == MemberState::kLeft) return;  // already removed
+    if (m.state == MemberState::kSpare) {
+      out.push_back(action::RemoveMember{rank});
+      members_.erase(rank);
+      links_.erase(rank);
+      return;
+    }
+    Remove(rank, MemberState::kFailed, "lost its connection: " + why, out);
+    return;
+  }
   if (job_.phase == JobPhase::kJoining) {
     // Not started yet: the rank is free again.
     spdlog::warn("job {}: rank {} ({}) left before the job started: {}", job_.job_id, rank, m.name, why);
@@ -277,18 +407,50 @@ Actions JobStateMachine::OnTimer(CoordTime now) {
              Seconds(o_.join_timeout) + " s (missing: " + names + ")",
          out);
   }
-  if (job_.phase == JobPhase::kRunning && timed_out) {
+  // An elastic job does not wait the join timeout for a member recorded
+  // before a restart: the others keep training, so one that has not
+  // reconnected within a few peer timeouts (they retry every second) is
+  // treated as lost.
+  const auto rejoin_window =
+      o_.elastic ? std::min<std::chrono::milliseconds>(o_.join_timeout, std::max<std::chrono::milliseconds>(3 * o_.peer_timeout, 3s))
+                 : o_.join_timeout;
+  if (job_.phase == JobPhase::kRunning && now.steady - started_ > rejoin_window) {
     // A member recorded before a restart that never came back.
     for (const auto& [rank, link] : links_) {
       const MemberRecord& m = members_[rank];
       if (!link.connected && link.conn == 0 && m.state == MemberState::kJoined) {
+        if (o_.elastic) {
+          Remove(rank, MemberState::kFailed, "did not reconnect to the restarted coordinator", out);
+          continue;
+        }
         Fail(rank, m.host, "did not reconnect to the restarted coordinator within the join timeout", out);
         break;
       }
     }
   }
-  auto done = [](const auto& member) { return member.second.state == MemberState::kDone; };
-  if (job_.phase == JobPhase::kRunning && std::all_of(members_.begin(), members_.end(), done)) {
+  if (paused_ && job_.phase == JobPhase::kRunning) {
+    if (!paused_since_) paused_since_ = now.steady;
+    if (now.steady - *paused_since_ > o_.join_timeout) {
+      int active = 0;
+      for (const auto& [r, m] : members_) active += Active(m) ? 1 : 0;
+      std::string lost;
+      for (const auto& l : lost_since_pause_) lost += (lost.empty() ? "" : ", ") + l;
+      Fail(first_lost_ >= 0 ? first_lost_ : 0, o_.listen_host,
+           "only " + std::to_string(active) + " of min_workers " + std::to_string(o_.min_workers) +
+               " workers left and no joiner came within " + Seconds(o_.join_timeout) + " s (missing: " +
+               (lost.empty() ? "?" : lost) + ")",
+           out);
+    }
+  }
+  // Done when every member of the current membership is (lost, left and
+  // spare workers of an elastic job are not waited for).
+  auto done = [](const auto& member) {
+    return member.second.state == MemberState::kDone || member.second.state == MemberState::kFailed ||
+           member.second.state == MemberState::kLeft || member.second.state == MemberState::kSpare;
+  };
+  auto some_done = [](const auto& member) { return member.second.state == MemberState::kDone; };
+  if (job_.phase == JobPhase::kRunning && std::all_of(members_.begin(), members_.end(), done) &&
+      std::any_of(members_.begin(), members_.end(), some_done) && !paused_) {
     job_.phase = JobPhase::kFinished;
     out.push_back(action::SetJobState{JobPhase::kFinished, "", job_.generation});
     spdlog::info("job {}: finished", job_.job_id);

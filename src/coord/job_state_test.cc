@@ -33,7 +33,7 @@ JobStateOptions Options() {
 JobRecord NewJob(int world) { return {"job-x", "mode = \"sync\"\n", world, JobPhase::kJoining, 0, "", false}; }
 
 JoinAsk Ask(int requested_rank, const std::string& name) {
-  return {"job-x", name, "host-" + name, static_cast<uint16_t>(5000 + name.size()), requested_rank, false};
+  return {"job-x", name, "host-" + name, static_cast<uint16_t>(5000 + name.size()), requested_rank, false, ""};
 }
 
 template <typename T>
@@ -98,7 +98,7 @@ TEST(JobStateMachine, RanksGoToWhoAsksThenToTheLowestFree) {
   EXPECT_EQ("rank 2 is already taken by a", Refusal(m.OnJoin(4, Ask(2, "d"), clock.now())));
   EXPECT_EQ("rank 4 asked for, but job 'job-x' has 4 workers", Refusal(m.OnJoin(4, Ask(4, "d"), clock.now())));
   EXPECT_EQ("this coordinator serves job 'job-x', not 'other'",
-            Refusal(m.OnJoin(4, JoinAsk{"other", "d", "h", 1, -1, false}, clock.now())));
+            Refusal(m.OnJoin(4, JoinAsk{"other", "d", "h", 1, -1, false, ""}, clock.now())));
   // The admitted member is recorded (before it is told) with its lease.
   auto actions = m.OnJoin(5, Ask(-1, "e"), clock.now());
   EXPECT_EQ(3, AdmittedRank(actions));
@@ -297,7 +297,7 @@ TEST(JobStateMachine, ResumedJobTakesItsMembersBackAndFailsOneThatNeverReturns) 
   JoinAsk ask = Ask(0, "impostor");
   ask.rejoin = true;
   EXPECT_EQ("rank 0 of job 'job-x' is not 'impostor'", Refusal(m.OnJoin(1, ask, clock.now())));
-  ask = {"job-x", "w0", "host-w0", 7001, 0, true};
+  ask = {"job-x", "w0", "host-w0", 7001, 0, true, ""};
   auto actions = m.OnJoin(2, ask, clock.Advance(5s));
   const auto admit = One<action::Admit>(actions);
   EXPECT_EQ(0, admit.rank);
@@ -321,7 +321,7 @@ TEST(JobStateMachine, ResumedJobFinishesWhenTheRejoinedRanksAreDone) {
                                    {1, "w1", "h1", 7000, MemberState::kJoined, 5}};
   JobStateMachine m(Options(), job, stored, clock.now());
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(r, AdmittedRank(m.OnJoin(10 + r, {"job-x", stored[r].name, "h", 1, r, true}, clock.now())));
+    EXPECT_EQ(r, AdmittedRank(m.OnJoin(10 + r, {"job-x", stored[r].name, "h", 1, r, true, ""}, clock.now())));
     m.OnDone(10 + r, "");
   }
   const auto state = One<action::SetJobState>(m.OnTimer(clock.Advance(1ms)));
@@ -339,6 +339,156 @@ TEST(JobStateMachine, PhasesAndMemberStatesRoundTripThroughTheirStoredWords) {
   EXPECT_EQ("running", ToString(JobPhase::kRunning));
   EXPECT_FALSE(ParseJobPhase("Running").has_value());
   EXPECT_FALSE(ParseMemberState("").has_value());
+}
+
+
+// --- Elastic jobs ---
+
+JobStateOptions ElasticOptions(int min_workers, int max_workers) {
+  JobStateOptions o = Options();
+  o.elastic = true;
+  o.min_workers = min_workers;
+  o.max_workers = max_workers;
+  return o;
+}
+
+std::vector<int> Ids(const std::vector<MemberRecord>& members) {
+  std::vector<int> ids;
+  for (const auto& m : members) ids.push_back(m.rank);
+  return ids;
+}
+
+TEST(JobStateMachineElastic, ALostMemberMakesTheNextGenerationOfTheOthersWrittenBeforeItIsPublished) {
+  Running job(3, ElasticOptions(2, 3));
+  auto actions = job.m.OnConnectionLost(101, "peer silent for 2000 ms");
+  EXPECT_TRUE(All<action::AnnounceFailure>(actions).empty());
+  const auto gen = One<action::PutGeneration>(actions).generation;
+  const auto roster = One<action::PublishRoster>(actions);
+  EXPECT_LT(IndexOf<action::PutGeneration>(actions), IndexOf<action::PublishRoster>(actions));
+  EXPECT_EQ(2u, gen.number);
+  EXPECT_EQ((std::vector<int>{0, 2}), Ids(gen.members));
+  EXPECT_EQ((std::vector<int>{0, 2}), Ids(roster.members));
+  EXPECT_EQ((std::vector<ConnId>{100, 102}), roster.to);
+  EXPECT_TRUE(roster.joining.empty());
+  EXPECT_NE(roster.why.find("rank 1 lost"), std::string::npos) << roster.why;
+  EXPECT_NE(roster.why.find("peer silent"), std::string::npos) << roster.why;
+  EXPECT_EQ(JobPhase::kRunning, job.m.job().phase);
+  EXPECT_EQ(MemberState::kFailed, job.m.members().at(1).state);
+}
+
+TEST(JobStateMachineElastic, AJoinerGetsANewIdAndIsPublishedAsJoiningUpToMaxWorkersThenWaitsAsASpare) {
+  Running job(2, ElasticOptions(1, 3));
+  auto actions = job.m.OnJoin(200, Ask(-1, "late"), job.clock.now());
+  EXPECT_EQ(2, AdmittedRank(actions));
+  auto roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ(2u, roster.generation);
+  EXPECT_EQ((std::vector<int>{0, 1, 2}), Ids(roster.members));
+  EXPECT_EQ((std::set<int>{2}), roster.joining);
+  EXPECT_EQ((std::vector<ConnId>{100, 101, 200}), roster.to);
+  // max_workers reached: the next joiner waits, and no generation is made.
+  actions = job.m.OnJoin(201, Ask(-1, "spare"), job.clock.now());
+  EXPECT_EQ(3, AdmittedRank(actions));
+  EXPECT_TRUE(All<action::PublishRoster>(actions).empty());
+  EXPECT_EQ(MemberState::kSpare, job.m.members().at(3).state);
+  // A member is lost: the spare takes its place in the same generation.
+  actions = job.m.OnConnectionLost(100, "reset");
+  roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ(3u, roster.generation);
+  EXPECT_EQ((std::vector<int>{1, 2, 3}), Ids(roster.members));
+  EXPECT_EQ((std::set<int>{3}), roster.joining);
+}
+
+TEST(JobStateMachineElastic, ALeaveIsAGenerationToldToTheLeaverTooAndCostsNoFailure) {
+  Running job(3, ElasticOptions(1, 3));
+  auto actions = job.m.OnLeave(102, "stopped by signal 15");
+  auto roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ((std::vector<int>{0, 1}), Ids(roster.members));
+  EXPECT_EQ(MemberState::kLeft, job.m.members().at(2).state);
+  EXPECT_NE(roster.why.find("rank 2 left"), std::string::npos) << roster.why;
+  // Its connection then drops: nothing more happens.
+  EXPECT_TRUE(job.m.OnConnectionLost(102, "closed").empty());
+  // The job finishes when the remaining members are done.
+  job.m.OnDone(100, "{\"steps\": 10}");
+  job.m.OnDone(101, "");
+  actions = job.m.OnTimer(job.clock.Advance(1s));
+  EXPECT_EQ(JobPhase::kFinished, One<action::SetJobState>(actions).phase);
+  EXPECT_EQ("{\"steps\": 10}", One<action::AnnounceDone>(actions).summary_json);
+}
+
+TEST(JobStateMachineElastic, BelowMinWorkersTheJobWaitsForJoinersThenFailsNamingWhoIsMissing) {
+  Running job(3, ElasticOptions(3, 3));
+  auto actions = job.m.OnConnectionLost(101, "reset");
+  EXPECT_TRUE(All<action::PublishRoster>(actions).empty());  // paused: no generation below min_workers
+  actions = job.m.OnTimer(job.clock.Advance(29s));
+  EXPECT_TRUE(All<action::AnnounceFailure>(actions).empty());
+  // A joiner in time resumes the job.
+  actions = job.m.OnJoin(300, Ask(-1, "replacement"), job.clock.now());
+  EXPECT_EQ((std::vector<int>{0, 2, 3}), Ids(One<action::PublishRoster>(actions).members));
+  // A second loss, and nobody comes: the job fails after the join timeout, naming the lost member.
+  job.m.OnConnectionLost(102, "reset");
+  EXPECT_TRUE(All<action::AnnounceFailure>(job.m.OnTimer(job.clock.Advance(1s))).empty());
+  actions = job.m.OnTimer(job.clock.Advance(31s));
+  const auto failure = One<action::AnnounceFailure>(actions);
+  EXPECT_EQ(2, failure.rank);
+  EXPECT_NE(failure.reason.find("only 2 of min_workers 3"), std::string::npos) << failure.reason;
+  EXPECT_NE(failure.reason.find("rank 2 on host-w2"), std::string::npos) << failure.reason;
+  EXPECT_EQ(JobPhase::kFailed, job.m.job().phase);
+}
+
+TEST(JobStateMachineElastic, AJoinerOfAnotherModelIsRefusedWithBothFingerprintsAndTheJobIsUntouched) {
+  FakeClock clock;
+  JobStateMachine m(ElasticOptions(1, 3), NewJob(1), {}, clock.now());
+  JoinAsk first = Ask(0, "w0");
+  first.plan_fingerprint = "aaaa000000000000";
+  EXPECT_EQ(0, AdmittedRank(m.OnJoin(100, first, clock.now())));
+  JoinAsk other = Ask(-1, "other");
+  other.plan_fingerprint = "bbbb000000000000";
+  auto actions = m.OnJoin(101, other, clock.now());
+  const std::string why = Refusal(actions);
+  EXPECT_NE(why.find("bbbb000000000000"), std::string::npos) << why;
+  EXPECT_NE(why.find("aaaa000000000000"), std::string::npos) << why;
+  EXPECT_TRUE(All<action::PutMember>(actions).empty());
+  EXPECT_EQ(1u, m.members().size());
+  EXPECT_EQ(1u, m.job().generation);
+}
+
+TEST(JobStateMachineElastic, AMemberRemovedThenContinuedIsRefusedWhenItRejoins) {
+  Running job(3, ElasticOptions(1, 3));
+  job.m.OnConnectionLost(101, "peer silent");
+  JoinAsk back = Ask(1, "w1");
+  back.rejoin = true;
+  const std::string why = Refusal(job.m.OnJoin(400, back, job.clock.now()));
+  EXPECT_NE(why.find("rank 1 was removed"), std::string::npos) << why;
+}
+
+TEST(JobStateMachineElastic, ASuspectReportedByAMemberIsRemovedAndItsConnectionRefused) {
+  Running job(3, ElasticOptions(1, 3));
+  auto actions = job.m.OnSuspect(100, 2, "no progress for 10 s");
+  EXPECT_EQ((std::vector<int>{0, 1}), Ids(One<action::PublishRoster>(actions).members));
+  EXPECT_EQ(102u, One<action::Refuse>(actions).to);
+  // Reports from non-members and about removed members change nothing.
+  EXPECT_TRUE(job.m.OnSuspect(999, 1, "x").empty());
+  EXPECT_TRUE(job.m.OnSuspect(100, 2, "again").empty());
+}
+
+TEST(JobStateMachineElastic, ARestartedCoordinatorRepublishesTheNewestGenerationToARejoiner) {
+  FakeClock clock;
+  JobRecord job = NewJob(3);
+  job.phase = JobPhase::kRunning;
+  job.generation = 4;
+  job.resumed = true;
+  std::vector<MemberRecord> members = {{0, "w0", "host-w0", 5002, MemberState::kJoined, 0},
+                                       {1, "w1", "host-w1", 5002, MemberState::kFailed, 0},
+                                       {2, "w2", "host-w2", 5002, MemberState::kJoined, 0}};
+  JobStateMachine m(ElasticOptions(1, 3), job, members, clock.now());
+  JoinAsk back = Ask(2, "w2");
+  back.rejoin = true;
+  auto actions = m.OnJoin(500, back, clock.now());
+  EXPECT_EQ(2, AdmittedRank(actions));
+  const auto roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ(4u, roster.generation);
+  EXPECT_EQ((std::vector<int>{0, 2}), Ids(roster.members));
+  EXPECT_EQ((std::vector<ConnId>{500}), roster.to);
 }
 
 }  // namespace

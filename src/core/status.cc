@@ -30,6 +30,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "refused";
     case StatusCode::kProtocolError:
       return "protocol_error";
+    case StatusCode::kAborted:
+      return "aborted";
   }
   return "unknown";
 }

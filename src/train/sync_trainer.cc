@@ -1,8 +1,13 @@
 #include "tenax/train/sync_trainer.h"
 
+#include <optional>
+
+#include "tenax/core/files.h"
+#include "tenax/core/metrics.h"
 #include "tenax/net/keep_alive.h"
 #include "tenax/train/allreduce_exchange.h"
 #include "tenax/train/data_source.h"
+#include "tenax/train/trainable_model.h"
 #include "tenax/train/training_loop.h"
 #include "trainer_common.h"
 
@@ -24,6 +29,64 @@ Result<TrainOutcome> TrainSync(const TrainConfig& config, const ConfigDoc& effec
     xo.interrupt = options.interrupt;
     auto exchange = MakeAllreduceExchange(group, xo);
     return RunTrainingLoop(config, effective_config, out_dir, {data.train.get(), data.test.get(), exchange.get()},
+                           options.run);
+  });
+}
+
+Result<PreparedTraining> PrepareTraining(const TrainConfig& config) {
+  return GuardTorch("preparing training failed", [&]() -> Result<PreparedTraining> {
+    TENAX_ASSIGN_OR_RETURN(DataSplits data, OpenDataSplits(config));
+    TENAX_ASSIGN_OR_RETURN(auto model, MakeTrainableModel(config, data.train->info()));
+    // FNV-1a over the plan's text: model, shapes, dtypes, optimizer.
+    std::string plan = model->Describe() + "|" + config.optimizer + "|" + std::to_string(config.momentum);
+    for (const auto& p : model->Parameters()) {
+      plan += "|" + std::string(c10::toString(p.scalar_type()));
+      for (int64_t d : p.sizes()) plan += "," + std::to_string(d);
+    }
+    uint64_t h = 1469598103934665603ull;
+    for (unsigned char ch : plan) h = (h ^ ch) * 1099511628211ull;
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+    PreparedTraining out;
+    out.data = std::make_shared<DataSplits>(std::move(data));
+    out.fingerprint = hex;
+    return out;
+  });
+}
+
+Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& effective_config,
+                                  const std::string& out_dir, std::unique_ptr<comm::Group> group,
+                                  ElasticMembership& membership, PreparedTraining prepared,
+                                  const SyncRunOptions& options) {
+  return GuardTorch("elastic training failed", [&]() -> Result<TrainOutcome> {
+    auto* data = static_cast<DataSplits*>(prepared.data.get());
+    if (!data) return Internal("elastic training without prepared data");
+    ElasticExchangeOptions xo;
+    xo.base.step_timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double>(options.step_timeout_seconds));
+    xo.base.bucket_bytes = options.bucket_bytes;
+    xo.membership = &membership;
+    xo.configured_workers = config.cluster.workers;
+    // The coordinator waits join_timeout for joiners below min_workers and
+    // then fails the job: its verdict must reach us before our own wait ends.
+    xo.reform_timeout = config.cluster.join_timeout() + 2 * config.cluster.peer_timeout();
+    // Membership events join the run's metrics (appended: the writer may
+    // change when rank 0 is lost).
+    std::optional<JsonLinesWriter> events;
+    GradientExchange* exchange_ptr = nullptr;
+    xo.on_event = [&](const nlohmann::json& e) {
+      if (!exchange_ptr || exchange_ptr->rank() != 0 || out_dir.empty()) return;
+      if (!events) {
+        if (!EnsureWritableDir(out_dir).ok()) return;
+        auto w = JsonLinesWriter::Append(out_dir + "/metrics.jsonl");
+        if (!w.ok()) return;
+        events.emplace(std::move(*w));
+      }
+      (void)events->Write(e);
+    };
+    auto exchange = MakeElasticExchange(std::move(group), xo);
+    exchange_ptr = exchange.get();
+    return RunTrainingLoop(config, effective_config, out_dir, {data->train.get(), data->test.get(), exchange.get()},
                            options.run);
   });
 }

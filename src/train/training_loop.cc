@@ -40,9 +40,9 @@ class RunOutputs {
  public:
   static Result<RunOutputs> Open(bool writer, const std::string& out_dir, const ConfigDoc& effective_config) {
     RunOutputs o;
-    o.writer_ = writer;
     o.dir_ = out_dir;
     if (!writer) return o;
+    o.writer_ = true;
     TENAX_RETURN_IF_ERROR(EnsureWritableDir(out_dir));
     std::error_code ec;
     std::filesystem::remove(o.summary_path(), ec);
@@ -55,6 +55,16 @@ class RunOutputs {
     return o;
   }
   Status Record(const nlohmann::json& record) { return metrics_ ? metrics_->Write(record) : Status::Ok(); }
+  // A replica that becomes rank 0 later (elastic: the first rank 0 was
+  // lost) continues the metrics of the run.
+  Status BecomeWriter() {
+    if (writer_) return Status::Ok();
+    TENAX_RETURN_IF_ERROR(EnsureWritableDir(dir_));
+    TENAX_ASSIGN_OR_RETURN(JsonLinesWriter w, JsonLinesWriter::Append(dir_ + "/metrics.jsonl"));
+    metrics_.emplace(std::move(w));
+    writer_ = true;
+    return Status::Ok();
+  }
   std::string summary_path() const { return dir_ + "/summary.json"; }
   std::string model_path() const { return dir_ + "/model.pt"; }
   bool writer() const { return writer_; }
@@ -102,7 +112,7 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
   const int64_t threads = ConfigureTorchThreads(c.threads);
 
   const int64_t n = train.info().size, t = test.info().size;
-  const int64_t b = c.batch_size, global_batch = b * world;
+  const int64_t b = c.batch_size, global_batch = exchange.GlobalBatch(b);
   if (global_batch > n) {
     return InvalidArgument(world > 1 ? std::to_string(world) + " workers x batch " + std::to_string(b) + " exceed the " +
                                            std::to_string(n) + " training samples"
@@ -117,18 +127,20 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
   TENAX_ASSIGN_OR_RETURN(std::unique_ptr<TrainableModel> model, std::move(made));
   TENAX_RETURN_IF_ERROR(exchange.Attach(*model));
   auto optimizer = MakeOptimizer(c, model->Parameters());
+  TENAX_RETURN_IF_ERROR(exchange.AttachOptimizer(*optimizer));
   model->SetTraining(true);
 
   // One replica keeps the last partial batch; replicas drop a partial global
   // batch (every rank must read a full slice).
-  const int64_t steps_per_epoch = world == 1 ? (n + b - 1) / b : n / global_batch;
+  const bool keep_partial = world == 1 && global_batch == b && !exchange.HandlesStop();
+  const int64_t steps_per_epoch = keep_partial ? (n + b - 1) / b : n / global_batch;
   int64_t total_steps = steps_per_epoch * c.epochs;
   if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
   const int64_t epochs = (total_steps + steps_per_epoch - 1) / steps_per_epoch;
   spdlog::info("{}: model {} on {} training samples ({}, {} classes) / {} test samples, {} epoch(s) of {} steps, "
                "batch {}{}, {} lr {:g}{}, {} thread(s)",
                exchange.Describe(), model->Describe(), n, ShapeText(train.info().sample_shape), train.info().classes,
-               t, epochs, steps_per_epoch, b, world > 1 ? fmt::format(" per rank ({} global)", global_batch) : "",
+               t, epochs, steps_per_epoch, b, global_batch != b ? fmt::format(" per rank ({} global)", global_batch) : "",
                c.optimizer, c.lr, c.optimizer == "sgd" ? fmt::format(" momentum {:g}", c.momentum) : std::string(),
                threads);
 
@@ -139,72 +151,105 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
   int64_t interval_steps = 0;
   bool first_interval = true;
   double test_accuracy = 0;
+  torch::Tensor perm;
+  int64_t perm_epoch = 0;
+  // The loop's records go to whoever is rank 0 now (elastic: it may change).
+  auto record = [&](const nlohmann::json& r) -> Status {
+    if (exchange.rank() == 0) TENAX_RETURN_IF_ERROR(out.BecomeWriter());
+    return exchange.rank() == 0 ? out.Record(r) : Status::Ok();
+  };
 
-  for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
-    auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(c.seed + epoch));
-    auto perm = torch::randperm(n, gen, torch::TensorOptions().dtype(torch::kInt64));
-    for (int64_t step = 1; step <= steps_per_epoch && global_step < total_steps; ++step) {
-      if (StopRequested()) return Cancelled("training stopped by signal " + std::to_string(StopSignal()));
-      const auto step_start = Clock::now();
-      const int64_t begin = (step - 1) * global_batch + rank * b;
-      TENAX_ASSIGN_OR_RETURN(Batch batch, train.Read(perm.slice(0, begin, std::min(n, begin + b))));
-      exchange.BeginStep();
-      auto loss = torch::nn::functional::cross_entropy(model->Forward(batch.images), batch.labels);
-      loss.backward();
-      TENAX_RETURN_IF_ERROR(exchange.FinishStep());
-      optimizer->step();
-      const double local_loss = loss.item<double>();
-      const double step_seconds = SecondsSince(step_start);
-
-      const int64_t step_samples = batch.size() * world;
-      ++global_step;
-      samples += step_samples;
-      train_seconds += step_seconds;
-      if (global_step > options.warmup_steps) {
-        steady_seconds += step_seconds;
-        steady_samples += step_samples;
-      }
-      if (!std::isfinite(local_loss)) {
-        return InvalidArgument("loss became " + std::to_string(local_loss) + " at step " +
-                               std::to_string(global_step) + (world > 1 ? " on rank " + std::to_string(rank) : "") +
-                               "; lower train.lr (now " + std::to_string(c.lr) + ")");
-      }
-      interval_loss += local_loss;
-      ++interval_steps;
-
-      TrainProgress p = MakeProgress({epoch, epochs, step, steps_per_epoch, global_step, total_steps,
-                                      c.log_every_steps, samples, train_seconds, interval_loss, interval_steps,
-                                      wall_start});
-      const bool epoch_done = step == steps_per_epoch || global_step == total_steps;
-      if (p.log_point) {
-        // The mean loss over every replica's samples (same steps everywhere).
-        TENAX_ASSIGN_OR_RETURN(p.loss, exchange.MeanOverReplicas(p.loss));
-        outcome.final_train_loss = p.loss;
-        if (first_interval) outcome.first_train_loss = p.loss, first_interval = false;
-        TENAX_RETURN_IF_ERROR(out.Record({{"event", "train"},
-                                          {"epoch", epoch},
-                                          {"step", global_step},
-                                          {"loss", p.loss},
-                                          {"samples_per_second", p.samples_per_second},
-                                          {"elapsed_seconds", p.elapsed_seconds}}));
-        interval_loss = 0;
-        interval_steps = 0;
-      }
-      if (epoch_done) {
-        // Each replica evaluates its share of the test set; the counts add up.
-        TENAX_ASSIGN_OR_RETURN(int64_t correct, CountCorrect(*model, test, t * rank / world, t * (rank + 1) / world));
-        TENAX_ASSIGN_OR_RETURN(double all_correct, exchange.SumOverReplicas(static_cast<double>(correct)));
-        test_accuracy = t == 0 ? 0.0 : all_correct / static_cast<double>(t);
-        p.test_accuracy = test_accuracy;
-        TENAX_RETURN_IF_ERROR(out.Record({{"event", "epoch"},
-                                          {"epoch", epoch},
-                                          {"step", global_step},
-                                          {"train_loss", outcome.final_train_loss},
-                                          {"test_accuracy", test_accuracy},
-                                          {"elapsed_seconds", SecondsSince(wall_start)}}));
-      }
-      if (options.on_progress) options.on_progress(p);
+  while (true) {
+    if (!exchange.HandlesStop() && StopRequested()) {
+      return Cancelled("training stopped by signal " + std::to_string(StopSignal()));
     }
+    // The step boundary: an elastic exchange may re-form here and move us.
+    TENAX_ASSIGN_OR_RETURN(global_step, exchange.AtStepBoundary(global_step));
+    if (global_step >= total_steps) break;
+    const int64_t epoch = global_step / steps_per_epoch + 1, step = global_step % steps_per_epoch + 1;
+    if (perm_epoch != epoch) {
+      auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(c.seed + epoch));
+      perm = torch::randperm(n, gen, torch::TensorOptions().dtype(torch::kInt64));
+      perm_epoch = epoch;
+    }
+    const auto step_start = Clock::now();
+    const GradientExchange::Slice slice = exchange.SliceOf(global_batch);
+    const int64_t begin = (step - 1) * global_batch + slice.offset;
+    TENAX_ASSIGN_OR_RETURN(Batch batch, train.Read(perm.slice(0, begin, std::min(n, begin + slice.count))));
+    exchange.BeginStep();
+    auto loss = torch::nn::functional::cross_entropy(model->Forward(batch.images), batch.labels);
+    loss.backward();
+    if (Status st = exchange.FinishStep(); !st.ok()) {
+      if (st.code() == StatusCode::kAborted) continue;  // not applied: back to the boundary
+      return st;
+    }
+    optimizer->step();
+    const double local_loss = loss.item<double>();
+    const double step_seconds = SecondsSince(step_start);
+
+    const int64_t step_samples = std::min(global_batch, n - (step - 1) * global_batch);
+    ++global_step;
+    samples += step_samples;
+    train_seconds += step_seconds;
+    if (global_step > options.warmup_steps) {
+      steady_seconds += step_seconds;
+      steady_samples += step_samples;
+    }
+    if (!std::isfinite(local_loss)) {
+      return InvalidArgument("loss became " + std::to_string(local_loss) + " at step " + std::to_string(global_step) +
+                             (world > 1 ? " on rank " + std::to_string(exchange.rank()) : "") + "; lower train.lr (now " +
+                             std::to_string(c.lr) + ")");
+    }
+    interval_loss += local_loss;
+    ++interval_steps;
+
+    TrainProgress p = MakeProgress({epoch, epochs, step, steps_per_epoch, global_step, total_steps, c.log_every_steps,
+                                    samples, train_seconds, interval_loss, interval_steps, wall_start});
+    const bool epoch_done = step == steps_per_epoch || global_step == total_steps;
+    if (p.log_point) {
+      // The mean loss over every replica's samples (same steps everywhere);
+      // this replica's own when a member was lost meanwhile.
+      auto mean = exchange.MeanOverReplicas(p.loss);
+      if (!mean.ok() && mean.status().code() != StatusCode::kAborted) return mean.status();
+      if (mean.ok()) p.loss = *mean;
+      outcome.final_train_loss = p.loss;
+      if (first_interval) outcome.first_train_loss = p.loss, first_interval = false;
+      TENAX_RETURN_IF_ERROR(record({{"event", "train"},
+                                    {"epoch", epoch},
+                                    {"step", global_step},
+                                    {"loss", p.loss},
+                                    {"samples_per_second", p.samples_per_second},
+                                    {"elapsed_seconds", p.elapsed_seconds}}));
+      interval_loss = 0;
+      interval_steps = 0;
+    }
+    if (epoch_done) {
+      // Each replica evaluates its share of the test set; the counts add up.
+      // A membership change in between: re-form, and count again.
+      while (true) {
+        const int r = exchange.rank(), w = exchange.world();
+        TENAX_ASSIGN_OR_RETURN(int64_t correct, CountCorrect(*model, test, t * r / w, t * (r + 1) / w));
+        auto all_correct = exchange.SumOverReplicas(static_cast<double>(correct));
+        if (all_correct.ok()) {
+          test_accuracy = t == 0 ? 0.0 : *all_correct / static_cast<double>(t);
+          break;
+        }
+        if (all_correct.status().code() != StatusCode::kAborted) return all_correct.status();
+        TENAX_ASSIGN_OR_RETURN(int64_t applied, exchange.AtStepBoundary(global_step));
+        if (applied != global_step) {
+          return Internal("the membership moved from step " + std::to_string(global_step) + " to " +
+                          std::to_string(applied) + " during an evaluation");
+        }
+      }
+      p.test_accuracy = test_accuracy;
+      TENAX_RETURN_IF_ERROR(record({{"event", "epoch"},
+                                    {"epoch", epoch},
+                                    {"step", global_step},
+                                    {"train_loss", outcome.final_train_loss},
+                                    {"test_accuracy", test_accuracy},
+                                    {"elapsed_seconds", SecondsSince(wall_start)}}));
+    }
+    if (options.on_progress) options.on_progress(p);
   }
   exchange.Detach();
 
@@ -235,7 +280,8 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
       {"tenax_version", kTenaxVersion},
   };
   exchange.DescribeInSummary(outcome.summary);
-  if (out.writer()) {
+  if (exchange.rank() == 0) {
+    TENAX_RETURN_IF_ERROR(out.BecomeWriter());
     TENAX_RETURN_IF_ERROR(model->Save(out.model_path()));
     outcome.summary["model_path"] = out.model_path();
     TENAX_RETURN_IF_ERROR(WriteFileAtomic(out.summary_path(), outcome.summary.dump(2) + "\n"));

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 
@@ -16,6 +17,7 @@
 #include "tenax/net/node.h"
 #include "tenax/train/sync_job.h"
 #include "tenax/train/sync_trainer.h"
+#include "coordinator_membership.h"
 
 namespace tenax {
 namespace {
@@ -84,6 +86,14 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(no));
   TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen(k.host, 0));
 
+  // Elastic jobs prepare before joining: the coordinator checks the
+  // model's plan fingerprint of every joiner.
+  std::optional<PreparedTraining> prepared;
+  if (k.elastic) {
+    TENAX_ASSIGN_OR_RETURN(PreparedTraining p, PrepareTraining(local.config));
+    prepared = std::move(p);
+  }
+
   // Join and rendezvous.
   const Deadline join_deadline = Deadline::After(k.join_timeout());
   wire::JoinRequest req;
@@ -93,17 +103,13 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   req.set_port(port);
   req.set_requested_rank(rank);
   req.set_pid(static_cast<uint64_t>(::getpid()));
+  if (prepared) req.set_plan_fingerprint(prepared->fingerprint);
   TENAX_ASSIGN_OR_RETURN(auto client, coord::CoordinatorClient::Join(*node, hp.host, hp.port, req, join_deadline));
   rank = client->info().rank;
   // The coordinator's copy of the job is authoritative.
   TENAX_ASSIGN_OR_RETURN(SyncJob job, ParseSyncJob(client->info().config_toml, "job config from the coordinator"));
   spdlog::info("rank {} of {} in job {} (coordinator {})", rank, client->info().world, k.job_id, coordinator);
   TENAX_ASSIGN_OR_RETURN(wire::Roster roster, client->WaitRoster(join_deadline));
-  std::vector<comm::GroupMember> members(static_cast<size_t>(roster.members_size()));
-  for (const auto& m : roster.members()) {
-    members[m.rank()] = {m.host(), static_cast<uint16_t>(m.port()), m.name()};
-  }
-  TENAX_ASSIGN_OR_RETURN(auto group, comm::Group::Connect(*node, k.job_id, roster.generation(), rank, members, join_deadline));
 
   // Train, reporting progress at most every 250 ms (and at every log
   // point, evaluation and the last step) and aborting on the verdict.
@@ -126,8 +132,47 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   };
   WorkerOutcome outcome;
   outcome.rank = rank;
-  outcome.world = group->world();
   outcome.out_dir = options.out_dir.empty() ? "runs/" + k.job_id : options.out_dir;
+
+  if (k.elastic) {
+    CoordinatorMembership membership(*client, k.job_id, rank);
+    TENAX_ASSIGN_OR_RETURN(MembershipView view, ViewOf(roster, rank, false));
+    const bool all_new = std::all_of(view.members.begin(), view.members.end(),
+                                     [](const comm::GroupMember& m) { return m.joining; });
+    auto group = all_new ? comm::Group::Connect(*node, k.job_id, view.generation, view.rank, view.members, join_deadline)
+                         : comm::Group::Join(*node, k.job_id, view.generation, view.rank, view.members, join_deadline);
+    if (!group.ok()) {
+      client->ReportFailure(group.status().message());
+      return Status(group.status().code(), "rank " + std::to_string(rank) + ": " + group.status().message());
+    }
+    outcome.world = (*group)->world();
+    opts.interrupt = nullptr;  // the elastic exchange handles stops and losses itself
+    auto trained = TrainElastic(job.config, job.doc, outcome.out_dir, std::move(*group), membership,
+                                std::move(*prepared), opts);
+    if (!trained.ok() && trained.status().code() == StatusCode::kCancelled && membership.leaving()) {
+      spdlog::info("rank {}: {}", rank, trained.status().message());
+      outcome.left = true;
+      return outcome;
+    }
+    if (!trained.ok()) {
+      client->ReportFailure(trained.status().message());
+      return Status(trained.status().code(), "rank " + std::to_string(rank) + ": " + trained.status().message());
+    }
+    outcome.train = std::move(*trained);
+    outcome.world = static_cast<int>(outcome.train.summary.value("workers", int64_t{0}));
+    const bool writer = outcome.train.summary.contains("model_path");
+    TENAX_RETURN_IF_ERROR(client->ReportDone(writer ? outcome.train.summary.dump() : "",
+                                             Deadline::After(std::chrono::seconds(30))));
+    outcome.rank = writer ? 0 : rank;
+    return outcome;
+  }
+
+  std::vector<comm::GroupMember> members(static_cast<size_t>(roster.members_size()));
+  for (const auto& m : roster.members()) {
+    members[m.rank()] = {m.host(), static_cast<uint16_t>(m.port()), m.name(), m.member_id(), true};
+  }
+  TENAX_ASSIGN_OR_RETURN(auto group, comm::Group::Connect(*node, k.job_id, roster.generation(), rank, members, join_deadline));
+  outcome.world = group->world();
   auto trained = TrainSync(job.config, job.doc, outcome.out_dir, *group, opts);
   if (!trained.ok()) {
     client->ReportFailure(trained.status().message());

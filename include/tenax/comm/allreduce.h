@@ -78,6 +78,8 @@ class Allreduce {
 
   size_t count() const { return count_; }
   float* data() const { return data_; }
+  // After a DeadlineExceeded: the rank the collective was waiting for (-1: none).
+  int waiting_for() const { return waiting_for_; }
 
  private:
   struct Segment {

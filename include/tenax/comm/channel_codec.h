@@ -9,6 +9,7 @@
 #include "comm_wire.pb.h"
 #include "tenax/comm/buffer_plan.h"
 #include "tenax/core/status.h"
+#include "tenax/net/message_kinds.h"
 
 namespace tenax::comm {
 
@@ -36,5 +37,9 @@ std::string EncodeMeshHello(const std::string& job_id, uint32_t rank, uint32_t w
 Result<wire::MeshHello> DecodeMeshHello(std::string_view bytes, const std::string& peer);
 // Checks that both regions are present.
 Result<wire::CollectiveOffer> DecodeCollectiveOffer(std::string_view bytes, const std::string& peer);
+// Elastic state transfer: checks a region is present and the sizes are sane
+// (bytes > 0, a multiple of 4, at most 16 GiB; applied_steps >= 0).
+Result<wire::StateOffer> DecodeStateOffer(std::string_view bytes, const std::string& peer);
+inline constexpr uint32_t kStateOfferKind = net::KindValue(net::MessageKind::kStateOffer);
 
 }  // namespace tenax::comm

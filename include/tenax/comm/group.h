@@ -14,6 +14,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct GroupMember {
   std::string host;   // where the member's Node listens
   uint16_t port = 0;
   std::string name;   // for logs, e.g. "rank 2 on host-b"
+  uint32_t id = 0;    // the coordinator's member id, stable across generations (re-forms match on it)
+  bool joining = true;  // new in this generation (re-forms: it dials the members that are not)
 };
 
 class Group {
@@ -42,6 +45,21 @@ class Group {
   static Result<std::unique_ptr<Group>> Connect(net::Node& node, const std::string& job_id, uint64_t generation,
                                                 int rank, std::vector<GroupMember> members, Deadline deadline);
 
+  // A worker new to a running group: like Connect, but the `joining`
+  // flags of `members` decide who dials (see Reform).
+  static Result<std::unique_ptr<Group>> Join(net::Node& node, const std::string& job_id, uint64_t generation, int rank,
+                                             std::vector<GroupMember> members, Deadline deadline) {
+    return Form(node, job_id, generation, rank, std::move(members), {}, deadline);
+  }
+
+  // The group of the next membership generation. Connections to members
+  // of `previous` (matched by id) that are healthy and not joining are kept
+  // as they are; the others are made as in Connect, where a joining member
+  // dials one that is not, and between two joining members the lower rank
+  // dials. Messages `previous` kept for a later generation move along.
+  static Result<std::unique_ptr<Group>> Reform(Group& previous, const std::string& job_id, uint64_t generation,
+                                               int rank, std::vector<GroupMember> members, Deadline deadline);
+
   // A group over connections that already exist (`peers[rank]` is unused).
   static std::unique_ptr<Group> FromPeers(net::Node& node, int rank, std::vector<net::PeerId> peers,
                                           std::vector<GroupMember> members = {});
@@ -49,6 +67,8 @@ class Group {
   net::Node& node() const { return node_; }
   int rank() const { return rank_; }
   int world() const { return static_cast<int>(peers_.size()); }
+  uint64_t generation() const { return generation_; }
+  const std::vector<GroupMember>& members() const { return members_; }
   net::PeerId peer(int rank) const { return peers_[static_cast<size_t>(rank)]; }
   // "rank R (name)" for messages.
   std::string Describe(int rank) const;
@@ -59,14 +79,27 @@ class Group {
   // others may still address it: end with a Barrier.
   Status Barrier(Deadline deadline);
 
+  // A control message that arrived for a later generation of this group
+  // (e.g. a peer's collective offer, comm/allreduce.h): kept here, handed
+  // to the next generation by Reform, taken by whoever expects it.
+  void KeepEarly(net::ControlMessage message) { early_.push_back(std::move(message)); }
+  std::optional<net::ControlMessage> TakeEarly(net::PeerId from, uint32_t kind);
+
  private:
-  Group(net::Node& node, int rank, std::vector<net::PeerId> peers, std::vector<GroupMember> members)
-      : node_(node), rank_(rank), peers_(std::move(peers)), members_(std::move(members)) {}
+  Group(net::Node& node, int rank, std::vector<net::PeerId> peers, std::vector<GroupMember> members,
+        uint64_t generation = 0)
+      : node_(node), rank_(rank), peers_(std::move(peers)), members_(std::move(members)), generation_(generation) {}
+  // Connects every pair that `reuse` does not already connect (see Reform).
+  static Result<std::unique_ptr<Group>> Form(net::Node& node, const std::string& job_id, uint64_t generation, int rank,
+                                             std::vector<GroupMember> members, std::vector<net::PeerId> reuse,
+                                             Deadline deadline);
   net::Node& node_;
   int rank_;
   std::vector<net::PeerId> peers_;
   std::vector<GroupMember> members_;
+  uint64_t generation_ = 0;
   uint64_t barriers_ = 0;
+  std::vector<net::ControlMessage> early_;
 };
 
 }  // namespace tenax::comm

@@ -20,17 +20,25 @@ inline constexpr uint32_t kProgressKind = net::KindValue(net::MessageKind::kProg
 inline constexpr uint32_t kDoneKind = net::KindValue(net::MessageKind::kDone);
 inline constexpr uint32_t kFailureKind = net::KindValue(net::MessageKind::kFailure);
 inline constexpr uint32_t kWatchKind = net::KindValue(net::MessageKind::kWatch);
+inline constexpr uint32_t kLeaveKind = net::KindValue(net::MessageKind::kLeave);
+// A member's report that another member is lost (a wire::Failure naming it).
+inline constexpr uint32_t kSuspectKind = net::KindValue(net::MessageKind::kSuspect);
 
 inline constexpr size_t kMaxCoordMessageBytes = 512 << 10;
 inline constexpr uint32_t kMaxWorld = 4096;
+// Member ids (JoinReply.rank, Member.member_id) grow with every joiner of an
+// elastic job; they stay below this.
+inline constexpr uint32_t kMaxMemberId = 1 << 20;
 
 Result<wire::JoinRequest> DecodeJoinRequest(std::string_view bytes, const std::string& peer);
 Result<wire::JoinReply> DecodeJoinReply(std::string_view bytes, const std::string& peer);
-// Checks 1 <= size <= kMaxWorld, ranks 0..size-1 each exactly once, ports.
+// Checks 1 <= size <= kMaxWorld, ranks 0..size-1 each exactly once, member
+// ids unique, ports.
 Result<wire::Roster> DecodeRoster(std::string_view bytes, const std::string& peer);
 Result<wire::Progress> DecodeProgress(std::string_view bytes, const std::string& peer);
 Result<wire::Done> DecodeDone(std::string_view bytes, const std::string& peer);
 Result<wire::Failure> DecodeFailure(std::string_view bytes, const std::string& peer);
+Result<wire::Leave> DecodeLeave(std::string_view bytes, const std::string& peer);
 Result<wire::Watch> DecodeWatch(std::string_view bytes, const std::string& peer);
 
 }  // namespace tenax::coord

@@ -10,9 +10,9 @@
 //
 // Membership has a generation number that bumps whenever the set of
 // members changes; leases (renewed every second while a member's connection
-// lives) record who was alive when. Today a lost member ends the job;
-// replacing it is a later step that can bump the generation and re-publish
-// the roster.
+// lives) record who was alive when. A lost member ends the job, unless the
+// job is elastic: then the others form a new generation (a new roster), and
+// joiners are admitted while it runs (docs/elastic.md).
 //
 // The decisions are coord::JobStateMachine's (job_state.h); this role is
 // the I/O around it.
@@ -38,6 +38,10 @@ struct CoordinatorOptions {
   std::string secret;
   std::chrono::milliseconds join_timeout{60000};
   std::chrono::milliseconds peer_timeout{10000};
+  // Elastic jobs (see JobStateOptions in job_state.h).
+  bool elastic = false;
+  int min_workers = 1;
+  int max_workers = 0;  // 0 = world
 };
 
 // Serves until the job finished (OK) or failed (the failure, as

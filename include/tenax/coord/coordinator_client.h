@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "coord_wire.pb.h"
@@ -31,7 +32,19 @@ class CoordinatorClient {
                                                          wire::JoinRequest request, Deadline deadline);
 
   const JoinInfo& info() const { return info_; }
-  Result<wire::Roster> WaitRoster(Deadline deadline);
+  // The first roster with a generation above `after_generation` (the
+  // initial one with 0). An elastic job publishes a new roster for every
+  // membership change; rosters of older generations are skipped.
+  Result<wire::Roster> WaitRoster(Deadline deadline, uint64_t after_generation = 0);
+  // Non-blocking: the newest roster above `after_generation` that has
+  // arrived, if any (older ones are dropped).
+  Result<std::optional<wire::Roster>> PollRoster(uint64_t after_generation);
+
+  // Elastic jobs. Best effort, like progress: the coordinator decides.
+  // This worker leaves at the next step boundary (a preemption notice).
+  void Leave(const std::string& reason);
+  // Member `member_id` failed a collective with us (lost or stuck).
+  void ReportSuspect(int member_id, const std::string& reason);
 
   // Best effort: the coordinator may be restarting.
   void ReportProgress(const wire::Progress& progress);

@@ -36,7 +36,10 @@
 namespace tenax::coord {
 
 enum class JobPhase { kJoining, kRunning, kFinished, kFailed };
-enum class MemberState { kJoined, kDone, kFailed };
+// kSpare: an elastic job's joiner waiting for a place (max_workers reached);
+// kLeft: left an elastic job on its own (SIGTERM). kFailed in an elastic job:
+// lost and removed from the membership (a later rejoin is refused).
+enum class MemberState { kJoined, kDone, kFailed, kSpare, kLeft };
 
 // The words stored in the state file and used in messages ("joining", ...).
 std::string_view ToString(JobPhase phase);
@@ -91,6 +94,7 @@ struct JoinAsk {
   uint16_t port = 0;
   int requested_rank = -1;  // -1: any free rank
   bool rejoin = false;      // a running worker whose coordinator restarted
+  std::string plan_fingerprint;  // "" = not checked
 };
 
 namespace action {
@@ -128,7 +132,9 @@ struct Admit {  // the JoinReply of an admitted worker
 struct PublishRoster {
   std::vector<ConnId> to;
   uint64_t generation = 0;
-  std::vector<MemberRecord> members;  // by rank
+  std::vector<MemberRecord> members;  // by position in the group (rank = the member's id)
+  std::string why;
+  std::set<int> joining;  // ids new in this generation
 };
 struct AnnounceFailure {
   std::vector<ConnId> to;
@@ -159,6 +165,14 @@ struct JobStateOptions {
   std::string listen_host;  // named as the "host" of a join timeout, where no worker is to blame
   std::chrono::milliseconds join_timeout{60000};
   std::chrono::milliseconds peer_timeout{10000};
+  // Elastic jobs (cluster.elastic): a lost or leaving member makes a new
+  // generation of the others instead of failing the job; joiners are
+  // admitted while running (up to max_workers, then wait as spares); below
+  // min_workers the job pauses for up to join_timeout, then fails naming
+  // the members it lost.
+  bool elastic = false;
+  int min_workers = 1;
+  int max_workers = 0;  // 0 = the job's world
 };
 
 class JobStateMachine {
@@ -180,6 +194,10 @@ class JobStateMachine {
   Actions OnFailureReport(ConnId from, const std::string& reason, CoordTime now);
   // A member's or watcher's connection is gone.
   Actions OnConnectionLost(ConnId conn, const std::string& why);
+  // Elastic jobs: a member leaves (SIGTERM), or reports another member lost
+  // (its collective failed). Ignored for other jobs and from non-members.
+  Actions OnLeave(ConnId from, const std::string& reason);
+  Actions OnSuspect(ConnId from, int suspect, const std::string& reason);
   // Timers: held-back reports, lease renewal (every second), the join
   // timeout, members of a resumed job that never came back, the end of the
   // job, and the linger after it (up to 3 s while anyone is connected, so
@@ -206,6 +224,16 @@ class JobStateMachine {
     SteadyClock::time_point until;
   };
   void Fail(int rank, const std::string& host, const std::string& reason, Actions& out);
+  // Elastic: removes `rank` from the membership (state `state`) and forms
+  // the next generation.
+  void Remove(int rank, MemberState state, const std::string& why, Actions& out);
+  // Elastic: admits spares up to max_workers and publishes the next
+  // generation of the active members, or pauses below min_workers.
+  void NextGeneration(const std::string& why, Actions& out);
+  bool Active(const MemberRecord& m) const {
+    return m.state == MemberState::kJoined || m.state == MemberState::kDone;
+  }
+  int max_workers() const { return o_.max_workers > 0 ? o_.max_workers : job_.world; }
   void OnMemberLost(int rank, const std::string& why, Actions& out);
   void Refuse(ConnId to, std::string reason, Actions& out) const;
   std::vector<ConnId> ConnectedMembers() const;
@@ -220,6 +248,13 @@ class JobStateMachine {
   std::optional<PendingReport> pending_report_;
   SteadyClock::time_point started_, last_lease_;
   std::optional<SteadyClock::time_point> ended_;
+  // Elastic bookkeeping.
+  std::string fingerprint_;                 // the job's plan fingerprint (the first one heard)
+  std::set<int> last_roster_;               // ids of the newest published generation
+  bool paused_ = false;                     // below min_workers, waiting for joiners
+  std::optional<SteadyClock::time_point> paused_since_;
+  std::vector<std::string> lost_since_pause_;  // "rank 1 on host"
+  int first_lost_ = -1;
 };
 
 }  // namespace tenax::coord

@@ -29,6 +29,7 @@ enum class StatusCode {
   kPeerLost,            // a peer process or its link went away mid-conversation
   kRefused,             // a peer refused us (or we it): wrong secret, wrong job
   kProtocolError,       // a peer sent bytes that break the protocol
+  kAborted,             // overtaken by a newer state (e.g. a newer membership): retry from it
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -67,6 +68,7 @@ inline Status DeadlineExceeded(std::string msg) { return {StatusCode::kDeadlineE
 inline Status PeerLost(std::string msg) { return {StatusCode::kPeerLost, std::move(msg)}; }
 inline Status Refused(std::string msg) { return {StatusCode::kRefused, std::move(msg)}; }
 inline Status ProtocolError(std::string msg) { return {StatusCode::kProtocolError, std::move(msg)}; }
+inline Status Aborted(std::string msg) { return {StatusCode::kAborted, std::move(msg)}; }
 
 // A value or the Status explaining why there is none. Accessing value() of an
 // error Result is a programmer error (asserts).

@@ -27,6 +27,7 @@ namespace tenax::net {
   X(kMeshHello, 0x110, "comm")                                       \
   X(kCollectiveOffer, 0x111, "comm")                                 \
   X(kBarrier, 0x112, "comm")                                         \
+  X(kStateOffer, 0x113, "comm")                                      \
   /* coord: coordinator and its clients (coord_codec.h) */           \
   X(kJoinRequest, 0x200, "coord")                                    \
   X(kJoinReply, 0x201, "coord")                                      \
@@ -35,6 +36,8 @@ namespace tenax::net {
   X(kDone, 0x204, "coord")                                           \
   X(kFailure, 0x205, "coord")                                        \
   X(kWatch, 0x206, "coord")                                          \
+  X(kLeave, 0x207, "coord")                                          \
+  X(kSuspect, 0x208, "coord")                                        \
   /* bench: `tenax bench transport` between its own two processes */ \
   X(kBenchRun, 0x7e00, "bench")                                      \
   X(kBenchDone, 0x7e01, "bench")                                     \

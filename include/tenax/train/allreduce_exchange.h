@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "tenax/comm/group.h"
+#include "tenax/train/elastic_membership.h"
 #include "tenax/train/gradient_exchange.h"
 
 namespace tenax {
@@ -33,5 +34,39 @@ struct AllreduceExchangeOptions {
 
 // `group` must outlive the exchange; every rank of it creates one.
 std::unique_ptr<GradientExchange> MakeAllreduceExchange(comm::Group& group, const AllreduceExchangeOptions& options);
+
+// Elastic synchronous training (cluster.elastic; docs/elastic.md): the
+// same bucketed allreduce over a group the exchange re-forms whenever the
+// membership changes, without restarting anyone.
+// - The global batch stays configured_workers x batch; with W members,
+//   rank r reads its share (G/W, the first G mod W one more) and scales its
+//   gradient by share/G before the sum, so the sum is the mean over G.
+// - A failed collective (a lost or stuck member) reports the member, waits
+//   for the coordinator's next generation, re-forms and returns Aborted:
+//   the loop goes back to the step boundary, where the members agree on
+//   the steps applied (an allreduce of every member's count) and those
+//   behind (a joiner, or a member whose interrupted step did not finish)
+//   read the model and momentum one-sided from a member that has them.
+// - Joins and leaves switch at an agreed boundary: each step's allreduce
+//   carries one more float, 1 on a member that has seen a newer
+//   generation; a sum above 0 makes everyone re-form before the next step.
+// - A stop signal is a leave: Leave to the coordinator, then Cancelled
+//   from AtStepBoundary once the generation without this member is agreed.
+struct ElasticExchangeOptions {
+  AllreduceExchangeOptions base;  // base.interrupt: stop signals are handled here, leave it empty
+  ElasticMembership* membership = nullptr;  // outlives the exchange
+  int64_t configured_workers = 1;           // global batch = configured_workers x batch
+  std::chrono::nanoseconds reform_timeout = std::chrono::seconds(60);  // for a new generation (join timeout)
+  // Called with every membership event ({"event": "generation", ...}), for
+  // metrics.jsonl and the log; may be empty.
+  std::function<void(const nlohmann::json&)> on_event;
+};
+
+// `group` is the first generation this worker is in: the initial one
+// (every member joining: rank 0's weights are broadcast) or, for a worker
+// joining a running job, one where it joins (its state comes from a donor
+// at the first step boundary).
+std::unique_ptr<GradientExchange> MakeElasticExchange(std::unique_ptr<comm::Group> group,
+                                                      const ElasticExchangeOptions& options);
 
 }  // namespace tenax

@@ -53,6 +53,38 @@ class GradientExchange {
   virtual Result<double> SumOverReplicas(double local) = 0;
   virtual void Detach() = 0;
 
+  // --- Membership that changes while training (elastic); the defaults
+  // describe a fixed membership. ---
+  // Samples per global batch for `batch_size` per replica as configured.
+  virtual int64_t GlobalBatch(int64_t batch_size) const { return batch_size * world(); }
+  // This replica's part [offset, offset + count) of a global batch.
+  struct Slice {
+    int64_t offset = 0, count = 0;
+  };
+  virtual Slice SliceOf(int64_t global_batch) const {
+    const int64_t b = global_batch / world();
+    return {rank() * b, b};
+  }
+  // Called at every step boundary, before the step's data is read, with
+  // the steps this replica has applied; returns the steps applied after
+  // it. An elastic exchange may re-form its group here and change rank(),
+  // world() and the count (a joiner learns where the others are; a
+  // replica that missed the interrupted step copies it from one that did).
+  virtual Result<int64_t> AtStepBoundary(int64_t applied_steps) { return applied_steps; }
+  // Aborted from FinishStep or the reductions: the membership changed
+  // during the call and the step was not applied; go back to the step
+  // boundary (AtStepBoundary) and continue from what it returns.
+  // True when a stop signal is the exchange's to act on (elastic: the
+  // replica leaves the group at a step boundary, Cancelled from
+  // AtStepBoundary once it has) rather than the loop's.
+  virtual bool HandlesStop() const { return false; }
+  // The optimizer whose state travels with the model (elastic joiners);
+  // called once after Attach.
+  virtual Status AttachOptimizer(torch::optim::Optimizer& optimizer) {
+    (void)optimizer;
+    return Status::Ok();
+  }
+
   // Facts for summary.json (e.g. "workers") and the start-up log line.
   virtual void DescribeInSummary(nlohmann::json& summary) const = 0;
   virtual std::string Describe() const = 0;

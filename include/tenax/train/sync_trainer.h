@@ -21,9 +21,11 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "tenax/comm/group.h"
+#include "tenax/train/elastic_membership.h"
 #include "tenax/train/single_trainer.h"
 
 namespace tenax {
@@ -38,5 +40,25 @@ struct SyncRunOptions {
 // Collective over `group`: every rank calls it with the same config.
 Result<TrainOutcome> TrainSync(const TrainConfig& config, const ConfigDoc& effective_config, const std::string& out_dir,
                                comm::Group& group, const SyncRunOptions& options);
+
+// Elastic training (cluster.elastic) prepares before it joins: the data is
+// read and the model's plan fingerprint (parameter shapes and dtypes, model
+// and optimizer) computed, so that the coordinator can refuse a joiner
+// built for another model before anyone waits for it.
+struct PreparedTraining {
+  std::shared_ptr<void> data;  // the opened data splits (opaque here)
+  std::string fingerprint;     // 16 hex digits
+};
+Result<PreparedTraining> PrepareTraining(const TrainConfig& config);
+
+// Elastic synchronous training over `group` (this worker's first
+// generation) whose later generations come from `membership`
+// (train/elastic_membership.h, allreduce_exchange.h). Returns Cancelled
+// when this worker left the job (a stop signal), FailedPrecondition when
+// the coordinator removed it.
+Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& effective_config,
+                                  const std::string& out_dir, std::unique_ptr<comm::Group> group,
+                                  ElasticMembership& membership, PreparedTraining prepared,
+                                  const SyncRunOptions& options);
 
 }  // namespace tenax

@@ -39,6 +39,7 @@ struct WorkerOutcome {
   int rank = 0;
   int world = 0;
   std::string out_dir;  // where rank 0 wrote the outputs
+  bool left = false;    // elastic: left the job on a stop signal (no outcome)
   TrainOutcome train;
 };
 

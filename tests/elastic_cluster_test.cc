@@ -1,0 +1,276 @@
+// Elastic synchronous training with real processes on loopback: a
+// coordinator and `tenax worker`s started one by one (no launcher, so the
+// test holds every PID), real SIGKILL/SIGSTOP/SIGTERM, and checks on the
+// outputs: steps, accuracy, generations, and the workers' final state
+// hashes (parameters and momentum, FNV-1a) compared between processes.
+// The peer timeout is 4 s: a SIGKILL is detected at once (the connection
+// resets); the timeout is what finds a stopped worker, and a shorter one
+// makes a worker descheduled on a loaded 2-core machine look dead.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "testing.h"
+
+namespace tenax::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string WriteElasticJob(const ScratchDir& dir, const std::string& name, int workers, int min_workers,
+                            int max_workers, int64_t max_steps, double join_timeout = 30) {
+  const std::string path = dir / (name + ".toml");
+  std::ofstream out(path);
+  out << "mode = \"sync\"\n"
+      << "[cluster]\nworkers = " << workers << "\njob_id = \"" << name << "\"\nelastic = true\nmin_workers = "
+      << min_workers << "\nmax_workers = " << max_workers << "\npeer_timeout_seconds = 4\n"
+      << "join_timeout_seconds = " << join_timeout << "\nstep_timeout_seconds = 10\n"
+      << "[data]\ntrain_limit = 8192\ntest_limit = 1000\n"
+      << "[model]\nname = \"mlp\"\n"
+      << "[train]\nepochs = 200\nmax_steps = " << max_steps
+      << "\nbatch_size = 32\nthreads = 1\nlr = 0.05\nmomentum = 0.9\n"
+      << "[log]\nevery_steps = 10\n";
+  return path;
+}
+
+// The last "final model and momentum state fnv1a H" a worker logged.
+std::string StateHash(const std::string& log) {
+  static const std::regex re("state fnv1a ([0-9a-f]{16})");
+  std::string hash;
+  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) hash = (*it)[1];
+  return hash;
+}
+
+// A coordinator and workers of one elastic job, each a Child.
+class ElasticCluster {
+ public:
+  ElasticCluster(const ScratchDir& dir, std::string job) : dir_(dir), job_(std::move(job)) {
+    coordinator_ = std::make_unique<Child>(std::vector<std::string>{
+        TenaxBinary(), "coordinator", "--job", job_, "--state", dir_ / "state.db", "--port-file", dir_ / "port"});
+    if (coordinator_->WaitForStderrLine("listening on")) {
+      std::string port = ReadText(dir_ / "port");
+      address_ = "127.0.0.1:" + port.substr(0, port.find('\n'));
+    }
+  }
+  bool ok() const { return !address_.empty(); }
+  Child& coordinator() { return *coordinator_; }
+  // A new coordinator on the same port and state file (after a SIGKILL).
+  bool RestartCoordinator() {
+    coordinator_ = std::make_unique<Child>(std::vector<std::string>{TenaxBinary(), "coordinator", "--job", job_,
+                                                                    "--state", dir_ / "state.db", "--port",
+                                                                    address_.substr(address_.find(':') + 1)});
+    return coordinator_->WaitForStderrLine("resuming");
+  }
+  // rank < 0: a joiner (the coordinator gives it a new id).
+  Child& Start(const std::string& name, int rank) {
+    std::vector<std::string> argv = {TenaxBinary(), "worker", "--job", job_, "--coordinator", address_, "--out",
+                                     dir_ / "run"};
+    if (rank >= 0) argv.insert(argv.end(), {"--rank", std::to_string(rank)});
+    workers_[name] = std::make_unique<Child>(argv);
+    return *workers_[name];
+  }
+  Child& worker(const std::string& name) { return *workers_.at(name); }
+  nlohmann::json Summary() const {
+    auto j = nlohmann::json::parse(ReadText(dir_ / "run/summary.json"), nullptr, false);
+    return j.is_discarded() ? nlohmann::json::object() : j;
+  }
+
+ private:
+  const ScratchDir& dir_;
+  std::string job_, address_;
+  std::unique_ptr<Child> coordinator_;
+  std::map<std::string, std::unique_ptr<Child>> workers_;
+};
+
+class ElasticClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("TENAX_SECRET", "elastic-test-secret-0123456789", 1); }
+};
+
+TEST_F(ElasticClusterTest, SigkilledWorkerLeavesTheOthersTrainingToTheEndWithTheSameState) {
+  ScratchDir dir;
+  ElasticCluster c(dir, WriteElasticJob(dir, "kill", 3, 2, 3, 400));
+  ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
+  for (int r = 0; r < 3; ++r) c.Start("w" + std::to_string(r), r);
+  ASSERT_TRUE(c.worker("w0").WaitForStderrLine("step 50/")) << c.worker("w0").stderr_text();
+  c.worker("w1").Signal(SIGKILL);
+  EXPECT_EQ(128 + SIGKILL, c.worker("w1").Wait());
+  // The survivors are the processes started above (no restart) and finish.
+  EXPECT_EQ(0, c.worker("w0").Wait()) << c.worker("w0").stderr_text();
+  EXPECT_EQ(0, c.worker("w2").Wait()) << c.worker("w2").stderr_text();
+  EXPECT_EQ(0, c.coordinator().Wait()) << c.coordinator().stderr_text();
+  auto summary = c.Summary();
+  EXPECT_EQ(400, summary.value("steps", 0));
+  EXPECT_EQ(2, summary.value("workers", 0));
+  EXPECT_EQ(96, summary.value("global_batch_size", 0));  // 3 x 32 as configured, with 2 workers
+  EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.5);
+  ASSERT_EQ(2u, summary["generations"].size()) << summary.dump();
+  const auto& lost = summary["generations"][1];
+  EXPECT_EQ((std::vector<int>{0, 2}), lost["members"].get<std::vector<int>>());
+  EXPECT_NE(std::string::npos, lost["why"].get<std::string>().find("rank 1 lost")) << lost.dump();
+  EXPECT_GT(lost["first_step"].get<int>(), 50);
+  EXPECT_LT(lost["reform_ms"].get<double>(), 5000.0);
+  const std::string h0 = StateHash(c.worker("w0").stderr_text()), h2 = StateHash(c.worker("w2").stderr_text());
+  EXPECT_FALSE(h0.empty());
+  EXPECT_EQ(h0, h2);
+  EXPECT_EQ(h0, summary.value("state_hash", ""));
+}
+
+TEST_F(ElasticClusterTest, AJoinerReadsTheModelAndMomentumFromALivePeerAndEndsBitIdentical) {
+  ScratchDir dir;
+  ElasticCluster c(dir, WriteElasticJob(dir, "join", 2, 1, 3, 3000));
+  ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
+  for (int r = 0; r < 2; ++r) c.Start("w" + std::to_string(r), r);
+  ASSERT_TRUE(c.worker("w0").WaitForStderrLine("step 30/")) << c.worker("w0").stderr_text();
+  Child& joiner = c.Start("joiner", -1);
+  ASSERT_TRUE(joiner.WaitForStderrLine("read the state of step")) << joiner.stderr_text();
+  for (const char* w : {"w0", "w1", "joiner"}) EXPECT_EQ(0, c.worker(w).Wait()) << c.worker(w).stderr_text();
+  EXPECT_EQ(0, c.coordinator().Wait()) << c.coordinator().stderr_text();
+  auto summary = c.Summary();
+  EXPECT_EQ(3000, summary.value("steps", 0));
+  EXPECT_EQ(3, summary.value("workers", 0));
+  ASSERT_EQ(2u, summary["generations"].size()) << summary.dump();
+  const auto& join = summary["generations"][1];
+  EXPECT_EQ((std::vector<int>{0, 1, 2}), join["members"].get<std::vector<int>>());
+  EXPECT_NE(std::string::npos, join["why"].get<std::string>().find("joined")) << join.dump();
+  EXPECT_TRUE(join.contains("join_transfer_ms")) << join.dump();
+  EXPECT_FALSE(join.contains("detect_ms")) << "a join is agreed at a boundary, not detected as a fault";
+  const std::string h = StateHash(c.worker("w0").stderr_text());
+  EXPECT_FALSE(h.empty());
+  EXPECT_EQ(h, StateHash(c.worker("w1").stderr_text()));
+  EXPECT_EQ(h, StateHash(joiner.stderr_text()));
+}
+
+TEST_F(ElasticClusterTest, SigtermMakesAWorkerLeaveAtABoundaryWithoutCostingTheOthersATimeout) {
+  ScratchDir dir;
+  ElasticCluster c(dir, WriteElasticJob(dir, "leave", 3, 1, 3, 400));
+  ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
+  for (int r = 0; r < 3; ++r) c.Start("w" + std::to_string(r), r);
+  ASSERT_TRUE(c.worker("w2").WaitForStderrLine("step 50/")) << c.worker("w2").stderr_text();
+  const auto sent = Clock::now();
+  c.worker("w2").Signal(SIGTERM);
+  EXPECT_EQ(0, c.worker("w2").Wait()) << c.worker("w2").stderr_text();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - sent).count(), 4.0) << "left within less than a peer timeout";
+  EXPECT_NE(std::string::npos, c.worker("w2").stderr_text().find("left the job")) << c.worker("w2").stderr_text();
+  EXPECT_EQ(0, c.worker("w0").Wait()) << c.worker("w0").stderr_text();
+  EXPECT_EQ(0, c.worker("w1").Wait()) << c.worker("w1").stderr_text();
+  EXPECT_EQ(0, c.coordinator().Wait()) << c.coordinator().stderr_text();
+  auto summary = c.Summary();
+  EXPECT_EQ(400, summary.value("steps", 0));
+  ASSERT_EQ(2u, summary["generations"].size()) << summary.dump();
+  const auto& leave = summary["generations"][1];
+  EXPECT_NE(std::string::npos, leave["why"].get<std::string>().find("rank 2 left")) << leave.dump();
+  EXPECT_FALSE(leave.contains("detect_ms")) << "nobody waited for a failure: " << leave.dump();
+  EXPECT_EQ(StateHash(c.worker("w0").stderr_text()), StateHash(c.worker("w1").stderr_text()));
+}
+
+TEST_F(ElasticClusterTest, AStoppedWorkerIsEvictedAndAfterSigcontIsRefusedWithoutHarmingTheGroup) {
+  ScratchDir dir;
+  ElasticCluster c(dir, WriteElasticJob(dir, "stop", 3, 2, 3, 500));
+  ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
+  for (int r = 0; r < 3; ++r) c.Start("w" + std::to_string(r), r);
+  ASSERT_TRUE(c.worker("w0").WaitForStderrLine("step 50/")) << c.worker("w0").stderr_text();
+  c.worker("w1").Signal(SIGSTOP);
+  ASSERT_TRUE(c.coordinator().WaitForStderrLine("generation 2")) << c.coordinator().stderr_text();
+  c.worker("w1").Signal(SIGCONT);
+  const int stopped_exit = c.worker("w1").Wait();
+  EXPECT_NE(0, stopped_exit);
+  EXPECT_NE(std::string::npos, c.worker("w1").stderr_text().find("removed")) << c.worker("w1").stderr_text();
+  EXPECT_EQ(0, c.worker("w0").Wait()) << c.worker("w0").stderr_text();
+  EXPECT_EQ(0, c.worker("w2").Wait()) << c.worker("w2").stderr_text();
+  EXPECT_EQ(0, c.coordinator().Wait()) << c.coordinator().stderr_text();
+  auto summary = c.Summary();
+  EXPECT_EQ(500, summary.value("steps", 0));
+  EXPECT_EQ(StateHash(c.worker("w0").stderr_text()), StateHash(c.worker("w2").stderr_text()));
+  EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.5);
+}
+
+TEST_F(ElasticClusterTest, TwoLossesAtOnceLeaveTheRestTraining) {
+  ScratchDir dir;
+  ElasticCluster c(dir, WriteElasticJob(dir, "two", 4, 2, 4, 400));
+  ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
+  for (int r = 0; r < 4; ++r) c.Start("w" + std::to_string(r), r);
+  ASSERT_TRUE(c.worker("w0").WaitForStderrLine("step 40/")) << c.worker("w0").stderr_text();
+  c.worker("w1").Signal(SIGKILL);
+  c.worker("w3").Signal(SIGKILL);
+  EXPECT_EQ(0, c.worker("w0").Wait()) << c.worker("w0").stderr_text();
+  EXPECT_EQ(0, c.worker("w2").Wait()) << c.worker("w2").stderr_text();
+  EXPECT_EQ(0, c.coordinator().Wait()) << c.coordinator().stderr_text();
+  auto summary = c.Summary();
+  EXPECT_EQ(400, summary.value("steps", 0));
+  EXPECT_EQ(2, summary.value("workers", 0));
+  const auto& last = summary["generations"].back();
+  EXPECT_EQ((std::vector<int>{0, 2}), last["members"].get<std::vector<int>>()) << summary.dump();
+  EXPECT_EQ(StateHash(c.worker("w0").stderr_text()), StateHash(c.worker("w2").stderr_text()));
+}
+
+TEST_F(ElasticClusterTest, TheCoordinatorKilledWithAWorkerIsRestartedAndTheSurvivorsFinish) {
+  ScratchDir dir;
+  ElasticCluster c(dir, WriteElasticJob(dir, "restart", 3, 2, 3, 1500));
+  ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
+  for (int r = 0; r < 3; ++r) c.Start("w" + std::to_string(r), r);
+  ASSERT_TRUE(c.worker("w0").WaitForStderrLine("step 50/")) << c.worker("w0").stderr_text();
+  // The loss happens while no coordinator is there to decide about it.
+  c.coordinator().Signal(SIGKILL);
+  c.worker("w1").Signal(SIGKILL);
+  EXPECT_EQ(128 + SIGKILL, c.coordinator().Wait());
+  ASSERT_TRUE(c.RestartCoordinator()) << c.coordinator().stderr_text();
+  EXPECT_EQ(0, c.worker("w0").Wait()) << c.worker("w0").stderr_text();
+  EXPECT_EQ(0, c.worker("w2").Wait()) << c.worker("w2").stderr_text();
+  EXPECT_EQ(0, c.coordinator().Wait()) << c.coordinator().stderr_text();
+  EXPECT_NE(std::string::npos, c.coordinator().stderr_text().find("rank 1 lost")) << c.coordinator().stderr_text();
+  auto summary = c.Summary();
+  EXPECT_EQ(1500, summary.value("steps", 0));
+  EXPECT_EQ((std::vector<int>{0, 2}), summary["generations"].back()["members"].get<std::vector<int>>())
+      << summary.dump();
+  EXPECT_EQ(StateHash(c.worker("w0").stderr_text()), StateHash(c.worker("w2").stderr_text()));
+}
+
+TEST_F(ElasticClusterTest, BelowMinWorkersTheJobWaitsThenFailsNamingTheMissingWorker) {
+  ScratchDir dir;
+  ElasticCluster c(dir, WriteElasticJob(dir, "min", 2, 2, 2, 1000000, 4));
+  ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
+  for (int r = 0; r < 2; ++r) c.Start("w" + std::to_string(r), r);
+  ASSERT_TRUE(c.worker("w0").WaitForStderrLine("step 20/")) << c.worker("w0").stderr_text();
+  c.worker("w1").Signal(SIGKILL);
+  const auto killed = Clock::now();
+  EXPECT_NE(0, c.coordinator().Wait());
+  const double waited = std::chrono::duration<double>(Clock::now() - killed).count();
+  EXPECT_GT(waited, 4.0) << "the job must wait join_timeout for a joiner";
+  EXPECT_LT(waited, 25.0);
+  const std::string& log = c.coordinator().stderr_text();
+  EXPECT_NE(std::string::npos, log.find("only 1 of min_workers 2")) << log;
+  EXPECT_NE(std::string::npos, log.find("rank 1 on 127.0.0.1")) << log;
+  EXPECT_NE(0, c.worker("w0").Wait());
+  EXPECT_NE(std::string::npos, c.worker("w0").stderr_text().find("min_workers")) << c.worker("w0").stderr_text();
+}
+
+TEST_F(ElasticClusterTest, AJoinerOfAnotherModelIsRefusedAndTheJobGoesOn) {
+  ScratchDir dir;
+  const std::string job = WriteElasticJob(dir, "fp", 2, 1, 3, 3000);
+  ElasticCluster c(dir, job);
+  ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
+  for (int r = 0; r < 2; ++r) c.Start("w" + std::to_string(r), r);
+  ASSERT_TRUE(c.worker("w0").WaitForStderrLine("step 20/")) << c.worker("w0").stderr_text();
+  std::string port = ReadText(dir / "port");
+  auto r = RunProcess({TenaxBinary(), "worker", "--job", job, "--coordinator",
+                       "127.0.0.1:" + port.substr(0, port.find('\n')), "--set", "model.name=\"cnn\""});
+  EXPECT_EQ(2, r.exit_code) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("plan fingerprint")) << r.err;
+  EXPECT_EQ(0, c.worker("w0").Wait()) << c.worker("w0").stderr_text();
+  EXPECT_EQ(0, c.worker("w1").Wait()) << c.worker("w1").stderr_text();
+  EXPECT_EQ(0, c.coordinator().Wait()) << c.coordinator().stderr_text();
+  EXPECT_EQ(3000, c.Summary().value("steps", 0));
+  EXPECT_EQ(1u, c.Summary()["generations"].size());
+}
+
+}  // namespace
+}  // namespace tenax::testing
