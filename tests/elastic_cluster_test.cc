@@ -272,5 +272,42 @@ TEST_F(ElasticClusterTest, AJoinerOfAnotherModelIsRefusedAndTheJobGoesOn) {
   EXPECT_EQ(1u, c.Summary()["generations"].size());
 }
 
+TEST_F(ElasticClusterTest, TenaxRunExecutesAFaultPlanAndTheJobSurvivesTheKillAndAdmitsTheReplacement) {
+  ScratchDir dir;
+  const std::string job = WriteElasticJob(dir, "plan", 3, 2, 3, 2500);
+  {
+    std::ofstream out(job, std::ios::app);
+    out << "[[faults]]\naction = \"kill\"\nworker = 1\nat_step = 100\n"
+        << "[[faults]]\naction = \"restart\"\nat_step = 300\n";
+  }
+  auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "run"});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("fault: SIGKILL worker 1")) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("generation 2: 2 workers (ranks 0, 2)")) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("generation 3: 3 workers (ranks 0, 2, 3)")) << r.err;
+  auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"));
+  EXPECT_EQ(2500, summary.value("steps", 0));
+  EXPECT_EQ(3, summary.value("workers", 0));
+  EXPECT_EQ(2u, summary["faults"].size()) << summary.dump();
+  ASSERT_EQ(3u, summary["generations"].size()) << summary.dump();
+  EXPECT_TRUE(summary["generations"][1].contains("reform_ms"));
+  EXPECT_TRUE(summary["generations"][2].contains("join_transfer_ms"));
+  EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.5);
+  // The joiner's final state is the others'.
+  const std::string h = StateHash(ReadText(dir / "run/logs/worker-0.log"));
+  EXPECT_FALSE(h.empty());
+  EXPECT_EQ(h, StateHash(ReadText(dir / "run/logs/joiner-1.log")));
+  // metrics.jsonl holds the faults and the generations as events.
+  int faults = 0, generations = 0;
+  std::ifstream metrics(dir / "run/metrics.jsonl");
+  for (std::string line; std::getline(metrics, line);) {
+    auto e = nlohmann::json::parse(line).value("event", "");
+    faults += e == "fault" ? 1 : 0;
+    generations += e == "generation" ? 1 : 0;
+  }
+  EXPECT_EQ(2, faults);
+  EXPECT_EQ(3, generations);
+}
+
 }  // namespace
 }  // namespace tenax::testing

@@ -240,6 +240,7 @@ void JobStateMachine::NextGeneration(const std::string& why, Actions& out) {
   for (int id : told) {
     if (links_[id].connected) to.push_back(links_[id].conn);
   }
+  if (o_.elastic) to.insert(to.end(), watchers_.begin(), watchers_.end());  // the launcher shows it
   out.push_back(action::PublishRoster{std::move(to), job_.generation, std::move(roster), why, std::move(joining)});
 }
 

@@ -99,6 +99,22 @@ Result<std::optional<JobEvent>> JobWatcher::Next(Deadline deadline) {
       return std::optional<JobEvent>(std::move(failed));
     } else if (msg->kind == kDoneKind) {
       return std::optional<JobEvent>(JobDone{});
+    } else if (msg->kind == kRosterKind) {
+      auto r = DecodeRoster(msg->payload, "coordinator");
+      if (!r.ok()) continue;
+      JobGeneration g;
+      g.generation = r->generation();
+      g.why = r->why();
+      std::map<uint32_t, wire::Progress> kept;
+      for (const auto& m : r->members()) {
+        g.members.push_back(static_cast<int>(m.member_id()));
+        if (auto it = s.latest.find(m.member_id()); it != s.latest.end()) kept.insert(*it);
+      }
+      std::sort(g.members.begin(), g.members.end());
+      // Progress follows the members of the newest generation.
+      s.latest = std::move(kept);
+      s.options.world = r->members_size();
+      return std::optional<JobEvent>(std::move(g));
     }
     if (deadline.Expired()) return std::optional<JobEvent>();
   }

@@ -125,6 +125,9 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     const std::string name = "worker " + std::to_string(r);
     TENAX_ASSIGN_OR_RETURN(size_t index,
                            children.StartLogged(name, argv, logs + "/worker-" + std::to_string(r) + ".log"));
+    // In an elastic job a worker that dies is the coordinator's to judge
+    // (the others go on): its exit is not the launcher's failure.
+    if (k.elastic) children.ExpectExit(index);
     workers.push_back(index);
   }
 
@@ -140,7 +143,9 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
                                      coordinator, "--out",  out};
     argv.insert(argv.end(), sets.begin(), sets.end());
     const std::string id = std::to_string(n);
-    return children.StartLogged("joiner " + id, argv, logs + "/joiner-" + id + ".log");
+    auto index = children.StartLogged("joiner " + id, argv, logs + "/joiner-" + id + ".log");
+    if (index.ok()) children.ExpectExit(*index);
+    return index;
   };
   FaultInjector faults(children, std::move(fo));
   faults.Start();
@@ -192,6 +197,11 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
       if (options.on_progress && !p->max_step_only) {
         options.on_progress(ToTrainProgress(*p, job.config.log_every_steps));
       }
+    } else if (auto* g = std::get_if<coord::JobGeneration>(&**event)) {
+      std::string ids;
+      for (int m : g->members) ids += (ids.empty() ? "" : ", ") + std::to_string(m);
+      notice("generation " + std::to_string(g->generation) + ": " + std::to_string(g->members.size()) +
+             " workers (ranks " + ids + "): " + g->why);
     } else if (auto* f = std::get_if<coord::JobFailed>(&**event)) {
       faults.Finish(max_step);
       children.Stop();
@@ -220,6 +230,16 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   }
   outcome.summary["launcher_wall_seconds"] = std::chrono::duration<double>(SteadyClock::now() - wall_start).count();
   if (!job.config.faults.empty()) outcome.summary["faults"] = faults.Executed();
+  // The reactions, as the final rank 0 measured them.
+  for (const auto& g : outcome.summary.value("generations", nlohmann::json::array())) {
+    if (g.value("number", 0) <= 1 && !g.contains("join_transfer_ms")) continue;
+    std::string line = "generation " + std::to_string(g.value("number", 0)) + " from step " +
+                       std::to_string(g.value("first_step", 0));
+    for (const char* key : {"detect_ms", "reform_ms", "join_transfer_ms"}) {
+      if (g.contains(key)) line += fmt::format(", {} {:.0f}", key, g[key].get<double>());
+    }
+    notice(line + ": " + g.value("why", ""));
+  }
   TENAX_RETURN_IF_ERROR(WriteFileAtomic(out + "/summary.json", outcome.summary.dump(2) + "\n"));
   return outcome;
 }

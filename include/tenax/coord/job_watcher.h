@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "tenax/core/deadline.h"
 #include "tenax/core/status.h"
@@ -71,7 +72,15 @@ struct JobFailed {
 // Every rank finished.
 struct JobDone {};
 
-using JobEvent = std::variant<JobProgress, JobFailed, JobDone>;
+// An elastic job's new membership (a loss, a leave or a join). Progress
+// from then on is that of the slowest of these members.
+struct JobGeneration {
+  uint64_t generation = 0;
+  std::vector<int> members;  // member ids
+  std::string why;
+};
+
+using JobEvent = std::variant<JobProgress, JobFailed, JobDone, JobGeneration>;
 
 class JobWatcher {
  public:
