@@ -216,9 +216,17 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   // Every child ends on its own once the job is done, except those the
   // fault plan stopped: Finish SIGKILLs them.
   faults.Finish(max_step);
-  if (Status st = children.WaitAll(Deadline::After(30s), StopStatus); !st.ok()) {
+  Status waited = children.WaitAll(Deadline::After(k.elastic ? 10s : 30s), StopStatus);
+  if (!waited.ok() && k.elastic && waited.code() == StatusCode::kDeadlineExceeded) {
+    // A joiner started near the end may still be loading its data or
+    // knocking at a coordinator that is gone: the job no longer needs it.
+    notice("the job is done; stopping workers that had not joined it (" + waited.message() + ")");
+    children.Stop();
+    waited = Status::Ok();
+  }
+  if (!waited.ok()) {
     record_faults();
-    return Status(st.code(), "after the job finished: " + st.message() + " (logs in " + logs + ")");
+    return Status(waited.code(), "after the job finished: " + waited.message() + " (logs in " + logs + ")");
   }
   record_faults();
   std::ifstream in(out + "/summary.json");
