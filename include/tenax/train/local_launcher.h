@@ -7,6 +7,13 @@
 // waits for every child and completes rank 0's summary.json with the
 // launcher's wall time.
 //
+// Fault plans (the job's [[faults]] and [faults.random], train/fault_plan.h)
+// are executed here with real signals on the children, and new workers
+// started for `restart` (joiners, without a rank). In an elastic job every
+// worker's exit is the coordinator's to judge (the others go on), each new
+// generation is a notice line, and workers that had not joined when the
+// job ended are stopped.
+//
 // It lives in train, not cli, because it is the training job's
 // orchestration (it reads the job's TrainConfig and reports TrainProgress);
 // it is not in coord because it starts training processes.
