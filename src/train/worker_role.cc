@@ -142,7 +142,9 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
     auto group = all_new ? comm::Group::Connect(*node, k.job_id, view.generation, view.rank, view.members, join_deadline)
                          : comm::Group::Join(*node, k.job_id, view.generation, view.rank, view.members, join_deadline);
     if (!group.ok()) {
-      client->ReportFailure(group.status().message());
+      // A joiner's failure is not the job's: the coordinator removes a
+      // member whose connection ends, and the others go on.
+      if (all_new) client->ReportFailure(group.status().message());
       return Status(group.status().code(), "rank " + std::to_string(rank) + ": " + group.status().message());
     }
     outcome.world = (*group)->world();
