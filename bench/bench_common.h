@@ -29,6 +29,10 @@ using Seconds = std::chrono::duration<double>;
 // subcommands as peer processes.
 Result<std::string> SelfExe();
 
+// A loopback port nobody listens on right now (for a peer's rendezvous:
+// PyTorch DDP, torchrun).
+Result<int> FreePort();
+
 // The build puts tenax-bench next to the tenax binary, with its peer programs
 // beside it and the scripts and data files it reads in bench-files/ there.
 // <dir of tenax-bench>/bench-files/<name> (a default shown in --help).

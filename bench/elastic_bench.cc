@@ -16,10 +16,8 @@
 //    progress file reaches total/3, and torchrun restarts every worker from
 //    the last checkpoint. Wall time is measured around the torchrun command.
 // lost_seconds = wall with the fault - wall without it, per implementation.
-#include <netinet/in.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -69,23 +67,6 @@ constexpr int kTorchrunMaxRestarts = 3;
 constexpr double kLostRatioTarget = 0.25;
 constexpr double kReformMsTarget = 500;
 constexpr double kAccuracyGapTarget = 0.005;  // 0.5 point
-
-// A port nobody listens on right now (for torchrun's rendezvous).
-Result<int> FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return IoError("socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    return IoError("cannot find a free port");
-  }
-  ::close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
-}
 
 Deadline RunDeadline(const ElasticArgs& a) { return Deadline::After(std::chrono::seconds(a.timeout_seconds)); }
 

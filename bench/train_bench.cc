@@ -4,9 +4,7 @@
 // bench/pytorch_ddp_train.py), on the same model, per-worker batch, data,
 // data order, optimizer, epoch and thread count, in the same run. Rounds
 // alternate the two so drift on a noisy 2-core machine hits both.
-#include <netinet/in.h>
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,23 +27,6 @@ struct TrainArgs {
 };
 
 constexpr int kWorkers = 2;
-
-// A port nobody listens on right now (for DDP's rendezvous).
-Result<int> FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return IoError("socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    ::close(fd);
-    return IoError("cannot find a free port");
-  }
-  ::close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
-}
 
 Deadline RoundDeadline(const TrainArgs& a) { return Deadline::After(std::chrono::seconds(a.t.timeout_seconds)); }
 

@@ -77,6 +77,14 @@ class ElasticCluster {
     workers_[name] = std::make_unique<Child>(argv);
     return *workers_[name];
   }
+  // Workers "w0".."w<n-1>" with ranks 0..n-1, then waits until w<first>
+  // logged step `step` (false, with its output in the failure, if not).
+  ::testing::AssertionResult StartAndTrainTo(int n, int64_t step, int first = 0) {
+    for (int r = 0; r < n; ++r) Start("w" + std::to_string(r), r);
+    Child& w = worker("w" + std::to_string(first));
+    if (w.WaitForStderrLine("step " + std::to_string(step) + "/")) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << w.stderr_text();
+  }
   Child& worker(const std::string& name) { return *workers_.at(name); }
   nlohmann::json Summary() const {
     auto j = nlohmann::json::parse(ReadText(dir_ / "run/summary.json"), nullptr, false);
@@ -99,8 +107,7 @@ TEST_F(ElasticClusterTest, SigkilledWorkerLeavesTheOthersTrainingToTheEndWithThe
   ScratchDir dir;
   ElasticCluster c(dir, WriteElasticJob(dir, "kill", 3, 2, 3, 400));
   ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
-  for (int r = 0; r < 3; ++r) c.Start("w" + std::to_string(r), r);
-  ASSERT_TRUE(c.worker("w0").WaitForStderrLine("step 50/")) << c.worker("w0").stderr_text();
+  ASSERT_TRUE(c.StartAndTrainTo(3, 50));
   c.worker("w1").Signal(SIGKILL);
   EXPECT_EQ(128 + SIGKILL, c.worker("w1").Wait());
   // The survivors are the processes started above (no restart) and finish.
@@ -128,8 +135,7 @@ TEST_F(ElasticClusterTest, AJoinerReadsTheModelAndMomentumFromALivePeerAndEndsBi
   ScratchDir dir;
   ElasticCluster c(dir, WriteElasticJob(dir, "join", 2, 1, 3, 3000));
   ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
-  for (int r = 0; r < 2; ++r) c.Start("w" + std::to_string(r), r);
-  ASSERT_TRUE(c.worker("w0").WaitForStderrLine("step 30/")) << c.worker("w0").stderr_text();
+  ASSERT_TRUE(c.StartAndTrainTo(2, 30));
   Child& joiner = c.Start("joiner", -1);
   ASSERT_TRUE(joiner.WaitForStderrLine("read the state of step")) << joiner.stderr_text();
   for (const char* w : {"w0", "w1", "joiner"}) EXPECT_EQ(0, c.worker(w).Wait()) << c.worker(w).stderr_text();
@@ -153,8 +159,7 @@ TEST_F(ElasticClusterTest, SigtermMakesAWorkerLeaveAtABoundaryWithoutCostingTheO
   ScratchDir dir;
   ElasticCluster c(dir, WriteElasticJob(dir, "leave", 3, 1, 3, 400));
   ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
-  for (int r = 0; r < 3; ++r) c.Start("w" + std::to_string(r), r);
-  ASSERT_TRUE(c.worker("w2").WaitForStderrLine("step 50/")) << c.worker("w2").stderr_text();
+  ASSERT_TRUE(c.StartAndTrainTo(3, 50, 2));
   const auto sent = Clock::now();
   c.worker("w2").Signal(SIGTERM);
   EXPECT_EQ(0, c.worker("w2").Wait()) << c.worker("w2").stderr_text();
@@ -176,8 +181,7 @@ TEST_F(ElasticClusterTest, AStoppedWorkerIsEvictedAndAfterSigcontIsRefusedWithou
   ScratchDir dir;
   ElasticCluster c(dir, WriteElasticJob(dir, "stop", 3, 2, 3, 500));
   ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
-  for (int r = 0; r < 3; ++r) c.Start("w" + std::to_string(r), r);
-  ASSERT_TRUE(c.worker("w0").WaitForStderrLine("step 50/")) << c.worker("w0").stderr_text();
+  ASSERT_TRUE(c.StartAndTrainTo(3, 50));
   c.worker("w1").Signal(SIGSTOP);
   ASSERT_TRUE(c.coordinator().WaitForStderrLine("generation 2")) << c.coordinator().stderr_text();
   c.worker("w1").Signal(SIGCONT);
@@ -197,8 +201,7 @@ TEST_F(ElasticClusterTest, TwoLossesAtOnceLeaveTheRestTraining) {
   ScratchDir dir;
   ElasticCluster c(dir, WriteElasticJob(dir, "two", 4, 2, 4, 400));
   ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
-  for (int r = 0; r < 4; ++r) c.Start("w" + std::to_string(r), r);
-  ASSERT_TRUE(c.worker("w0").WaitForStderrLine("step 40/")) << c.worker("w0").stderr_text();
+  ASSERT_TRUE(c.StartAndTrainTo(4, 40));
   c.worker("w1").Signal(SIGKILL);
   c.worker("w3").Signal(SIGKILL);
   EXPECT_EQ(0, c.worker("w0").Wait()) << c.worker("w0").stderr_text();
@@ -216,8 +219,7 @@ TEST_F(ElasticClusterTest, TheCoordinatorKilledWithAWorkerIsRestartedAndTheSurvi
   ScratchDir dir;
   ElasticCluster c(dir, WriteElasticJob(dir, "restart", 3, 2, 3, 1500));
   ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
-  for (int r = 0; r < 3; ++r) c.Start("w" + std::to_string(r), r);
-  ASSERT_TRUE(c.worker("w0").WaitForStderrLine("step 50/")) << c.worker("w0").stderr_text();
+  ASSERT_TRUE(c.StartAndTrainTo(3, 50));
   // The loss happens while no coordinator is there to decide about it.
   c.coordinator().Signal(SIGKILL);
   c.worker("w1").Signal(SIGKILL);
@@ -238,8 +240,7 @@ TEST_F(ElasticClusterTest, BelowMinWorkersTheJobWaitsThenFailsNamingTheMissingWo
   ScratchDir dir;
   ElasticCluster c(dir, WriteElasticJob(dir, "min", 2, 2, 2, 1000000, 10));
   ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
-  for (int r = 0; r < 2; ++r) c.Start("w" + std::to_string(r), r);
-  ASSERT_TRUE(c.worker("w0").WaitForStderrLine("step 20/")) << c.worker("w0").stderr_text();
+  ASSERT_TRUE(c.StartAndTrainTo(2, 20));
   c.worker("w1").Signal(SIGKILL);
   const auto killed = Clock::now();
   EXPECT_NE(0, c.coordinator().Wait());
@@ -260,8 +261,7 @@ TEST_F(ElasticClusterTest, AJoinerOfAnotherModelIsRefusedAndTheJobGoesOn) {
   const std::string job = WriteElasticJob(dir, "fp", 2, 1, 3, 3000);
   ElasticCluster c(dir, job);
   ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
-  for (int r = 0; r < 2; ++r) c.Start("w" + std::to_string(r), r);
-  ASSERT_TRUE(c.worker("w0").WaitForStderrLine("step 20/")) << c.worker("w0").stderr_text();
+  ASSERT_TRUE(c.StartAndTrainTo(2, 20));
   std::string port = ReadText(dir / "port");
   auto r = RunProcess({TenaxBinary(), "worker", "--job", job, "--coordinator",
                        "127.0.0.1:" + port.substr(0, port.find('\n')), "--set", "model.name=\"cnn\""});

@@ -167,8 +167,7 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
       return out;
     }
   }
-  int active = 0;
-  for (const auto& [r, m] : members_) active += Active(m) ? 1 : 0;
+  const int active = ActiveCount();
   MemberState state = j.rejoin ? existing->second.state : MemberState::kJoined;
   if (late_joiner && active >= max_workers()) state = MemberState::kSpare;
   MemberRecord m{rank, j.name, j.host, j.port, state, now.wall_ms + o_.peer_timeout.count()};
@@ -195,8 +194,7 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
 }
 
 void JobStateMachine::NextGeneration(const std::string& why, Actions& out) {
-  int active = 0;
-  for (const auto& [r, m] : members_) active += Active(m) ? 1 : 0;
+  int active = ActiveCount();
   for (auto& [r, m] : members_) {  // spares fill the places lost members left
     if (active >= max_workers()) break;
     if (m.state == MemberState::kSpare && links_[r].connected) {
@@ -432,8 +430,7 @@ Actions JobStateMachine::OnTimer(CoordTime now) {
   if (paused_ && job_.phase == JobPhase::kRunning) {
     if (!paused_since_) paused_since_ = now.steady;
     if (now.steady - *paused_since_ > o_.join_timeout) {
-      int active = 0;
-      for (const auto& [r, m] : members_) active += Active(m) ? 1 : 0;
+      const int active = ActiveCount();
       std::string lost;
       for (const auto& l : lost_since_pause_) lost += (lost.empty() ? "" : ", ") + l;
       Fail(first_lost_ >= 0 ? first_lost_ : 0, o_.listen_host,

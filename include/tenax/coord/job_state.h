@@ -233,6 +233,11 @@ class JobStateMachine {
   bool Active(const MemberRecord& m) const {
     return m.state == MemberState::kJoined || m.state == MemberState::kDone;
   }
+  int ActiveCount() const {
+    int n = 0;
+    for (const auto& [rank, m] : members_) n += Active(m) ? 1 : 0;
+    return n;
+  }
   int max_workers() const { return o_.max_workers > 0 ? o_.max_workers : job_.world; }
   void OnMemberLost(int rank, const std::string& why, Actions& out);
   void Refuse(ConnId to, std::string reason, Actions& out) const;
