@@ -24,7 +24,8 @@ add_library(tenax_train_input STATIC
   src/train/npy.cc
   src/train/fashion_mnist.cc
   src/train/train_config.cc
-  src/train/fault_plan.cc)
+  src/train/fault_plan.cc
+  src/train/batch_shares.cc)
 target_link_libraries(tenax_train_input
   PUBLIC tenax_core_base tenax_net_address ZLIB::ZLIB
   PRIVATE tenax_warnings)

@@ -3,6 +3,7 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "allreduce_exchange_impl.h"
@@ -10,7 +11,7 @@
 namespace tenax {
 namespace train_internal {
 
-GradientLayout PlanGradients(const std::vector<torch::Tensor>& params, size_t bucket_bytes, bool flag_slot) {
+GradientLayout PlanGradients(const std::vector<torch::Tensor>& params, size_t bucket_bytes, size_t control_floats) {
   GradientLayout g;
   for (auto it = params.rbegin(); it != params.rend(); ++it) {
     GradientLayout::Slot s;
@@ -27,23 +28,23 @@ GradientLayout PlanGradients(const std::vector<torch::Tensor>& params, size_t bu
     g.slots.push_back(s);
   }
   g.flag_slot = g.params_count;
-  g.has_flag = flag_slot;
-  if (flag_slot) g.buckets.back().count += 1;  // the flag rides with the last bucket
-  g.scalar_slot = g.params_count + (flag_slot ? 1 : 0);
+  g.control_count = control_floats;
+  g.buckets.back().count += control_floats;  // the control floats ride with the last bucket
+  g.scalar_slot = g.params_count + control_floats;
   g.total = g.scalar_slot + 1;
   return g;
 }
 
-Status AllreduceExchange::Attach(TrainableModel& model) { return Setup(model, true, false); }
+Status AllreduceExchange::Attach(TrainableModel& model) { return Setup(model, true, 0); }
 
-Status AllreduceExchange::Setup(TrainableModel& model, bool broadcast, bool flag_slot) {
+Status AllreduceExchange::Setup(TrainableModel& model, bool broadcast, size_t control_floats) {
   for (const auto& p : model.Parameters()) {
     if (p.scalar_type() != torch::kFloat32 || !p.is_contiguous()) {
       return InvalidArgument("synchronous training needs contiguous float32 parameters, got one of " +
                              std::string(c10::toString(p.scalar_type())));
     }
   }
-  layout_ = PlanGradients(model.Parameters(), options_.bucket_bytes, flag_slot);
+  layout_ = PlanGradients(model.Parameters(), options_.bucket_bytes, control_floats);
   TENAX_ASSIGN_OR_RETURN(allreduce_, comm::Allreduce::Create(*group_, layout_.total, StepDeadline()));
   allreduce_->SetInterrupt(options_.interrupt);
   buffer_ = allreduce_->data();
@@ -134,7 +135,7 @@ std::string AllreduceExchange::Describe() const {
 // parameters are all accumulated (or every remaining one with `all`). With
 // prescale_ (elastic) the gradients are scaled here, before the sum, so
 // that ranks with different shares of the batch weigh their gradients by
-// it; the flag float is not scaled.
+// it; the control floats are not scaled.
 void AllreduceExchange::LaunchReady(bool all) {
   const float scale = LocalScale();
   while (next_bucket_ < layout_.buckets.size() && (all || pending_[next_bucket_] == 0)) {
@@ -144,8 +145,7 @@ void AllreduceExchange::LaunchReady(bool all) {
       hook_status_ = allreduce_->Start(bk.offset, bk.count, scale);
       continue;
     }
-    size_t grads = bk.count;
-    if (layout_.has_flag && bk.offset + bk.count > layout_.flag_slot) grads -= 1;
+    const size_t grads = std::min(bk.offset + bk.count, layout_.params_count) - bk.offset;
     for (size_t i = 0; i < grads; ++i) buffer_[bk.offset + i] *= scale;
     hook_status_ = allreduce_->Start(bk.offset, bk.count, 1.0f);
   }

@@ -15,8 +15,9 @@
 namespace tenax::train_internal {
 
 // The allreduce buffer holds every parameter's gradient, then (elastic)
-// one float of the membership flag, in the last bucket, then one scalar
-// slot for reductions of loss and correct counts.
+// control floats that ride with the last bucket and are never scaled (the
+// membership flag, then each member's measured seconds per sample), then
+// one scalar slot for reductions of loss and correct counts.
 struct GradientLayout {
   struct Slot {
     torch::Tensor param;
@@ -29,12 +30,12 @@ struct GradientLayout {
   };
   std::vector<Bucket> buckets;
   size_t params_count = 0;  // floats of all gradients
-  size_t flag_slot = 0;     // == params_count when there is a flag
-  bool has_flag = false;
+  size_t flag_slot = 0;      // == params_count: the first control float
+  size_t control_count = 0;  // control floats after the gradients
   size_t scalar_slot = 0, total = 0;
 };
 
-GradientLayout PlanGradients(const std::vector<torch::Tensor>& params, size_t bucket_bytes, bool flag_slot);
+GradientLayout PlanGradients(const std::vector<torch::Tensor>& params, size_t bucket_bytes, size_t control_floats);
 
 class AllreduceExchange : public GradientExchange {
  public:
@@ -56,7 +57,8 @@ class AllreduceExchange : public GradientExchange {
   Deadline StepDeadline() const { return Deadline::After(options_.step_timeout); }
   // Plans the buffer, creates the allreduce over group_ and makes the
   // gradients views of it; with `broadcast`, rank 0's parameters first.
-  Status Setup(TrainableModel& model, bool broadcast, bool flag_slot);
+  // `control_floats` ride after the gradients (GradientLayout).
+  Status Setup(TrainableModel& model, bool broadcast, size_t control_floats);
   // A new allreduce over group_ (re-formed), the gradients views of it.
   Status Rebind();
   // Multiplier of this rank's gradients before the sum (1/W: the mean).

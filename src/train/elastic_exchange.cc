@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <span>
 
 #include "allreduce_exchange_impl.h"
 #include "tenax/comm/channel_codec.h"
 #include "tenax/core/signals.h"
 #include "tenax/net/control_codec.h"
+#include "tenax/train/batch_shares.h"
 
 namespace tenax {
 namespace train_internal {
@@ -51,14 +53,25 @@ class ElasticExchange final : public AllreduceExchange {
 
   int64_t GlobalBatch(int64_t batch_size) const override { return batch_size * eo_.configured_workers; }
   Slice SliceOf(int64_t global_batch) const override {
-    global_batch_ = global_batch;
-    const int64_t w = world(), r = rank(), base = global_batch / w, extra = global_batch % w;
-    return {r * base + std::min(r, extra), base + (r < extra ? 1 : 0)};
+    if (global_batch != global_batch_ || shares_.size() != static_cast<size_t>(world())) {
+      global_batch_ = global_batch;
+      shares_ = EvenShares(global_batch, world());
+    }
+    Slice s;
+    for (int r = 0; r < rank(); ++r) s.offset += shares_[static_cast<size_t>(r)];
+    s.count = shares_[static_cast<size_t>(rank())];
+    return s;
   }
   bool HandlesStop() const override { return true; }
 
   Status Attach(TrainableModel& model) override {
-    TENAX_RETURN_IF_ERROR(Setup(model, /*broadcast=*/!joined_late_, /*flag_slot=*/true));
+    if (world() > eo_.max_workers) {
+      return InvalidArgument("generation of " + std::to_string(world()) + " members exceeds max_workers " +
+                             std::to_string(eo_.max_workers));
+    }
+    // The flag, then (measured shares) one speed slot per possible rank.
+    const size_t speed_slots = eo_.measured_shares ? static_cast<size_t>(eo_.max_workers) : 0;
+    TENAX_RETURN_IF_ERROR(Setup(model, /*broadcast=*/!joined_late_, 1 + speed_slots));
     params_ = model.Parameters();
     TENAX_ASSIGN_OR_RETURN(arena_, group_->node().Allocate(2 * layout_.params_count * sizeof(float)));
     sync_needed_ = joined_late_;
@@ -77,9 +90,16 @@ class ElasticExchange final : public AllreduceExchange {
     NoticeStop();
     const bool change = eo_.membership->leaving() || eo_.membership->NewerPublished(group_->generation());
     buffer_[layout_.flag_slot] = change ? 1.0f : 0.0f;
+    if (MeasuringShares()) {
+      float* speeds = buffer_ + layout_.flag_slot + 1;
+      std::memset(speeds, 0, static_cast<size_t>(eo_.max_workers) * sizeof(float));
+      speeds[rank()] = static_cast<float>(seconds_per_sample_);
+    }
+    step_begin_ = SteadyClock::now();
   }
 
   Status FinishStep() override {
+    const double compute_seconds = std::chrono::duration<double>(SteadyClock::now() - step_begin_).count();
     if (Status st = AllreduceExchange::FinishStep(); !st.ok()) return Failed(st);
     last_ok_ = SteadyClock::now();
     if (buffer_[layout_.flag_slot] > 0.0f) {
@@ -87,11 +107,16 @@ class ElasticExchange final : public AllreduceExchange {
       boundary_start_ = SteadyClock::now();
       detected_.reset();
     }
+    if (MeasuringShares()) UpdateShares(compute_seconds);
     return Status::Ok();
   }
 
+  // The loss at log points: each member's mean weighted by its share.
   Result<double> MeanOverReplicas(double local) override {
-    auto r = AllreduceExchange::MeanOverReplicas(local);
+    const double weight = global_batch_ > 0 ? static_cast<double>(SliceOf(global_batch_).count) /
+                                                  static_cast<double>(global_batch_)
+                                            : 1.0 / world();
+    auto r = AllreduceExchange::SumOverReplicas(local * weight);
     if (!r.ok()) return Failed(r.status());
     return r;
   }
@@ -129,6 +154,8 @@ class ElasticExchange final : public AllreduceExchange {
           continue;
         }
         why = view->why;
+        shares_.clear();  // the ranks changed: even shares until members have measured again
+        balanced_logged_ = false;
         reform_needed_ = false;
         sync_needed_ = true;
       }
@@ -179,6 +206,7 @@ class ElasticExchange final : public AllreduceExchange {
   void DescribeInSummary(nlohmann::json& summary) const override {
     AllreduceExchange::DescribeInSummary(summary);
     summary["elastic"] = true;
+    summary["shares"] = shares_;  // the last step's split of the global batch, by rank
     summary["generations"] = generations_;
     char hex[17];
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(state_hash_));
@@ -194,6 +222,39 @@ class ElasticExchange final : public AllreduceExchange {
   }
 
  private:
+  // The speed slots cover ranks below max_workers (the coordinator never
+  // forms a larger generation).
+  bool MeasuringShares() const { return eo_.measured_shares && world() <= eo_.max_workers; }
+
+  // Every member runs this after the same step's allreduce, on the same
+  // summed speed slots: the shares of the next step agree everywhere.
+  void UpdateShares(double compute_seconds) {
+    const int64_t mine = SliceOf(global_batch_).count;
+    if (mine > 0 && compute_seconds > 0) {
+      const double measured = compute_seconds / static_cast<double>(mine);
+      seconds_per_sample_ =
+          seconds_per_sample_ > 0 ? (1 - kSpeedSmoothing) * seconds_per_sample_ + kSpeedSmoothing * measured
+                                  : measured;
+    }
+    if (reform_needed_) return;  // the next step belongs to a new generation
+    const float* speeds = buffer_ + layout_.flag_slot + 1;
+    auto next = BalancedShares(std::span<const float>(speeds, static_cast<size_t>(world())), global_batch_);
+    // Hysteresis: keep the current split unless some share moves by more
+    // than 2% of the global batch (measurement noise would otherwise move
+    // samples back and forth every step).
+    if (shares_.size() == next.size()) {
+      int64_t moved = 0;
+      for (size_t r = 0; r < next.size(); ++r) moved = std::max(moved, std::abs(next[r] - shares_[r]));
+      if (moved * 50 <= global_batch_) return;
+    }
+    if (next != shares_ && !balanced_logged_ && next != EvenShares(global_batch_, world())) {
+      balanced_logged_ = true;
+      spdlog::info("rank {}/{}: shares of the global batch follow measured speed: {}", rank(), world(),
+                   nlohmann::json(next).dump());
+    }
+    shares_ = std::move(next);
+  }
+
   void NoticeStop() {
     if (StopRequested() && !eo_.membership->leaving()) {
       spdlog::info("rank {}: signal {}: leaving the job at the next step boundary", rank(), StopSignal());
@@ -383,6 +444,14 @@ class ElasticExchange final : public AllreduceExchange {
   bool joined_late_ = false, has_state_ = true, reform_needed_ = false, sync_needed_ = false, detached_ = false;
   uint64_t failed_generation_ = 0;
   mutable int64_t global_batch_ = 0;
+  // Samples per rank of the current generation's steps (SliceOf, UpdateShares).
+  mutable std::vector<int64_t> shares_;
+  // This member's seconds per sample (forward and backward), smoothed over
+  // steps; 0 until the first step is measured.
+  static constexpr double kSpeedSmoothing = 0.05;
+  double seconds_per_sample_ = 0;
+  bool balanced_logged_ = false;
+  SteadyClock::time_point step_begin_;
   std::vector<torch::Tensor> params_;
   torch::optim::SGD* sgd_ = nullptr;
   net::MemoryRegion arena_;

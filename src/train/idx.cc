@@ -2,6 +2,8 @@
 
 #include <zlib.h>
 
+#include <algorithm>
+
 #include "tenax/core/files.h"
 
 namespace tenax {
@@ -21,12 +23,26 @@ std::string Hex(uint8_t b) {
 
 }  // namespace
 
+// Deflate expands at most ~1032:1.
+constexpr size_t kMaxDeflateRatio = 1032;
+
 Result<std::vector<uint8_t>> Gunzip(std::span<const uint8_t> gz, size_t max_bytes, const std::string& name) {
   z_stream zs{};
   // 16 + MAX_WBITS: gzip wrapper only.
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) return Internal(name + ": zlib init failed");
+  // The gzip trailer's ISIZE (the inflated size mod 2^32) sizes the buffer
+  // in one go (one byte more: room to see the end without growing); it is
+  // only a hint (a lying or multi-member file grows the
+  // buffer below, and max_bytes still bounds it).
+  size_t hint = gz.size() * 4;
+  if (gz.size() >= 18) {
+    const uint8_t* t = gz.data() + gz.size() - 4;
+    hint = static_cast<size_t>(t[0]) | static_cast<size_t>(t[1]) << 8 | static_cast<size_t>(t[2]) << 16 |
+           static_cast<size_t>(t[3]) << 24;
+    hint = std::min(hint, gz.size() * kMaxDeflateRatio);  // a small file cannot claim gigabytes
+  }
   std::vector<uint8_t> out;
-  out.resize(std::min<size_t>(max_bytes, std::max<size_t>(gz.size() * 4, 1 << 16)));
+  out.resize(std::min<size_t>(max_bytes, std::max<size_t>(hint + 1, 1 << 16)));
   zs.next_in = const_cast<Bytef*>(gz.data());
   size_t in_left = gz.size();
   size_t produced = 0;

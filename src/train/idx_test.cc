@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include "tenax/train/data_source.h"
 #include "tenax/train/fashion_mnist.h"
+#include "tenax/train/train_config.h"
 #include "testing.h"
 
 namespace tenax {
@@ -82,6 +84,48 @@ TEST(IdxTest, OutputLimitStopsGzipBombs) {
   // Dimensions that promise more than the limit are refused before allocating.
   auto huge = MakeIdx({60000, 28000, 28000}, {});
   EXPECT_EQ(DecodeIdx(huge, "huge", 1 << 20).status().code(), StatusCode::kDataLoss);
+}
+
+// The gzip trailer's size only sizes the buffer: a wrong one is reported
+// as corrupt (zlib checks it), and a file of two members (the trailer holds
+// the last one's size) decodes to both.
+TEST(IdxTest, GzipTrailerSizeIsAHintThatIsChecked) {
+  const auto raw = MakeIdx({4096}, Iota(4096));
+  for (uint32_t isize : {0xFFFFFFFFu, 1u}) {
+    auto gz = Gzip(raw);
+    for (int i = 0; i < 4; ++i) gz[gz.size() - 4 + static_cast<size_t>(i)] = static_cast<uint8_t>(isize >> (8 * i));
+    auto r = DecodeIdx(gz, "isize.gz");
+    ASSERT_FALSE(r.ok()) << isize;
+    EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+    EXPECT_NE(r.status().message().find("isize.gz: corrupt gzip data"), std::string::npos) << r.status().message();
+  }
+  const std::vector<uint8_t> head(raw.begin(), raw.begin() + 100), tail(raw.begin() + 100, raw.end());
+  auto two = Gzip(head);
+  const auto second = Gzip(tail);
+  two.insert(two.end(), second.begin(), second.end());
+  auto r = DecodeIdx(two, "two.gz");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->data, Iota(4096));
+}
+
+// The float images a run trains on are (p / 255 - mean) / std of the file's
+// pixels, bit for bit what the four whole-tensor ops give.
+TEST(FashionMnistTest, OpenedImagesAreTheNormalisedPixelsBitForBit) {
+  auto raw = LoadFashionMnist(testing::kFashionMnistDir, Split::kTest);
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
+  TrainConfig c;
+  c.data_dir = testing::kFashionMnistDir;
+  auto source = OpenDataSource(c, Split::kTest, 0);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  auto all = (*source)->ReadRange(0, raw->count);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  const auto expected = torch::from_blob(raw->pixels.data(), {raw->count, 1, raw->rows, raw->cols}, torch::kUInt8)
+                            .to(torch::kFloat32)
+                            .div_(255.0)
+                            .sub_(0.2860)
+                            .div_(0.3530);
+  EXPECT_TRUE(torch::equal(expected, all->images));
+  EXPECT_NEAR(-0.2860 / 0.3530, all->images.min().item<double>(), 1e-6);  // a black pixel
 }
 
 TEST(FashionMnistTest, LoadsTheInstalledDataset) {

@@ -67,6 +67,8 @@ Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& ef
     xo.base.bucket_bytes = options.bucket_bytes;
     xo.membership = &membership;
     xo.configured_workers = config.cluster.workers;
+    xo.max_workers = config.cluster.max_workers;
+    xo.measured_shares = config.cluster.shares == "measured";
     // The coordinator waits join_timeout for joiners below min_workers and
     // then fails the job: its verdict must reach us before our own wait ends.
     xo.reform_timeout = config.cluster.join_timeout() + 2 * config.cluster.peer_timeout();

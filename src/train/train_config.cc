@@ -108,8 +108,9 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
     k.elastic = r.Bool("cluster.elastic", false);
     k.min_workers = r.Int("cluster.min_workers", 1, 1, 1024);
     k.max_workers = r.Int("cluster.max_workers", k.workers, 1, 1024);
+    k.shares = r.Choice("cluster.shares", k.shares, {"measured", "even"});
     if (!k.elastic) {
-      for (const char* key : {"cluster.min_workers", "cluster.max_workers"}) {
+      for (const char* key : {"cluster.min_workers", "cluster.max_workers", "cluster.shares"}) {
         if (r.has(key)) r.Fail(key, "needs cluster.elastic = true");
       }
     } else if (k.min_workers > k.max_workers) {
@@ -137,7 +138,8 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
     for (const char* key :
          {"cluster.workers", "cluster.job_id", "cluster.coordinator", "cluster.host", "cluster.secret",
           "cluster.transports", "cluster.join_timeout_seconds", "cluster.step_timeout_seconds",
-          "cluster.peer_timeout_seconds", "cluster.elastic", "cluster.min_workers", "cluster.max_workers"}) {
+          "cluster.peer_timeout_seconds", "cluster.elastic", "cluster.min_workers", "cluster.max_workers",
+          "cluster.shares"}) {
       if (r.has(key)) r.Fail(key, "only applies to mode = \"sync\"");
     }
     c.cluster.max_workers = c.cluster.workers;

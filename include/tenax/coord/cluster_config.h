@@ -25,6 +25,9 @@ struct ClusterConfig {
   bool elastic = false;
   int64_t min_workers = 1;  // below it the job pauses and waits for joiners
   int64_t max_workers = 0;  // extra joiners wait as spares; ParseTrainConfig sets 0 to `workers`
+  // How a step's global batch is split (train/batch_shares.h): "measured"
+  // (by each member's speed) or "even" (bit-reproducible runs).
+  std::string shares = "measured";
 
   std::chrono::milliseconds join_timeout() const { return Millis(join_timeout_seconds); }
   std::chrono::milliseconds step_timeout() const { return Millis(step_timeout_seconds); }

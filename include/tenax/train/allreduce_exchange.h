@@ -39,8 +39,12 @@ std::unique_ptr<GradientExchange> MakeAllreduceExchange(comm::Group& group, cons
 // same bucketed allreduce over a group the exchange re-forms whenever the
 // membership changes, without restarting anyone.
 // - The global batch stays configured_workers x batch; with W members,
-//   rank r reads its share (G/W, the first G mod W one more) and scales its
-//   gradient by share/G before the sum, so the sum is the mean over G.
+//   rank r reads its share n_r of it and scales its gradient by n_r/G
+//   before the sum, so the sum is the mean over G. Shares are even (G/W,
+//   the first G mod W one more) in a generation's first steps; with
+//   measured_shares they then follow each member's measured seconds per
+//   sample (batch_shares.h), published in the step's allreduce, so that 3
+//   members on 2 cores, or a member on a slower host, finish together.
 // - A failed collective (a lost or stuck member) reports the member, waits
 //   for the coordinator's next generation, re-forms and returns Aborted:
 //   the loop goes back to the step boundary, where the members agree on
@@ -56,6 +60,8 @@ struct ElasticExchangeOptions {
   AllreduceExchangeOptions base;  // base.interrupt: stop signals are handled here, leave it empty
   ElasticMembership* membership = nullptr;  // outlives the exchange
   int64_t configured_workers = 1;           // global batch = configured_workers x batch
+  int64_t max_workers = 1;                  // the largest generation (speed slots)
+  bool measured_shares = true;              // shares follow measured speed; false: always even
   std::chrono::nanoseconds reform_timeout = std::chrono::seconds(60);  // for a new generation (join timeout)
   // Called with every membership event ({"event": "generation", ...}), for
   // metrics.jsonl and the log; may be empty.

@@ -3,7 +3,8 @@
 //   mode = "single" | "sync"
 //   [cluster] (sync) workers, job_id, coordinator, host, secret,
 //            transports, join_timeout_seconds, step_timeout_seconds,
-//            peer_timeout_seconds, elastic, min_workers, max_workers
+//            peer_timeout_seconds, elastic, min_workers, max_workers,
+//            shares = "measured" | "even" (elastic)
 //   [[faults]], [faults.random] (sync) the launcher's fault plan
 //            (train/fault_plan.h)
 //   [data]   format = "fashion-mnist" | "npy", dir, train_images,
