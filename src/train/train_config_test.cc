@@ -72,6 +72,10 @@ TEST(TrainConfigTest, ElasticKeysHaveTheirDefaults) {
   ASSERT_TRUE(bounded.ok()) << bounded.status().ToString();
   EXPECT_EQ(2, bounded->cluster.min_workers);
   EXPECT_EQ(5, bounded->cluster.max_workers);
+  EXPECT_EQ("measured", elastic->cluster.shares) << "elastic shares follow measured speed by default";
+  auto even = Parse("mode = \"sync\"\n[cluster]\nworkers = 3\nelastic = true\nshares = \"even\"\n");
+  ASSERT_TRUE(even.ok()) << even.status().ToString();
+  EXPECT_EQ("even", even->cluster.shares);
 }
 
 TEST(TrainConfigTest, ElasticBoundsAreRefusedWithTheKeyNamed) {
@@ -95,6 +99,10 @@ TEST(TrainConfigTest, ElasticBoundsAreRefusedWithTheKeyNamed) {
             Parse(plain + "min_workers = 1\n").status().message());
   EXPECT_EQ("job.toml:4: 'cluster.max_workers' needs cluster.elastic = true",
             Parse(plain + "max_workers = 4\n").status().message());
+  EXPECT_EQ("job.toml:4: 'cluster.shares' needs cluster.elastic = true",
+            Parse(plain + "shares = \"even\"\n").status().message());
+  EXPECT_EQ("job.toml:5: 'cluster.shares' must be one of measured, even, got 'fast'",
+            Parse(job + "shares = \"fast\"\n").status().message());
   EXPECT_EQ("job.toml:2: 'cluster.elastic' only applies to mode = \"sync\"",
             Parse("[cluster]\nelastic = true\n").status().message());
   EXPECT_EQ("job.toml:3: 'cluster.elastic' must be true or false, got string",

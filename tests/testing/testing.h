@@ -78,6 +78,7 @@ class Child {
   // the exit code (128 + SIGKILL if the deadline killed it).
   int Wait(std::chrono::milliseconds timeout = kChildTimeout);
   const std::string& stderr_text() const { return err_; }
+  pid_t pid() const { return pid_; }
 
  private:
   enum class ReadOutcome { kData, kEof, kTimeout };
