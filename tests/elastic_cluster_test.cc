@@ -6,12 +6,10 @@
 // The peer timeout is 4 s: a SIGKILL is detected at once (the connection
 // resets); the timeout is what finds a stopped worker, and a shorter one
 // makes a worker descheduled on a loaded 2-core machine look dead.
-#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 
 #include <chrono>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -100,22 +98,6 @@ class ElasticCluster {
   std::unique_ptr<Child> coordinator_;
   std::map<std::string, std::unique_ptr<Child>> workers_;
 };
-
-// Pins every thread of `pid` to `cpu` (threads created later inherit it
-// from the thread that creates them).
-bool PinTo(pid_t pid, int cpu) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  std::error_code ec;
-  bool any = false;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-    const pid_t tid = static_cast<pid_t>(std::stol(task.path().filename().string()));
-    if (sched_setaffinity(tid, sizeof set, &set) != 0) return false;
-    any = true;
-  }
-  return any;
-}
 
 class ElasticClusterTest : public ::testing::Test {
  protected:
@@ -328,44 +310,6 @@ TEST_F(ElasticClusterTest, TenaxRunExecutesAFaultPlanAndTheJobSurvivesTheKillAnd
   }
   EXPECT_EQ(2, faults);
   EXPECT_EQ(3, generations);
-}
-
-}  // namespace
-}  // namespace tenax::testing
-
-namespace tenax::testing {
-namespace {
-
-// cluster.shares = "measured" (the default): a worker alone on a core gets
-// more of every global batch than two sharing the other one, and the
-// uneven split still ends every member bit-identical.
-TEST_F(ElasticClusterTest, AWorkerAloneOnItsCoreGetsMoreOfTheBatchAndAllEndIdentical) {
-  cpu_set_t mine;
-  ASSERT_EQ(0, sched_getaffinity(0, sizeof mine, &mine));
-  ASSERT_TRUE(CPU_ISSET(0, &mine) && CPU_ISSET(1, &mine)) << "this test pins workers to CPUs 0 and 1";
-  ScratchDir dir;
-  ElasticCluster c(dir, WriteElasticJob(dir, "shares", 3, 3, 3, 700, 30, "cnn", 64));
-  ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
-  for (int r = 0; r < 3; ++r) {
-    Child& w = c.Start("w" + std::to_string(r), r);
-    ASSERT_TRUE(w.WaitForStderrLine("rank " + std::to_string(r) + " of 3")) << w.stderr_text();
-    ASSERT_TRUE(PinTo(w.pid(), r == 0 ? 1 : 0)) << "pinning worker " << r;
-  }
-  for (const char* w : {"w0", "w1", "w2"}) EXPECT_EQ(0, c.worker(w).Wait()) << c.worker(w).stderr_text();
-  EXPECT_EQ(0, c.coordinator().Wait()) << c.coordinator().stderr_text();
-  auto summary = c.Summary();
-  EXPECT_EQ(700, summary.value("steps", 0));
-  ASSERT_TRUE(summary.contains("shares") && summary["shares"].size() == 3) << summary.dump();
-  const auto shares = summary["shares"].get<std::vector<int64_t>>();
-  EXPECT_EQ(192, shares[0] + shares[1] + shares[2]);  // 3 x 64, the global batch
-  // Ideal: 96/48/48 (the lone worker runs twice as fast); even: 64 each.
-  EXPECT_GE(shares[0] * 4, std::max(shares[1], shares[2]) * 5) << summary["shares"].dump();
-  EXPECT_NE(std::string::npos, c.worker("w1").stderr_text().find("shares of the global batch follow measured speed"));
-  const std::string h0 = StateHash(c.worker("w0").stderr_text());
-  EXPECT_FALSE(h0.empty());
-  EXPECT_EQ(h0, StateHash(c.worker("w1").stderr_text()));
-  EXPECT_EQ(h0, StateHash(c.worker("w2").stderr_text()));
-  EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.5);
 }
 
 }  // namespace
