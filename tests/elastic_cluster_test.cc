@@ -15,6 +15,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -48,6 +49,21 @@ std::string StateHash(const std::string& log) {
   std::string hash;
   for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) hash = (*it)[1];
   return hash;
+}
+
+// Whether process `pid` is stopped (state T in /proc/PID/stat) before
+// `timeout`: how a test learns that a worker reached its SIGSTOP hook.
+bool WaitUntilStopped(pid_t pid, std::chrono::milliseconds timeout) {
+  const auto end = Clock::now() + timeout;
+  while (Clock::now() < end) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t paren = stat.rfind(')');
+    if (paren == std::string::npos || paren + 2 >= stat.size()) return false;  // gone
+    if (stat[paren + 2] == 'T') return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // polling a condition, with a deadline
+  }
+  return false;
 }
 
 // A coordinator and workers of one elastic job, each a Child.
@@ -154,6 +170,50 @@ TEST_F(ElasticClusterTest, AJoinerReadsTheModelAndMomentumFromALivePeerAndEndsBi
   EXPECT_FALSE(h.empty());
   EXPECT_EQ(h, StateHash(c.worker("w1").stderr_text()));
   EXPECT_EQ(h, StateHash(joiner.stderr_text()));
+}
+
+// The donor SIGSTOPs itself (TENAX_TEST_SIGSTOP_AS_DONOR) after the members
+// agreed it sends the joiner its state and before it offers it; the test
+// then SIGKILLs it. The joiner's read fails naming it, the survivor and the
+// joiner re-form without it, and the joiner reads the state from the other
+// member (its pid in the "read the state" line), ending bit-identical.
+TEST_F(ElasticClusterTest, TheDonorKilledDuringAJoinMakesTheJoinerReadFromAnotherDonor) {
+  ScratchDir dir;
+  ElasticCluster c(dir, WriteElasticJob(dir, "donor", 2, 1, 3, 3000));
+  ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
+  setenv("TENAX_TEST_SIGSTOP_AS_DONOR", "1", 1);
+  Child& w0 = c.Start("w0", 0);  // rank 0: the donor of the first join
+  unsetenv("TENAX_TEST_SIGSTOP_AS_DONOR");
+  Child& w1 = c.Start("w1", 1);
+  const pid_t w0_pid = w0.pid(), w1_pid = w1.pid();  // pid() is -1 once a child is reaped
+  ASSERT_TRUE(w0.WaitForStderrLine("step 30/")) << w0.stderr_text();
+  Child& joiner = c.Start("joiner", -1);
+  ASSERT_TRUE(WaitUntilStopped(w0_pid, std::chrono::seconds(60)))
+      << "the donor never reached its hook\n" << w0.stderr_text() << joiner.stderr_text();
+  w0.Signal(SIGKILL);
+  EXPECT_EQ(128 + SIGKILL, w0.Wait());
+  ASSERT_TRUE(joiner.WaitForStderrLine("read the state of step")) << joiner.stderr_text();
+  EXPECT_EQ(0, w1.Wait()) << w1.stderr_text();
+  EXPECT_EQ(0, joiner.Wait()) << joiner.stderr_text();
+  EXPECT_EQ(0, c.coordinator().Wait()) << c.coordinator().stderr_text();
+
+  const std::string& log = joiner.stderr_text();
+  const std::string w0_name = "/" + std::to_string(w0_pid) + ")", w1_name = "/" + std::to_string(w1_pid) + ")";
+  EXPECT_NE(std::string::npos, log.find("no state from donor rank 0 (127.0.0.1" + w0_name)) << log;
+  std::smatch read;
+  ASSERT_TRUE(std::regex_search(log, read, std::regex("read the state of step [0-9]+ \\([0-9]+ bytes\\) from [^\\n]*")))
+      << log;
+  EXPECT_NE(std::string::npos, read.str().find(w1_name)) << read.str() << " (w1 is pid " << w1_pid << ")";
+  auto summary = c.Summary();
+  EXPECT_EQ(3000, summary.value("steps", 0));
+  EXPECT_EQ(2, summary.value("workers", 0));
+  ASSERT_FALSE(summary["generations"].empty()) << summary.dump();
+  EXPECT_EQ((std::vector<int>{1, 2}), summary["generations"].back()["members"].get<std::vector<int>>())
+      << summary.dump();
+  const std::string h = StateHash(w1.stderr_text());
+  EXPECT_FALSE(h.empty());
+  EXPECT_EQ(h, StateHash(log));
+  EXPECT_EQ(h, summary.value("state_hash", ""));
 }
 
 TEST_F(ElasticClusterTest, SigtermMakesAWorkerLeaveAtABoundaryWithoutCostingTheOthersATimeout) {

@@ -162,6 +162,8 @@ class ElasticExchange final : public AllreduceExchange {
       auto synced = Sync(applied, deadline, transfer_ms);
       if (!synced.ok()) {
         if (!Repairable(synced.status())) return synced.status();
+        spdlog::warn("rank {}: the state agreement of generation {} failed ({}); waiting for the next one", rank(),
+                     group_->generation(), synced.status().message());
         ReportSuspects(synced.status());
         reform_needed_ = true;
         failed_generation_ = group_->generation();
@@ -365,6 +367,7 @@ class ElasticExchange final : public AllreduceExchange {
     const auto t0 = SteadyClock::now();
     auto donor_of = [&](size_t i) { return donors[i % donors.size()]; };
     if (counts[static_cast<size_t>(me)] == top) {
+      if (eo_.before_state_offer && donor_of(0) == me) eo_.before_state_offer();
       auto [bytes, momentum] = Stage();
       const uint64_t sum = Fnv1a(arena_.data(), bytes);
       for (size_t i = 0; i < receivers.size(); ++i) {

@@ -66,6 +66,11 @@ struct ElasticExchangeOptions {
   // Called with every membership event ({"event": "generation", ...}), for
   // metrics.jsonl and the log; may be empty.
   std::function<void(const nlohmann::json&)> on_event;
+  // Test seam: called on a donor once the members agreed that it sends its
+  // state and before it offers it, so that a test can kill the donor in the
+  // middle of a join. TrainElastic sets it only when the environment has
+  // TENAX_TEST_SIGSTOP_AS_DONOR=1 (the worker then SIGSTOPs itself here).
+  std::function<void()> before_state_offer;
 };
 
 // `group` is the first generation this worker is in: the initial one
