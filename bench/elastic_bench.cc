@@ -15,7 +15,10 @@
 //    torchrun's docs advise; this benchmark SIGKILLs rank 1 when the script's
 //    progress file reaches total/3, and torchrun restarts every worker from
 //    the last checkpoint. Wall time is measured around the torchrun command.
-// lost_seconds = wall with the fault - wall without it, per implementation.
+// lost_seconds = wall with the fault - wall without it, per implementation:
+// the median over rounds (3 full, 1 --quick, --rounds N) of each round's own
+// difference. The rounds alternate their order (ABBA) so that a steady
+// drift of the machine's speed cancels instead of counting as lost time.
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -54,6 +57,7 @@ struct ElasticArgs {
   int64_t workers = 4;
   bool torchrun_only = false;
   bool faults_only = false;  // skip the fault-free runs
+  int64_t rounds = 0;        // 0 = kQuickRounds with --quick, else kFullRounds
 };
 
 // 4 workers x 64 = a global batch of 256: 234 steps make one epoch of
@@ -62,6 +66,11 @@ struct ElasticArgs {
 // load its data and join before the end.
 constexpr int64_t kQuickSteps = 480;
 constexpr int64_t kFullSteps = 1170;  // 5 epochs
+// Rounds of the four runs: the full benchmark takes medians over three (run
+// to run speed on a shared 2-core machine drifts by up to 25%, as much as
+// tenax loses); --quick fits one in its 4 minutes.
+constexpr int64_t kFullRounds = 3;
+constexpr int64_t kQuickRounds = 1;
 constexpr int kKilledWorker = 1;
 constexpr int kTorchrunMaxRestarts = 3;
 constexpr double kLostRatioTarget = 0.25;
@@ -351,29 +360,90 @@ std::string Cell(std::optional<double> v, const char* format) {
   return fmt::format(fmt::runtime(format), *v);
 }
 
+// The runs of one implementation: round r has a fault-free run free[r] and
+// a run with the fault faulty[r].
+struct Rounds {
+  std::vector<Measured> free, faulty;
+};
+
+// The values of `key` over `runs`; nullopt when any run lacks it (a failed
+// run makes the statistic unknown, not better).
+std::optional<std::vector<double>> AllOf(const std::vector<Measured>& runs, const char* key) {
+  std::vector<double> v;
+  for (const Measured& m : runs) {
+    const auto x = Num(m, key);
+    if (!x) return std::nullopt;
+    v.push_back(*x);
+  }
+  if (v.empty()) return std::nullopt;
+  return v;
+}
+
+std::optional<double> MedianOf(const std::optional<std::vector<double>>& v) {
+  return v ? std::optional<double>(Median(*v)) : std::nullopt;
+}
+
 // {impl, wall_seconds, fault_free_wall_seconds, lost_seconds,
-// final_test_accuracy, fault_free_final_test_accuracy} (+ the faulty run's
-// own fields); null where a run failed.
-nlohmann::json ImplResult(const std::string& impl, const Measured& fault_free, const Measured& faulty) {
-  const auto wall = Num(faulty, "wall_seconds"), free_wall = Num(fault_free, "wall_seconds");
-  nlohmann::json r = {{"impl", impl},
-                      {"wall_seconds", OrNull(wall)},
-                      {"fault_free_wall_seconds", OrNull(free_wall)},
-                      {"lost_seconds", wall && free_wall ? nlohmann::json(*wall - *free_wall) : nlohmann::json()},
-                      {"final_test_accuracy", OrNull(Num(faulty, "final_test_accuracy"))},
-                      {"fault_free_final_test_accuracy", OrNull(Num(fault_free, "final_test_accuracy"))}};
-  if (faulty.result) {
-    for (const auto& [key, value] : faulty.result->items()) {
+// final_test_accuracy, fault_free_final_test_accuracy, rounds} over all
+// rounds: walls and accuracies are medians; lost_seconds is the median of
+// the rounds' own differences (each round's two runs ran close together);
+// accuracy_gap is the largest round's |faulty - fault-free|; for tenax,
+// detect_ms and join_transfer_ms are medians and reform_ms the largest
+// (the target is a bound). The last faulty run's other fields (generations,
+// killed_at_step...) are copied as they are. Null where a run failed.
+nlohmann::json ImplResult(const std::string& impl, const Rounds& runs) {
+  const bool tenax = impl == "tenax";
+  nlohmann::json rounds = nlohmann::json::array();
+  std::vector<double> lost, gaps;
+  bool complete = !runs.faulty.empty() && runs.free.size() == runs.faulty.size();
+  for (size_t i = 0; i < runs.faulty.size(); ++i) {
+    const Measured* free = i < runs.free.size() ? &runs.free[i] : nullptr;
+    const auto wall = Num(runs.faulty[i], "wall_seconds");
+    const auto free_wall = free ? Num(*free, "wall_seconds") : std::nullopt;
+    const auto acc = Num(runs.faulty[i], "final_test_accuracy");
+    const auto free_acc = free ? Num(*free, "final_test_accuracy") : std::nullopt;
+    nlohmann::json r = {{"wall_seconds", OrNull(wall)},
+                        {"fault_free_wall_seconds", OrNull(free_wall)},
+                        {"lost_seconds", wall && free_wall ? nlohmann::json(*wall - *free_wall) : nlohmann::json()},
+                        {"final_test_accuracy", OrNull(acc)},
+                        {"fault_free_final_test_accuracy", OrNull(free_acc)}};
+    if (tenax) {
+      for (const char* key : {"detect_ms", "reform_ms", "join_transfer_ms"}) r[key] = OrNull(Num(runs.faulty[i], key));
+    }
+    if (wall && free_wall) lost.push_back(*wall - *free_wall);
+    else complete = false;
+    if (acc && free_acc) gaps.push_back(std::fabs(*acc - *free_acc));
+    rounds.push_back(r);
+  }
+  nlohmann::json r = {
+      {"impl", impl},
+      {"wall_seconds", OrNull(MedianOf(AllOf(runs.faulty, "wall_seconds")))},
+      {"fault_free_wall_seconds", OrNull(MedianOf(AllOf(runs.free, "wall_seconds")))},
+      {"lost_seconds", complete ? nlohmann::json(Median(lost)) : nlohmann::json()},
+      {"final_test_accuracy", OrNull(MedianOf(AllOf(runs.faulty, "final_test_accuracy")))},
+      {"fault_free_final_test_accuracy", OrNull(MedianOf(AllOf(runs.free, "final_test_accuracy")))},
+      {"accuracy_gap", complete && gaps.size() == rounds.size()
+                           ? nlohmann::json(*std::max_element(gaps.begin(), gaps.end()))
+                           : nlohmann::json()},
+      {"rounds", rounds}};
+  if (tenax) {
+    r["detect_ms"] = OrNull(MedianOf(AllOf(runs.faulty, "detect_ms")));
+    const auto reforms = AllOf(runs.faulty, "reform_ms");
+    r["reform_ms"] = reforms ? nlohmann::json(*std::max_element(reforms->begin(), reforms->end())) : nlohmann::json();
+    r["join_transfer_ms"] = OrNull(MedianOf(AllOf(runs.faulty, "join_transfer_ms")));
+  }
+  if (!runs.faulty.empty() && runs.faulty.back().result) {
+    for (const auto& [key, value] : runs.faulty.back().result->items()) {
       if (!r.contains(key)) r[key] = value;
     }
   }
-  if (impl == "tenax") {
-    for (const char* key : {"detect_ms", "reform_ms", "join_transfer_ms"}) {
-      if (!r.contains(key)) r[key] = nullptr;
+  std::vector<std::string> errors;
+  for (const auto* set : {&runs.free, &runs.faulty}) {
+    for (const Measured& m : *set) {
+      if (!m.error.empty()) errors.push_back(m.error);
     }
   }
-  if (!fault_free.error.empty()) r["fault_free_error"] = fault_free.error;
-  if (!faulty.error.empty()) r["error"] = faulty.error;
+  if (!errors.empty()) r["errors"] = errors;
   return r;
 }
 
@@ -408,7 +478,7 @@ std::vector<Target> CheckTargets(const nlohmann::json& tenax, const nlohmann::js
              .value = reform,
              .limit = kReformMsTarget,
              .met = reform && *reform <= kReformMsTarget};
-    t.text = reform ? fmt::format("tenax reform_ms <= {:.0f} after detection: {:.0f} ms", kReformMsTarget, *reform)
+    t.text = reform ? fmt::format("tenax reform_ms <= {:.0f} after detection (slowest round): {:.0f} ms", kReformMsTarget, *reform)
                     : fmt::format(
                           "tenax reform_ms <= {:.0f} after detection: not measured (no reform_ms for the "
                           "loss generation in summary.json)",
@@ -416,15 +486,15 @@ std::vector<Target> CheckTargets(const nlohmann::json& tenax, const nlohmann::js
     out.push_back(t);
   }
   {
-    const auto acc = Num(tenax, "final_test_accuracy"), free_acc = Num(tenax, "fault_free_final_test_accuracy");
-    Target t{.name = "accuracy_gap", .text = {}, .value = std::nullopt, .limit = kAccuracyGapTarget, .met = false};
-    if (acc && free_acc) {
-      t.value = std::fabs(*acc - *free_acc);
-      t.met = *t.value <= kAccuracyGapTarget;
+    const auto gap = Num(tenax, "accuracy_gap");
+    Target t{.name = "accuracy_gap", .text = {}, .value = gap, .limit = kAccuracyGapTarget, .met = false};
+    if (gap) {
+      t.met = *gap <= kAccuracyGapTarget;
       t.text = fmt::format(
-          "tenax final accuracy with faults within {:.1f} point of fault-free: {:.4f} vs {:.4f} "
-          "(gap {:.2f} points)",
-          kAccuracyGapTarget * 100, *acc, *free_acc, *t.value * 100);
+          "tenax final accuracy with faults within {:.1f} point of fault-free (worst round): median {:.4f} vs "
+          "{:.4f}, largest gap {:.2f} points",
+          kAccuracyGapTarget * 100, Num(tenax, "final_test_accuracy").value_or(0),
+          Num(tenax, "fault_free_final_test_accuracy").value_or(0), *gap * 100);
     } else {
       t.text = fmt::format("tenax final accuracy with faults within {:.1f} point of fault-free: not measured",
                            kAccuracyGapTarget * 100);
@@ -467,16 +537,23 @@ Status RunElastic(ElasticArgs a) {
       static_cast<long long>(a.batch_size * a.workers), a.lr, kKilledWorker, static_cast<long long>(KillStep(steps)),
       static_cast<long long>(RestartStep(steps)), kTorchrunMaxRestarts, static_cast<long long>(every));
   const char* size = a.steps > 0 ? "--steps" : a.quick ? "quick" : "full";
-  std::printf("%s: %d runs (%s, per implementation)\n", size, (a.torchrun_only ? 1 : 2) * (a.faults_only ? 1 : 2),
+  const int rounds = static_cast<int>(a.rounds > 0 ? a.rounds : a.quick ? kQuickRounds : kFullRounds);
+  std::printf("%s: %d round(s) of %d run(s) (%s, per implementation)\n", size, rounds,
+              (a.torchrun_only ? 1 : 2) * (a.faults_only ? 1 : 2),
               a.faults_only ? "with faults only" : "fault-free and with faults");
   std::fflush(stdout);
 
-  // Interleaved, so drift on a noisy machine hits both implementations.
-  Measured tenax_free, tenax_faulty, torch_free, torch_faulty;
+  // Interleaved, so that drift on a noisy machine hits both implementations,
+  // and in ABBA order over rounds (even rounds fault-free first, odd rounds
+  // with the fault first), so that a steady drift does not count as lost
+  // time.
+  Rounds tenax_runs, torch_runs;
   std::vector<std::string> failures;
   const auto bench_start = std::chrono::steady_clock::now();
-  auto measure = [&](Measured& m, const std::string& label, const std::function<Result<nlohmann::json>()>& run) {
+  auto measure = [&](std::vector<Measured>& into, const std::string& label,
+                     const std::function<Result<nlohmann::json>()>& run) {
     if (StopRequested()) return Cancelled("benchmark stopped");
+    Measured& m = into.emplace_back();
     spdlog::info("{} ...", label);
     const auto t0 = std::chrono::steady_clock::now();
     auto r = run();
@@ -493,25 +570,37 @@ Status RunElastic(ElasticArgs a) {
     spdlog::error("{}", failures.back());
     return Status::Ok();
   };
-  if (!a.faults_only) {
-    TENAX_RETURN_IF_ERROR(
-        measure(torch_free, "torchrun, fault-free", [&] { return RunTorchrun(a, work.path(), steps, false); }));
-  }
-  if (!a.torchrun_only && !a.faults_only) {
-    TENAX_RETURN_IF_ERROR(
-        measure(tenax_free, "tenax, fault-free", [&] { return RunTenax(a, tenax_bin, work.path(), steps, false); }));
-  }
-  TENAX_RETURN_IF_ERROR(
-      measure(torch_faulty, "torchrun, rank 1 killed", [&] { return RunTorchrun(a, work.path(), steps, true); }));
-  if (!a.torchrun_only) {
-    TENAX_RETURN_IF_ERROR(measure(tenax_faulty, "tenax, worker 1 killed and a new worker started",
-                                  [&] { return RunTenax(a, tenax_bin, work.path(), steps, true); }));
+  for (int round = 0; round < rounds; ++round) {
+    const std::string dir = work.path() + "/round-" + std::to_string(round + 1);
+    const std::string tag = rounds > 1 ? fmt::format(" (round {}/{})", round + 1, rounds) : "";
+    auto fault_free = [&]() -> Status {
+      if (a.faults_only) return Status::Ok();
+      TENAX_RETURN_IF_ERROR(measure(torch_runs.free, "torchrun, fault-free" + tag,
+                                    [&] { return RunTorchrun(a, dir, steps, false); }));
+      if (a.torchrun_only) return Status::Ok();
+      return measure(tenax_runs.free, "tenax, fault-free" + tag,
+                     [&] { return RunTenax(a, tenax_bin, dir, steps, false); });
+    };
+    auto faulty = [&]() -> Status {
+      TENAX_RETURN_IF_ERROR(measure(torch_runs.faulty, "torchrun, rank 1 killed" + tag,
+                                    [&] { return RunTorchrun(a, dir, steps, true); }));
+      if (a.torchrun_only) return Status::Ok();
+      return measure(tenax_runs.faulty, "tenax, worker 1 killed and a new worker started" + tag,
+                     [&] { return RunTenax(a, tenax_bin, dir, steps, true); });
+    };
+    if (round % 2 == 0) {
+      TENAX_RETURN_IF_ERROR(fault_free());
+      TENAX_RETURN_IF_ERROR(faulty());
+    } else {
+      TENAX_RETURN_IF_ERROR(faulty());
+      TENAX_RETURN_IF_ERROR(fault_free());
+    }
   }
   const double bench_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - bench_start).count();
 
   nlohmann::json results = nlohmann::json::array();
-  if (!a.torchrun_only) results.push_back(ImplResult("tenax", tenax_free, tenax_faulty));
-  results.push_back(ImplResult("torchrun", torch_free, torch_faulty));
+  if (!a.torchrun_only) results.push_back(ImplResult("tenax", tenax_runs));
+  results.push_back(ImplResult("torchrun", torch_runs));
 
   std::printf("\n%-10s %9s %12s %8s %9s %11s %9s %9s %9s\n", "impl", "wall s", "fault-free s", "lost s", "accuracy",
               "fault-free", "detect ms", "reform ms", "join ms");
@@ -525,19 +614,28 @@ Status RunElastic(ElasticArgs a) {
         tx ? Cell(Num(r, "detect_ms"), "{:.0f}").c_str() : "", tx ? Cell(Num(r, "reform_ms"), "{:.0f}").c_str() : "",
         tx ? Cell(Num(r, "join_transfer_ms"), "{:.0f}").c_str() : "");
   }
-  if (tenax_faulty.result) {
-    const nlohmann::json& r = *tenax_faulty.result;
-    auto first_step = [](const nlohmann::json& g) {
-      return g.is_object() && g.contains("first_step") ? g["first_step"].dump() : std::string("-");
-    };
-    std::printf("tenax: worker %d lost -> generation from step %s; new worker joined -> generation from step %s\n",
-                kKilledWorker, first_step(r["loss_generation"]).c_str(), first_step(r["join_generation"]).c_str());
+  // Per round: the lost seconds each round measured, so a reader sees the spread.
+  for (const auto& r : results) {
+    std::string line;
+    for (const auto& round : r["rounds"]) line += " " + Cell(Num(round, "lost_seconds"), "{:.1f}");
+    if (r["rounds"].size() > 1) std::printf("%s lost seconds by round:%s\n", r["impl"].get<std::string>().c_str(), line.c_str());
   }
-  if (torch_faulty.result) {
-    std::printf("torchrun: rank 1 killed after step %s, %s restart(s), resumed from step %s\n",
-                (*torch_faulty.result)["killed_at_step"].dump().c_str(),
-                (*torch_faulty.result)["restarts"].dump().c_str(),
-                (*torch_faulty.result)["resumed_from_step"].dump().c_str());
+  for (const auto& runs : {&tenax_runs.faulty, &torch_runs.faulty}) {
+    for (const Measured& m : *runs) {
+      if (!m.result) continue;
+      const nlohmann::json& r = *m.result;
+      auto first_step = [](const nlohmann::json& g) {
+        return g.is_object() && g.contains("first_step") ? g["first_step"].dump() : std::string("-");
+      };
+      if (runs == &tenax_runs.faulty) {
+        std::printf("tenax: worker %d lost -> generation from step %s; new worker joined -> generation from step %s\n",
+                    kKilledWorker, first_step(r["loss_generation"]).c_str(), first_step(r["join_generation"]).c_str());
+      } else {
+        std::printf("torchrun: rank 1 killed after step %s, %s restart(s), resumed from step %s\n",
+                    r["killed_at_step"].dump().c_str(), r["restarts"].dump().c_str(),
+                    r["resumed_from_step"].dump().c_str());
+      }
+    }
   }
   nlohmann::json targets = nlohmann::json::array();
   if (!a.torchrun_only) {
@@ -565,6 +663,7 @@ Status RunElastic(ElasticArgs a) {
                                  {"restart_at_step", RestartStep(steps)},
                                  {"torchrun_checkpoint_every", every},
                                  {"torchrun_max_restarts", kTorchrunMaxRestarts},
+                                 {"rounds", rounds},
                                  {"results", results},
                                  {"targets", targets},
                                  {"wall_seconds", bench_wall},
@@ -591,6 +690,10 @@ void AddElasticBenchmark(CLI::App& bench, int& exit_code) {
   cmd->add_option("--steps", a->steps,
                   fmt::format("Optimizer steps per run (default {} quick, {} full)", kQuickSteps, kFullSteps))
       ->check(CLI::Range(int64_t{3}, int64_t{1} << 30));
+  cmd->add_option("--rounds", a->rounds,
+                  fmt::format("Rounds of the four runs, in ABBA order; medians over them (default {} quick, {} full)",
+                              kQuickRounds, kFullRounds))
+      ->check(CLI::Range(int64_t{1}, int64_t{100}));
   cmd->add_option("--batch-size", a->batch_size, "Samples per step per worker")
       ->check(CLI::Range(int64_t{1}, int64_t{15000}))
       ->capture_default_str();

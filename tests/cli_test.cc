@@ -288,7 +288,7 @@ TEST(CliTest, BenchElasticTorchrunPeerResumesAfterAKill) {
   ScratchDir dir;
   const int steps = 18;
   auto r = RunProcess({TenaxBinary(), "bench", "elastic", "--torchrun-only", "--faults-only", "--workers", "2",
-                       "--steps", std::to_string(steps), "--json", dir / "bench.json"},
+                       "--steps", std::to_string(steps), "--rounds", "1", "--json", dir / "bench.json"},
                       std::chrono::seconds(120));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(testing::ReadText(dir / "bench.json"));
@@ -309,6 +309,8 @@ TEST(CliTest, BenchElasticTorchrunPeerResumesAfterAKill) {
   EXPECT_LE(line["resumed_from_step"].get<int>(), t["killed_at_step"].get<int>()) << t.dump();
   EXPECT_GT(t["wall_seconds"].get<double>(), 0);
   EXPECT_TRUE(t["fault_free_wall_seconds"].is_null()) << t.dump();
+  ASSERT_EQ(t["rounds"].size(), 1u) << t.dump();
+  EXPECT_DOUBLE_EQ(t["rounds"][0]["wall_seconds"].get<double>(), t["wall_seconds"].get<double>());
 }
 
 }  // namespace

@@ -372,5 +372,31 @@ TEST_F(ElasticClusterTest, TenaxRunExecutesAFaultPlanAndTheJobSurvivesTheKillAnd
   EXPECT_EQ(3, generations);
 }
 
+// A replacement started as the job ends finds no job to join (it may still
+// be loading its data, or knocking at a coordinator that has exited). The
+// launcher stops it after a short grace and the job ends well: exit 0, the
+// trained steps, and the joiner's log saying it stopped on the signal
+// rather than dying at its join deadline.
+TEST_F(ElasticClusterTest, AReplacementStartedAsTheJobEndsIsStoppedAndTheJobEndsWell) {
+  ScratchDir dir;
+  const std::string job = WriteElasticJob(dir, "late", 3, 2, 3, 300);
+  {
+    std::ofstream out(job, std::ios::app);
+    out << "[[faults]]\naction = \"kill\"\nworker = 1\nat_step = 50\n"
+        << "[[faults]]\naction = \"restart\"\nat_step = 299\n";
+  }
+  auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "run"});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("fault: started joiner 1")) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("stopping workers that had not joined it")) << r.err;
+  auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"));
+  EXPECT_EQ(300, summary.value("steps", 0));
+  EXPECT_EQ(2, summary.value("workers", 0));
+  const std::string joiner = ReadText(dir / "run/logs/joiner-1.log");
+  // It heeded the launcher's SIGTERM (before, it kept knocking until SIGKILL).
+  EXPECT_NE(std::string::npos, joiner.find("stopped by signal 15")) << joiner;
+  EXPECT_EQ(std::string::npos, joiner.find("join deadline")) << joiner;
+}
+
 }  // namespace
 }  // namespace tenax::testing

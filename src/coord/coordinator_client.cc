@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "tenax/core/signals.h"
 #include "tenax/coord/coord_codec.h"
 
 namespace tenax::coord {
@@ -45,6 +46,12 @@ Result<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Join(net::Node& no
     if (deadline.Expired()) {
       return DeadlineExceeded("coordinator " + host + ":" + std::to_string(port) +
                               " did not answer before the join deadline (" + last.message() + ")");
+    }
+    // A worker knocking at a coordinator that is gone (a replacement started
+    // as the job ended) must still heed SIGTERM at once.
+    if (StopRequested()) {
+      return Cancelled("stopped by signal " + std::to_string(StopSignal()) + " while joining coordinator " + host +
+                       ":" + std::to_string(port) + " (" + last.message() + ")");
     }
     std::this_thread::sleep_for(100ms);  // retry pacing, not synchronisation
   }

@@ -47,7 +47,7 @@ class ElasticExchange final : public AllreduceExchange {
     joined_late_ = ms[static_cast<size_t>(rank())].joining &&
                    std::any_of(ms.begin(), ms.end(), [](const comm::GroupMember& m) { return !m.joining; });
     has_state_ = !joined_late_;
-    last_ok_ = SteadyClock::now();
+    last_ok_ = boundary_start_ = SteadyClock::now();
   }
   ~ElasticExchange() override { AllreduceExchange::Detach(); }
 
@@ -171,6 +171,7 @@ class ElasticExchange final : public AllreduceExchange {
       }
       applied = *synced;
       sync_needed_ = false;
+      if (why.empty()) why = "joined as rank " + std::to_string(rank());
     }
     nlohmann::json timing;
     const auto now = SteadyClock::now();
@@ -232,7 +233,10 @@ class ElasticExchange final : public AllreduceExchange {
   // summed speed slots: the shares of the next step agree everywhere.
   void UpdateShares(double compute_seconds) {
     const int64_t mine = SliceOf(global_batch_).count;
-    if (mine > 0 && compute_seconds > 0) {
+    // A fresh process's first steps run on cold caches and allocators: they
+    // would put a joiner far below its real speed (and its share with it)
+    // for the many steps the smoothing takes to forget them.
+    if (mine > 0 && compute_seconds > 0 && ++measured_steps_ > kColdSteps) {
       const double measured = compute_seconds / static_cast<double>(mine);
       seconds_per_sample_ =
           seconds_per_sample_ > 0 ? (1 - kSpeedSmoothing) * seconds_per_sample_ + kSpeedSmoothing * measured
@@ -452,6 +456,8 @@ class ElasticExchange final : public AllreduceExchange {
   // This member's seconds per sample (forward and backward), smoothed over
   // steps; 0 until the first step is measured.
   static constexpr double kSpeedSmoothing = 0.05;
+  static constexpr int kColdSteps = 5;  // not measured: a process's first steps
+  int measured_steps_ = 0;
   double seconds_per_sample_ = 0;
   bool balanced_logged_ = false;
   SteadyClock::time_point step_begin_;

@@ -216,7 +216,9 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   // Every child ends on its own once the job is done, except those the
   // fault plan stopped: Finish SIGKILLs them.
   faults.Finish(max_step);
-  Status waited = children.WaitAll(Deadline::After(k.elastic ? 10s : 30s), StopStatus);
+  // Elastic: every member reported done before JobDone, so members exit at
+  // once; whoever still runs after a short grace was never needed.
+  Status waited = children.WaitAll(Deadline::After(k.elastic ? 3s : 30s), StopStatus);
   if (!waited.ok() && k.elastic && waited.code() == StatusCode::kDeadlineExceeded) {
     // A joiner started near the end may still be loading its data or
     // knocking at a coordinator that is gone: the job no longer needs it.

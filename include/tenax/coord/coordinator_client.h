@@ -27,7 +27,8 @@ class CoordinatorClient {
   // Connects (retrying until `deadline` while nothing answers, as the
   // coordinator may start after the workers under mpirun) and joins.
   // Refused with the coordinator's reason (wrong job, rank taken...);
-  // DeadlineExceeded naming the address when nothing answered.
+  // DeadlineExceeded naming the address when nothing answered; Cancelled
+  // when a stop signal (core/signals.h) arrives while it retries.
   static Result<std::unique_ptr<CoordinatorClient>> Join(net::Node& node, const std::string& host, uint16_t port,
                                                          wire::JoinRequest request, Deadline deadline);
 
