@@ -43,6 +43,20 @@ std::string WriteElasticJob(const ScratchDir& dir, const std::string& name, int 
   return path;
 }
 
+// `tenax run` of a 3-worker elastic job (`name`, `steps`) whose fault plan
+// SIGKILLs worker 1 at `kill_step` and starts a replacement at
+// `restart_step`; outputs in dir/run.
+ProcessResult RunKillAndRestartPlan(const ScratchDir& dir, const std::string& name, int64_t steps, int64_t kill_step,
+                                    int64_t restart_step) {
+  const std::string job = WriteElasticJob(dir, name, 3, 2, 3, steps);
+  {
+    std::ofstream out(job, std::ios::app);
+    out << "[[faults]]\naction = \"kill\"\nworker = 1\nat_step = " << kill_step << "\n"
+        << "[[faults]]\naction = \"restart\"\nat_step = " << restart_step << "\n";
+  }
+  return RunProcess({TenaxBinary(), "run", job, "--out", dir / "run"});
+}
+
 // The last "final model and momentum state fnv1a H" a worker logged.
 std::string StateHash(const std::string& log) {
   static const std::regex re("state fnv1a ([0-9a-f]{16})");
@@ -337,13 +351,7 @@ TEST_F(ElasticClusterTest, AJoinerOfAnotherModelIsRefusedAndTheJobGoesOn) {
 
 TEST_F(ElasticClusterTest, TenaxRunExecutesAFaultPlanAndTheJobSurvivesTheKillAndAdmitsTheReplacement) {
   ScratchDir dir;
-  const std::string job = WriteElasticJob(dir, "plan", 3, 2, 3, 2500);
-  {
-    std::ofstream out(job, std::ios::app);
-    out << "[[faults]]\naction = \"kill\"\nworker = 1\nat_step = 100\n"
-        << "[[faults]]\naction = \"restart\"\nat_step = 300\n";
-  }
-  auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "run"});
+  auto r = RunKillAndRestartPlan(dir, "plan", 2500, 100, 300);
   ASSERT_EQ(0, r.exit_code) << r.err;
   EXPECT_NE(std::string::npos, r.err.find("fault: SIGKILL worker 1")) << r.err;
   EXPECT_NE(std::string::npos, r.err.find("generation 2: 2 workers (ranks 0, 2)")) << r.err;
@@ -379,13 +387,7 @@ TEST_F(ElasticClusterTest, TenaxRunExecutesAFaultPlanAndTheJobSurvivesTheKillAnd
 // rather than dying at its join deadline.
 TEST_F(ElasticClusterTest, AReplacementStartedAsTheJobEndsIsStoppedAndTheJobEndsWell) {
   ScratchDir dir;
-  const std::string job = WriteElasticJob(dir, "late", 3, 2, 3, 300);
-  {
-    std::ofstream out(job, std::ios::app);
-    out << "[[faults]]\naction = \"kill\"\nworker = 1\nat_step = 50\n"
-        << "[[faults]]\naction = \"restart\"\nat_step = 299\n";
-  }
-  auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "run"});
+  auto r = RunKillAndRestartPlan(dir, "late", 300, 50, 299);
   ASSERT_EQ(0, r.exit_code) << r.err;
   EXPECT_NE(std::string::npos, r.err.find("fault: started joiner 1")) << r.err;
   EXPECT_NE(std::string::npos, r.err.find("stopping workers that had not joined it")) << r.err;
