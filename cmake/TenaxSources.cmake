@@ -25,7 +25,8 @@ add_library(tenax_train_input STATIC
   src/train/fashion_mnist.cc
   src/train/train_config.cc
   src/train/fault_plan.cc
-  src/train/batch_shares.cc)
+  src/train/batch_shares.cc
+  src/train/price_table.cc)
 target_link_libraries(tenax_train_input
   PUBLIC tenax_core_base tenax_net_address ZLIB::ZLIB
   PRIVATE tenax_warnings)
@@ -48,3 +49,14 @@ target_link_libraries(tenax_comm_wire PUBLIC tenax_net_wire)
 protobuf_generate_cpp(TENAX_COORD_PROTO_SRCS TENAX_COORD_PROTO_HDRS ${CMAKE_SOURCE_DIR}/proto/coord_wire.proto)
 add_library(tenax_coord_wire STATIC ${TENAX_COORD_PROTO_SRCS} src/coord/coord_codec.cc)
 target_link_libraries(tenax_coord_wire PUBLIC tenax_net_wire PRIVATE tenax_warnings)
+
+# ps: the parameter server's messages, merge rules, validator and
+# checkpoints. Free of UCX and libtorch, so the checkpoint and message
+# decoders can be fuzzed.
+protobuf_generate_cpp(TENAX_PS_PROTO_SRCS TENAX_PS_PROTO_HDRS ${CMAKE_SOURCE_DIR}/proto/ps_wire.proto)
+add_library(tenax_ps_input STATIC ${TENAX_PS_PROTO_SRCS}
+  src/ps/ps_codec.cc
+  src/ps/merge_rule.cc
+  src/ps/result_validator.cc
+  src/ps/shard_checkpoint.cc)
+target_link_libraries(tenax_ps_input PUBLIC tenax_net_wire ZLIB::ZLIB PRIVATE tenax_warnings)

@@ -32,7 +32,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                              tenax::coord::DecodeDone(text, "fuzz-peer").status(),
                              tenax::coord::DecodeFailure(text, "fuzz-peer").status(),
                              tenax::coord::DecodeLeave(text, "fuzz-peer").status(),
-                             tenax::coord::DecodeWatch(text, "fuzz-peer").status()}) {
+                             tenax::coord::DecodeWatch(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeUnitRequest(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeUnitGrant(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeUnitRelease(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeShardHello(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeShardWelcome(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeShardCheck(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeShardVerdict(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeShardMerged(text, "fuzz-peer").status()}) {
     if (!status.ok() && status.code() != tenax::StatusCode::kProtocolError) std::abort();
   }
   auto dyn = tenax::comm::DecodeDynamicTensor(text, "fuzz-peer");
@@ -45,6 +53,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       seen[m.rank()] = true;
     }
   }
+  auto grant = tenax::coord::DecodeUnitGrant(text, "fuzz-peer");
+  if (grant.ok() && grant->state() == "unit" && (grant->steps() < 1 || grant->shards_size() < 1)) std::abort();
   auto hello = tenax::comm::DecodeMeshHello(text, "fuzz-peer");
   if (hello.ok() && hello->rank() >= hello->world()) std::abort();
   return 0;

@@ -24,5 +24,6 @@ int ExecBench(int argc, char** argv);
 void AddRunCommand(CLI::App& root, int& exit_code);
 void AddCoordinatorCommand(CLI::App& root, int& exit_code);
 void AddWorkerCommand(CLI::App& root, int& exit_code);
+void AddServerCommand(CLI::App& root, int& exit_code);
 
 }  // namespace tenax::cli

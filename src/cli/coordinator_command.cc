@@ -42,6 +42,21 @@ int RunCoordinatorCommand(const CoordinatorArgs& a) {
   o.elastic = k.elastic;
   o.min_workers = static_cast<int>(k.min_workers);
   o.max_workers = static_cast<int>(k.max_workers);
+  if (job->config.mode == "async") {
+    auto total = AsyncTotalSteps(job->config);
+    if (!total.ok()) return ReportError("coordinator", total.status());
+    const AsyncConfig& x = job->config.async;
+    o.async = true;
+    // Workers come and go: the job runs from its first joiner on (world 1)
+    // and admits up to cluster.workers at a time (more wait as spares).
+    o.world = 1;
+    o.max_workers = static_cast<int>(k.workers);
+    o.total_steps = *total;
+    o.unit_steps = x.unit_steps;
+    o.shards = static_cast<int>(x.servers);
+    o.lease = std::chrono::milliseconds(static_cast<int64_t>(x.lease_seconds * 1000));
+    o.max_attempts = static_cast<int>(x.max_attempts);
+  }
   Status st = coord::RunCoordinator(o);
   return st.ok() ? 0 : ReportError("coordinator", st);
 }
@@ -52,7 +67,7 @@ void AddCoordinatorCommand(CLI::App& root, int& exit_code) {
   auto a = std::make_shared<CoordinatorArgs>();
   CLI::App* cmd =
       root.add_subcommand("coordinator", "Serve one job's membership, ranks and rendezvous (state in SQLite)");
-  cmd->add_option("--job", a->job_path, "Job file (TOML, mode = \"sync\")")->required()->type_name("FILE");
+  cmd->add_option("--job", a->job_path, "Job file (TOML, mode = \"sync\" or \"async\")")->required()->type_name("FILE");
   cmd->add_option("--state", a->state_path,
                   "SQLite state file; a restart with the same file resumes the job "
                   "(default: <job_id>.coordinator.db)")

@@ -103,4 +103,101 @@ Result<wire::Watch> DecodeWatch(std::string_view bytes, const std::string& peer)
   return m;
 }
 
+namespace {
+
+bool UnitAttemptOk(uint64_t unit, uint64_t attempt) { return unit < kMaxUnits && attempt >= 1 && attempt <= kMaxAttempts; }
+
+std::string UnitText(uint64_t unit, uint64_t attempt) {
+  return "unit " + std::to_string(unit) + " attempt " + std::to_string(attempt);
+}
+
+bool AddressOk(const std::string& host, uint32_t port) { return !host.empty() && ShortText(host) && port > 0 && port <= 65535; }
+
+}  // namespace
+
+Result<wire::UnitRequest> DecodeUnitRequest(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::UnitRequest>(bytes, peer, "unit request"));
+  if (!ShortText(m.worker())) return Bad(peer, "unit request with an overlong worker name");
+  return m;
+}
+
+Result<wire::UnitGrant> DecodeUnitGrant(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::UnitGrant>(bytes, peer, "unit grant"));
+  if (m.state() != "unit" && m.state() != "wait" && m.state() != "done") {
+    return Bad(peer, "unit grant in state \"" + m.state().substr(0, 32) + "\"");
+  }
+  if (m.shard_addresses_size() > static_cast<int>(kMaxShards)) return Bad(peer, "unit grant with too many shards");
+  std::set<uint32_t> seen;
+  for (const auto& a : m.shard_addresses()) {
+    if (a.shard() >= kMaxShards || !seen.insert(a.shard()).second || !AddressOk(a.host(), a.port())) {
+      return Bad(peer, "unit grant with a bad address for shard " + std::to_string(a.shard()));
+    }
+  }
+  if (m.total_steps() < 0) return Bad(peer, "unit grant with negative total steps");
+  if (m.state() != "unit") return m;
+  if (!UnitAttemptOk(m.unit(), m.attempt())) return Bad(peer, "unit grant for " + UnitText(m.unit(), m.attempt()));
+  if (m.start_step() < 0 || m.steps() < 1 || m.start_step() > m.total_steps() - m.steps() || m.lease_ms() < 0) {
+    return Bad(peer, "unit grant of steps [" + std::to_string(m.start_step()) + ", +" + std::to_string(m.steps()) +
+                         ") of " + std::to_string(m.total_steps()));
+  }
+  if (m.shards_size() < 1 || m.shards_size() > static_cast<int>(kMaxShards)) return Bad(peer, "unit grant without shards");
+  std::set<uint32_t> targets;
+  for (uint32_t s : m.shards()) {
+    if (!seen.count(s) || !targets.insert(s).second) {
+      return Bad(peer, "unit grant names shard " + std::to_string(s) + " twice or without its address");
+    }
+  }
+  return m;
+}
+
+Result<wire::UnitRelease> DecodeUnitRelease(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::UnitRelease>(bytes, peer, "unit release"));
+  if (!UnitAttemptOk(m.unit(), m.attempt()) || !ShortText(m.reason(), 4096)) {
+    return Bad(peer, "unit release for " + UnitText(m.unit(), m.attempt()));
+  }
+  return m;
+}
+
+Result<wire::ShardHello> DecodeShardHello(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::ShardHello>(bytes, peer, "shard hello"));
+  if (m.job_id().empty() || !ShortText(m.job_id(), 128)) return Bad(peer, "shard hello with a bad job id");
+  if (m.shards() < 1 || m.shards() > kMaxShards || m.shard() >= m.shards()) {
+    return Bad(peer, "shard hello from shard " + std::to_string(m.shard()) + " of " + std::to_string(m.shards()));
+  }
+  if (!AddressOk(m.host(), m.port())) return Bad(peer, "shard hello with a bad address");
+  return m;
+}
+
+Result<wire::ShardWelcome> DecodeShardWelcome(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::ShardWelcome>(bytes, peer, "shard welcome"));
+  if (!ShortText(m.error(), 4096)) return Bad(peer, "shard welcome with an overlong error");
+  return m;
+}
+
+Result<wire::ShardCheck> DecodeShardCheck(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::ShardCheck>(bytes, peer, "shard check"));
+  if (!UnitAttemptOk(m.unit(), m.attempt()) || m.shard() >= kMaxShards || m.steps_done() < 1 ||
+      !ShortText(m.reason(), 4096)) {
+    return Bad(peer, "shard check of " + UnitText(m.unit(), m.attempt()) + " is malformed");
+  }
+  return m;
+}
+
+Result<wire::ShardVerdict> DecodeShardVerdict(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::ShardVerdict>(bytes, peer, "shard verdict"));
+  static const std::set<std::string> kWords = {"merge", "rejected", "duplicate", "stale", "pending"};
+  if (!UnitAttemptOk(m.unit(), m.attempt()) || !kWords.count(m.verdict()) || !ShortText(m.reason(), 4096)) {
+    return Bad(peer, "shard verdict on " + UnitText(m.unit(), m.attempt()) + " is malformed");
+  }
+  return m;
+}
+
+Result<wire::ShardMerged> DecodeShardMerged(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::ShardMerged>(bytes, peer, "shard merged"));
+  if (!UnitAttemptOk(m.unit(), m.attempt()) || m.shard() >= kMaxShards || m.merge_seq() < 1) {
+    return Bad(peer, "shard merge report of " + UnitText(m.unit(), m.attempt()) + " is malformed");
+  }
+  return m;
+}
+
 }  // namespace tenax::coord

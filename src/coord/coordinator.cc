@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <variant>
 
+#include "async_units.h"
 #include "tenax/coord/coord_codec.h"
 #include "tenax/coord/job_state.h"
 #include "tenax/coord/job_store.h"
@@ -30,8 +31,8 @@ CoordTime Now() {
 // the JobStateMachine, and carries out the actions it answers with.
 class Coordinator {
  public:
-  Coordinator(net::Node& node, JobStore& store, JobStateMachine machine)
-      : node_(node), store_(store), machine_(std::move(machine)) {}
+  Coordinator(net::Node& node, JobStore& store, JobStateMachine machine, std::unique_ptr<AsyncUnits> async)
+      : node_(node), store_(store), machine_(std::move(machine)), async_(std::move(async)) {}
 
   Status Serve();
 
@@ -49,6 +50,8 @@ class Coordinator {
   net::Node& node_;
   JobStore& store_;
   JobStateMachine machine_;
+  std::unique_ptr<AsyncUnits> async_;  // async jobs only
+  SteadyClock::time_point next_unit_timer_{};
 };
 
 std::string Coordinator::Label(net::PeerId peer) const {
@@ -122,12 +125,14 @@ std::optional<Status> Coordinator::Apply(const Actions& actions, const net::Cont
       f.set_host(a.host);
       f.set_reason(a.reason);
       SendAll(a.to, kFailureKind, f.SerializeAsString());
+      if (async_) async_->TellShards(kFailureKind, f.SerializeAsString());
     } else if constexpr (std::is_same_v<T, action::RelayProgress>) {
       if (handled) SendAll(a.to, kProgressKind, handled->payload);
     } else if constexpr (std::is_same_v<T, action::AnnounceDone>) {
       wire::Done d;
       d.set_rank(static_cast<uint32_t>(machine_.job().world));  // rank = world: the whole job
       d.set_summary_json(a.summary_json);
+      if (async_) async_->TellShards(kDoneKind, d.SerializeAsString());
       SendAll(a.to, kDoneKind, d.SerializeAsString());
     } else if constexpr (std::is_same_v<T, action::Stop>) {
       return a.verdict;
@@ -151,6 +156,18 @@ Actions Coordinator::Handle(const net::ControlMessage& m) {
     Drop(m.from, st.message());
     return Actions{};
   };
+  if (async_ && async_->Handles(m.kind)) {
+    std::string who;
+    if (auto rank = machine_.RankOf(m.from)) {
+      const auto& members = machine_.members();
+      auto it = members.find(*rank);
+      who = "worker " + std::to_string(*rank) + (it != members.end() ? " (" + it->second.name + ")" : "");
+    }
+    Status st = async_->Handle(m, who);
+    if (st.code() == StatusCode::kProtocolError) return refuse(st);
+    if (!st.ok()) return machine_.OnJobFailure("the work queue failed: " + st.message());
+    return {};
+  }
   switch (m.kind) {
     case kJoinRequestKind: {
       auto j = DecodeJoinRequest(m.payload, label);
@@ -225,6 +242,20 @@ Status Coordinator::Serve() {
         if (auto end = Apply(machine_.OnConnectionLost(conn, st.message()))) return *end;
       }
     }
+    if (async_) {
+      for (net::PeerId conn : async_->ShardConnections()) {
+        if (Status st = node_.PeerStatus(conn); !st.ok()) async_->OnShardLost(conn, st.message());
+      }
+      if (SteadyClock::now() >= next_unit_timer_) {
+        next_unit_timer_ = SteadyClock::now() + 100ms;
+        auto failed = async_->OnTimer(Now().wall_ms);
+        if (!failed.ok()) {
+          if (auto end = Apply(machine_.OnJobFailure("the work queue failed: " + failed.status().message()))) return *end;
+        } else if (!failed->empty()) {
+          if (auto end = Apply(machine_.OnJobFailure(*failed))) return *end;
+        }
+      }
+    }
     if (auto end = Apply(machine_.OnTimer(Now()))) return *end;
   }
 }
@@ -255,9 +286,25 @@ Status RunCoordinator(const CoordinatorOptions& o) {
                o.listen_host, port, o.state_path);
   // Resume: members recorded before a restart get the join timeout to rejoin.
   TENAX_ASSIGN_OR_RETURN(auto members, store->Members());
-  JobStateOptions so{o.listen_host, o.join_timeout, o.peer_timeout, o.elastic, o.min_workers, o.max_workers};
+  // Async jobs: workers come and go as in an elastic job; no minimum.
+  JobStateOptions so{o.listen_host, o.join_timeout, o.peer_timeout, o.elastic || o.async,
+                     o.async ? 1 : o.min_workers, o.max_workers};
+  std::unique_ptr<AsyncUnits> async;
+  if (o.async) {
+    WorkQueueOptions wo;
+    wo.total_steps = o.total_steps;
+    wo.unit_steps = o.unit_steps;
+    wo.shards = o.shards;
+    wo.lease_ms = o.lease.count();
+    wo.max_attempts = o.max_attempts;
+    TENAX_ASSIGN_OR_RETURN(auto queue, WorkQueue::Open(o.state_path, wo));
+    TENAX_ASSIGN_OR_RETURN(WorkQueueCounts counts, queue->Counts());
+    spdlog::info("job {}: {} work units of up to {} steps ({} steps), {} shard(s); {} issued so far", job.job_id,
+                 counts.units, o.unit_steps, o.total_steps, o.shards, counts.units_issued);
+    async = std::make_unique<AsyncUnits>(*node, job.job_id, std::move(queue), o.shards, o.total_steps);
+  }
   JobStateMachine machine(so, std::move(job), std::move(members), Now());
-  Coordinator c(*node, *store, std::move(machine));
+  Coordinator c(*node, *store, std::move(machine), std::move(async));
   return c.Serve();
 }
 

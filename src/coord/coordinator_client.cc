@@ -129,6 +129,36 @@ void CoordinatorClient::Leave(const std::string& reason) {
   if (Usable()) (void)node_.SendControl(peer_, kLeaveKind, l.SerializeAsString(), Deadline::After(1s));
 }
 
+Result<wire::UnitGrant> CoordinatorClient::RequestUnit(const std::string& worker, Deadline deadline) {
+  wire::UnitRequest r;
+  r.set_worker(worker);
+  while (true) {
+    TENAX_RETURN_IF_ERROR(CheckFailure());
+    if (Usable() && node_.SendControl(peer_, kUnitRequestKind, r.SerializeAsString(), deadline).ok()) {
+      // The grant answers this request; a grant that was still queued from
+      // an earlier request (a timed-out wait) is just as current.
+      while (!deadline.Expired()) {
+        auto msg = node_.ReceiveControl(deadline.Earlier(Deadline::After(100ms)), peer_, kUnitGrantKind);
+        if (msg.ok()) return DecodeUnitGrant(msg->payload, "coordinator");
+        TENAX_RETURN_IF_ERROR(CheckFailure());
+        if (!node_.PeerStatus(peer_).ok()) break;  // lost: rejoin and ask again
+      }
+    }
+    if (deadline.Expired()) return DeadlineExceeded("the coordinator granted no work unit before the deadline");
+    if (StopRequested()) return Cancelled("stopped by signal " + std::to_string(StopSignal()) + " while asking for work");
+    node_.Progress();
+    std::this_thread::sleep_for(50ms);  // pacing reconnect attempts
+  }
+}
+
+void CoordinatorClient::ReleaseUnit(uint64_t unit, uint64_t attempt, const std::string& reason) {
+  wire::UnitRelease r;
+  r.set_unit(unit);
+  r.set_attempt(attempt);
+  r.set_reason(reason.substr(0, 4000));
+  if (Usable()) (void)node_.SendControl(peer_, kUnitReleaseKind, r.SerializeAsString(), Deadline::After(1s));
+}
+
 void CoordinatorClient::ReportSuspect(int member_id, const std::string& reason) {
   wire::Failure f;
   f.set_rank(static_cast<uint32_t>(member_id));

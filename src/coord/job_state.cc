@@ -322,17 +322,23 @@ Actions JobStateMachine::OnFailureReport(ConnId from, const std::string& reason,
   return {};
 }
 
+Actions JobStateMachine::OnJobFailure(const std::string& reason) {
+  Actions out;
+  Fail(-1, o_.listen_host, reason, out);
+  return out;
+}
+
 void JobStateMachine::Fail(int rank, const std::string& host, const std::string& reason, Actions& out) {
   if (Ended()) return;
   job_.phase = JobPhase::kFailed;
-  job_.failure = "rank " + std::to_string(rank) + " on " + host + " failed: " + reason;
+  job_.failure = rank < 0 ? reason : "rank " + std::to_string(rank) + " on " + host + " failed: " + reason;
   spdlog::error("job {}: {}", job_.job_id, job_.failure);
   out.push_back(action::SetJobState{JobPhase::kFailed, job_.failure, job_.generation});
   if (auto it = members_.find(rank); it != members_.end()) {
     it->second.state = MemberState::kFailed;
     out.push_back(action::PutMember{it->second});
   }
-  out.push_back(action::AnnounceFailure{Connections(), rank, host, reason});
+  out.push_back(action::AnnounceFailure{Connections(), std::max(rank, 0), host, reason});
 }
 
 void JobStateMachine::OnMemberLost(int rank, const std::string& why, Actions& out) {

@@ -73,6 +73,7 @@ struct ProcessSupervisor::Child {
   std::string partial;
   std::vector<std::string> lines;
   std::optional<int> exit;
+  SteadyClock::time_point started{}, ended{};  // ended: when the exit was observed
   uint64_t exit_order = 0;
   bool stopped = false;        // signalled by Stop while running
   bool exit_expected = false;  // signalled on purpose by the owner (ExpectExit)
@@ -126,6 +127,7 @@ Result<size_t> ProcessSupervisor::Add(const std::string& name, const std::vector
   if (!proc.ok()) return proc.status().WithContext(group_ + ": " + name);
   c->proc = std::move(*proc);
   c->pid = c->proc->pid();
+  c->started = SteadyClock::now();
   c->pidfd = OpenPidfd(c->pid);  // before any reaping, so it names this child
   children_.push_back(std::move(c));
   return children_.size() - 1;
@@ -177,6 +179,11 @@ Result<int> ProcessSupervisor::WaitForExit(size_t index, Deadline deadline) {
   }
 }
 
+double ProcessSupervisor::RunSeconds(size_t index) const {
+  const Child& c = *children_.at(index);
+  return std::chrono::duration<double>((c.exit ? c.ended : SteadyClock::now()) - c.started).count();
+}
+
 bool ProcessSupervisor::Poll() {
   bool all = true;
   for (auto& c : children_) {
@@ -187,6 +194,7 @@ bool ProcessSupervisor::Poll() {
       all = false;
       continue;
     }
+    c->ended = SteadyClock::now();
     c->exit_order = ++exits_observed_;
     if (c->pidfd >= 0) ::close(c->pidfd);
     c->pidfd = -1;
@@ -309,6 +317,7 @@ void ProcessSupervisor::Stop() {
       if (c->exit) continue;
       c->proc->Signal(SIGKILL);
       c->exit = c->proc->Wait();
+      c->ended = SteadyClock::now();
       c->exit_order = ++exits_observed_;
       if (c->pidfd >= 0) ::close(c->pidfd);
       c->pidfd = -1;

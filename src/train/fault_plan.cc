@@ -281,7 +281,7 @@ Result<FaultPlan> ParseFaultPlan(const ConfigDoc& doc, ConfigReader& reader, con
   const toml::node* faults = reader.Node("faults");
   if (!faults) return plan;
   MarkRead(reader, *faults, "faults");
-  if (!context.sync) return InvalidArgument(Where(doc, *faults) + ": faults: only apply to mode = \"sync\"");
+  if (!context.sync) return InvalidArgument(Where(doc, *faults) + ": faults: only apply to modes \"sync\" and \"async\"");
 
   // The random table: [faults.random] alone makes `faults` a table; after
   // [[faults]] entries TOML puts it inside the last entry.

@@ -11,12 +11,14 @@
 
 #include "fault_injector.h"
 #include "tenax/coord/job_watcher.h"
+#include "tenax/coord/work_queue.h"
 #include "tenax/core/files.h"
 #include "tenax/core/log.h"
 #include "tenax/core/process_supervisor.h"
 #include "tenax/core/signals.h"
 #include "tenax/net/auth.h"
 #include "tenax/net/host_port.h"
+#include "tenax/train/price_table.h"
 #include "tenax/train/sync_job.h"
 
 namespace tenax {
@@ -44,6 +46,13 @@ Status PrepareRunDirectory(const std::string& out_dir, const std::string& logs) 
     std::filesystem::remove(out_dir + "/" + name, ec);
   }
   for (const auto& entry : std::filesystem::directory_iterator(logs, ec)) std::filesystem::remove(entry.path(), ec);
+  // Parameter-server checkpoints belong to the run that wrote them (a
+  // server restarted within a run continues from them; a new run starts over).
+  for (const auto& entry : std::filesystem::directory_iterator(out_dir, ec)) {
+    if (entry.is_directory() && entry.path().filename().string().rfind("server-", 0) == 0) {
+      std::filesystem::remove_all(entry.path(), ec);
+    }
+  }
   return Status::Ok();
 }
 
@@ -96,6 +105,16 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   };
   TENAX_ASSIGN_OR_RETURN(SyncJob job, LoadSyncJob(options.job_path, options.overrides));
   const coord::ClusterConfig& k = job.config.cluster;
+  // Async jobs: workers come and go as in an elastic job.
+  const bool async = job.config.mode == "async";
+  const bool elastic = k.elastic || async;
+  std::optional<PriceTable> prices;
+  if (!job.config.cost.prices.empty()) {
+    TENAX_ASSIGN_OR_RETURN(PriceTable t, LoadPriceTable(job.config.cost.prices));
+    TENAX_RETURN_IF_ERROR(CheckPriceTableCovers(
+        t, async ? std::vector<std::string>{"coordinator", "server", "worker"} : std::vector<std::string>{"coordinator", "worker"}));
+    prices = std::move(t);
+  }
   InitLogging("run", job.config.log_level);
   InstallStopHandlers();
   TENAX_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(k.coordinator));
@@ -117,18 +136,32 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   const Deadline join_deadline = Deadline::After(k.join_timeout());
   TENAX_ASSIGN_OR_RETURN(uint16_t port, WaitForPortFile(out + "/coordinator.port", children, join_deadline));
   const std::string coordinator = hp.host + ":" + std::to_string(port);
+  // role of every child by supervisor index, for the cost
+  std::vector<std::string> roles = {"coordinator"};
+  std::vector<size_t> servers;
+  for (int64_t s = 0; async && s < job.config.async.servers; ++s) {
+    const std::string id = std::to_string(s);
+    std::vector<std::string> argv = {self,          "server",      "--job",         options.job_path, "--shard", id,
+                                     "--checkpoints", out + "/server-" + id, "--coordinator", coordinator};
+    argv.insert(argv.end(), sets.begin(), sets.end());
+    TENAX_ASSIGN_OR_RETURN(size_t index, children.StartLogged("server " + id, argv, logs + "/server-" + id + ".log"));
+    servers.push_back(index);
+    roles.push_back("server");
+  }
   std::vector<size_t> workers;
   for (int r = 0; r < k.workers; ++r) {
-    std::vector<std::string> argv = {self,        "worker", "--job",           options.job_path, "--coordinator",
-                                     coordinator, "--rank", std::to_string(r), "--out",          out};
+    std::vector<std::string> argv = {self, "worker", "--job", options.job_path, "--coordinator", coordinator, "--out", out};
+    // Async workers take whatever id the coordinator gives (they come and go).
+    if (!async) argv.insert(argv.end(), {"--rank", std::to_string(r)});
     argv.insert(argv.end(), sets.begin(), sets.end());
     const std::string name = "worker " + std::to_string(r);
     TENAX_ASSIGN_OR_RETURN(size_t index,
                            children.StartLogged(name, argv, logs + "/worker-" + std::to_string(r) + ".log"));
     // In an elastic job a worker that dies is the coordinator's to judge
     // (the others go on): its exit is not the launcher's failure.
-    if (k.elastic) children.ExpectExit(index);
+    if (elastic) children.ExpectExit(index);
     workers.push_back(index);
+    roles.push_back("worker");
   }
 
   // The fault plan's clock starts with the workers. A joiner has no rank:
@@ -136,7 +169,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   FaultInjectorOptions fo;
   fo.plan = job.config.faults;
   fo.workers = workers;
-  fo.expect_exits = k.elastic;
+  fo.expect_exits = elastic;
   fo.on_notice = notice;
   fo.start_joiner = [&](int64_t n) {
     std::vector<std::string> argv = {self,        "worker", "--job", options.job_path, "--coordinator",
@@ -144,7 +177,10 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     argv.insert(argv.end(), sets.begin(), sets.end());
     const std::string id = std::to_string(n);
     auto index = children.StartLogged("joiner " + id, argv, logs + "/joiner-" + id + ".log");
-    if (index.ok()) children.ExpectExit(*index);
+    if (index.ok()) {
+      children.ExpectExit(*index);
+      roles.push_back("worker");
+    }
     return index;
   };
   FaultInjector faults(children, std::move(fo));
@@ -218,8 +254,9 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   faults.Finish(max_step);
   // Elastic: every member reported done before JobDone, so members exit at
   // once; whoever still runs after a short grace was never needed.
-  Status waited = children.WaitAll(Deadline::After(k.elastic ? 3s : 30s), StopStatus);
-  if (!waited.ok() && k.elastic && waited.code() == StatusCode::kDeadlineExceeded) {
+  // Servers write a last checkpoint on the coordinator's Done: they get the long grace.
+  Status waited = children.WaitAll(Deadline::After(elastic && !async ? 3s : async ? 10s : 30s), StopStatus);
+  if (!waited.ok() && elastic && waited.code() == StatusCode::kDeadlineExceeded) {
     // A joiner started near the end may still be loading its data or
     // knocking at a coordinator that is gone: the job no longer needs it.
     notice("the job is done; stopping workers that had not joined it (" + waited.message() + ")");
@@ -240,6 +277,33 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   }
   outcome.summary["launcher_wall_seconds"] = std::chrono::duration<double>(SteadyClock::now() - wall_start).count();
   if (!job.config.faults.empty()) outcome.summary["faults"] = faults.Executed();
+  if (async) {
+    int64_t preemptions = 0;
+    for (const auto& f : faults.Executed()) {
+      const std::string action = f.value("action", "");
+      if (action == "kill" || action == "preempt") ++preemptions;
+    }
+    outcome.summary["preemptions"] = preemptions;
+    // The queue's counts, from the coordinator's state file.
+    coord::WorkQueueOptions qo;
+    TENAX_ASSIGN_OR_RETURN(qo.total_steps, AsyncTotalSteps(job.config));
+    qo.unit_steps = job.config.async.unit_steps;
+    qo.shards = static_cast<int>(job.config.async.servers);
+    TENAX_ASSIGN_OR_RETURN(auto queue, coord::WorkQueue::Open(out + "/coordinator.db", qo));
+    TENAX_ASSIGN_OR_RETURN(coord::WorkQueueCounts counts, queue->Counts());
+    outcome.summary["units"] = counts.units;
+    outcome.summary["units_issued"] = counts.units_issued;
+    outcome.summary["units_reissued"] = counts.units_reissued;
+    outcome.summary["results_rejected"] = counts.results_rejected;
+    outcome.summary["leases_expired"] = counts.leases_expired;
+    outcome.summary["partial_results"] = counts.partial_results;
+  }
+  if (prices) {
+    std::map<std::string, double> seconds;
+    for (size_t i = 0; i < children.size() && i < roles.size(); ++i) seconds[roles[i]] += children.RunSeconds(i);
+    TENAX_ASSIGN_OR_RETURN(CostReport cost, ComputeCost(*prices, seconds));
+    outcome.summary["cost"] = CostToJson(*prices, cost);
+  }
   // The reactions, as the final rank 0 measured them.
   for (const auto& g : outcome.summary.value("generations", nlohmann::json::array())) {
     if (g.value("number", 0) <= 1 && !g.contains("join_transfer_ms")) continue;

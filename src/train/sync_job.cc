@@ -1,6 +1,9 @@
 #include "tenax/train/sync_job.h"
 
+#include <algorithm>
 #include <sstream>
+
+#include "tenax/train/npy.h"
 
 namespace tenax {
 
@@ -13,9 +16,9 @@ Result<ConfigDoc> LoadConfigWithOverrides(const std::string& path, const std::ve
 namespace {
 Result<SyncJob> FromDoc(ConfigDoc doc) {
   TENAX_ASSIGN_OR_RETURN(TrainConfig config, ParseTrainConfig(doc));
-  if (config.mode != "sync") {
+  if (config.mode != "sync" && config.mode != "async") {
     return InvalidArgument(doc.source_name() + ": mode is \"" + config.mode +
-                           "\"; cluster jobs need mode = \"sync\" (use 'tenax train' for a single process)");
+                           "\"; cluster jobs need mode = \"sync\" or \"async\" (use 'tenax train' for a single process)");
   }
   std::ostringstream text;
   text << doc.table() << "\n";
@@ -31,6 +34,24 @@ Result<SyncJob> LoadSyncJob(const std::string& path, const std::vector<std::stri
 Result<SyncJob> ParseSyncJob(const std::string& toml_text, const std::string& source) {
   TENAX_ASSIGN_OR_RETURN(ConfigDoc doc, ConfigDoc::Parse(toml_text, source));
   return FromDoc(std::move(doc));
+}
+
+Result<int64_t> AsyncTotalSteps(const TrainConfig& c) {
+  int64_t n = 60000;  // Fashion-MNIST's training split (its loader refuses any other count)
+  if (c.data_format == kNpyFormat) {
+    TENAX_ASSIGN_OR_RETURN(auto header, ReadNpyFileHeader(c.train_labels));
+    if (header.shape.empty()) return InvalidArgument(c.train_labels + ": labels without a first dimension");
+    n = header.shape[0];
+  }
+  if (c.train_limit > 0) n = std::min(n, c.train_limit);
+  const int64_t per_epoch = n / c.batch_size;
+  if (per_epoch < 1) {
+    return InvalidArgument("train.batch_size " + std::to_string(c.batch_size) + " exceeds the " + std::to_string(n) +
+                           " training samples");
+  }
+  int64_t total = per_epoch * c.epochs;
+  if (c.max_steps > 0) total = std::min(total, c.max_steps);
+  return total;
 }
 
 }  // namespace tenax

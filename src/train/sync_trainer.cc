@@ -12,6 +12,7 @@
 #include "tenax/train/allreduce_exchange.h"
 #include "tenax/train/data_source.h"
 #include "tenax/train/trainable_model.h"
+#include "tenax/train/torch_runtime.h"
 #include "tenax/train/training_loop.h"
 #include "trainer_common.h"
 
@@ -100,6 +101,37 @@ Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& ef
     exchange_ptr = exchange.get();
     return RunTrainingLoop(config, effective_config, out_dir, {data->train.get(), data->test.get(), exchange.get()},
                            options.run);
+  });
+}
+
+Result<TrainOutcome> TrainAsync(const TrainConfig& config, const ConfigDoc& effective_config, const std::string& out_dir,
+                                net::Node& node, coord::CoordinatorClient& client, PreparedTraining prepared,
+                                AsyncExchangeOptions exchange_options, const TrainRunOptions& options) {
+  return GuardTorch("asynchronous training failed", [&]() -> Result<TrainOutcome> {
+    auto* data = static_cast<DataSplits*>(prepared.data.get());
+    if (!data) return Internal("async training without prepared data");
+    exchange_options.plan_fingerprint = prepared.fingerprint;
+    auto exchange = MakeAsyncExchange(node, client, std::move(exchange_options));
+    return RunTrainingLoop(config, effective_config, out_dir, {data->train.get(), data->test.get(), exchange.get()},
+                           options);
+  });
+}
+
+Result<ps::InitialModel> InitialFlatModel(const TrainConfig& config) {
+  return GuardTorch("building the initial model failed", [&]() -> Result<ps::InitialModel> {
+    TENAX_ASSIGN_OR_RETURN(PreparedTraining prepared, PrepareTraining(config));
+    auto* data = static_cast<DataSplits*>(prepared.data.get());
+    Result<std::unique_ptr<TrainableModel>> made = Internal("model not built");
+    SeededModelInit(config.seed, [&] { made = MakeTrainableModel(config, data->train->info()); });
+    TENAX_ASSIGN_OR_RETURN(std::unique_ptr<TrainableModel> model, std::move(made));
+    ps::InitialModel out;
+    out.plan_fingerprint = prepared.fingerprint;
+    for (const auto& p : model->Parameters()) {
+      auto c = p.detach().to(torch::kFloat32).contiguous();
+      const float* v = c.data_ptr<float>();
+      out.params.insert(out.params.end(), v, v + c.numel());
+    }
+    return out;
   });
 }
 

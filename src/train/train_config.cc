@@ -6,6 +6,7 @@
 #include "tenax/net/host_port.h"
 #include "tenax/train/fashion_mnist.h"
 #include "tenax/train/npy.h"
+#include "tenax/train/price_table.h"
 
 namespace tenax {
 namespace {
@@ -25,8 +26,9 @@ std::optional<int64_t> TotalSteps(const TrainConfig& c) {
   if (c.train_limit > 0) n = std::min(n, c.train_limit);
   const int64_t world = c.mode == "sync" ? c.cluster.workers : 1;
   const int64_t b = c.batch_size;
-  // One replica keeps the last partial batch; replicas drop a partial global batch.
-  const int64_t steps_per_epoch = world == 1 ? (n + b - 1) / b : n / (b * world);
+  // One replica keeps the last partial batch; replicas drop a partial global
+  // batch, and so do async units (AsyncTotalSteps).
+  const int64_t steps_per_epoch = world == 1 && c.mode != "async" ? (n + b - 1) / b : n / (b * world);
   int64_t total = steps_per_epoch * c.epochs;
   if (c.max_steps > 0) total = std::min(total, c.max_steps);
   return total;
@@ -37,7 +39,8 @@ std::optional<int64_t> TotalSteps(const TrainConfig& c) {
 Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   ConfigReader r(doc);
   TrainConfig c;
-  c.mode = r.Choice("mode", c.mode, {"single", "sync"});
+  c.mode = r.Choice("mode", c.mode, {"single", "sync", "async"});
+  const bool cluster_mode = c.mode == "sync" || c.mode == "async";
   c.data_format = r.Choice("data.format", c.data_format, {kFashionMnistFormat, kNpyFormat});
   const bool npy = c.data_format == kNpyFormat;
   if (npy) {
@@ -90,7 +93,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
     r.Fail("train.batch_size", "is " + std::to_string(c.batch_size) + ", more than the " +
                                    std::to_string(train_samples) + " training samples");
   }
-  if (c.mode == "sync") {
+  if (cluster_mode) {
     coord::ClusterConfig& k = c.cluster;
     k.workers = r.Int("cluster.workers", k.workers, 1, 1024);
     k.job_id = r.String("cluster.job_id", k.job_id);
@@ -109,7 +112,14 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
     k.min_workers = r.Int("cluster.min_workers", 1, 1, 1024);
     k.max_workers = r.Int("cluster.max_workers", k.workers, 1, 1024);
     k.shares = r.Choice("cluster.shares", k.shares, {"measured", "even"});
-    if (!k.elastic) {
+    if (c.mode == "async") {
+      // Async workers come and go by design: membership is not configured.
+      for (const char* key : {"cluster.elastic", "cluster.min_workers", "cluster.max_workers", "cluster.shares"}) {
+        if (r.has(key)) r.Fail(key, "does not apply to mode = \"async\" (workers come and go by design)");
+      }
+      k.elastic = false;
+      k.max_workers = k.workers;
+    } else if (!k.elastic) {
       for (const char* key : {"cluster.min_workers", "cluster.max_workers", "cluster.shares"}) {
         if (r.has(key)) r.Fail(key, "needs cluster.elastic = true");
       }
@@ -128,7 +138,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
                  c.optimizer + "\"");
     }
     // Every worker needs at least one sample of every global batch.
-    if (c.batch_size * k.workers > train_samples) {
+    if (c.mode == "sync" && c.batch_size * k.workers > train_samples) {
       r.Fail("cluster.workers", std::to_string(k.workers) + " workers x batch " + std::to_string(c.batch_size) +
                                     " need " + std::to_string(c.batch_size * k.workers) +
                                     " samples per step, more than the " + std::to_string(train_samples) +
@@ -140,14 +150,46 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
           "cluster.transports", "cluster.join_timeout_seconds", "cluster.step_timeout_seconds",
           "cluster.peer_timeout_seconds", "cluster.elastic", "cluster.min_workers", "cluster.max_workers",
           "cluster.shares"}) {
-      if (r.has(key)) r.Fail(key, "only applies to mode = \"sync\"");
+      if (r.has(key)) r.Fail(key, "only applies to modes \"sync\" and \"async\"");
     }
     c.cluster.max_workers = c.cluster.workers;
   }
+  if (c.mode == "async") {
+    AsyncConfig& a = c.async;
+    a.servers = r.Int("async.servers", a.servers, 1, 64);
+    a.unit_steps = r.Int("async.unit_steps", a.unit_steps, 1, int64_t{1} << 40);
+    a.lease_seconds = r.Real("async.lease_seconds", a.lease_seconds, 0.1, 86400);
+    a.max_attempts = r.Int("async.max_attempts", a.max_attempts, 1, 100);
+    a.rule = r.Choice("async.rule", a.rule, {"vc_asgd", "delta", "asgd"});
+    a.alpha = r.Real("async.alpha", a.alpha, 0, 1);
+    if (a.alpha >= 1) r.Fail("async.alpha", "must be below 1 (1 would ignore every result)");
+    a.staleness_power = r.Real("async.staleness_power", a.staleness_power, 0, 4);
+    a.server_lr = r.Real("async.server_lr", 0, 0, 10);
+    if (a.server_lr == 0) a.server_lr = c.lr;
+    if (r.has("async.server_lr") && a.rule != "asgd") r.Fail("async.server_lr", "only applies to async.rule = \"asgd\"");
+    a.checkpoint_every = r.Int("async.checkpoint_every", a.checkpoint_every, 1, int64_t{1} << 40);
+    a.norm_factor = r.Real("async.norm_factor", a.norm_factor, 1, 1e12);
+    if (a.norm_factor <= 1) r.Fail("async.norm_factor", "must be above 1");
+    a.notice_seconds = r.Real("async.notice_seconds", a.notice_seconds, 0.1, 3600);
+  } else {
+    for (const char* key : {"async.servers", "async.unit_steps", "async.lease_seconds", "async.max_attempts", "async.rule",
+                            "async.alpha", "async.staleness_power", "async.server_lr", "async.checkpoint_every",
+                            "async.norm_factor", "async.notice_seconds"}) {
+      if (r.has(key)) r.Fail(key, "only applies to mode = \"async\"");
+    }
+  }
+  c.cost.prices = r.String("cost.prices", "");
+  if (r.has("cost.prices")) {
+    if (c.cost.prices.empty()) {
+      r.Fail("cost.prices", "must name a price table file (docs/cost.md)");
+    } else if (auto t = LoadPriceTable(c.cost.prices); !t.ok()) {
+      r.Fail("cost.prices", t.status().message());
+    }
+  }
   FaultPlanContext fc;
-  fc.sync = c.mode == "sync";
+  fc.sync = cluster_mode;
   fc.workers = c.cluster.workers;
-  fc.elastic = c.cluster.elastic;
+  fc.elastic = c.cluster.elastic || c.mode == "async";  // async workers may be replaced
   fc.total_steps = [&c] { return TotalSteps(c); };
   Result<FaultPlan> faults = ParseFaultPlan(doc, r, fc);
   TENAX_RETURN_IF_ERROR(r.Finish());

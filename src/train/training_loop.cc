@@ -223,7 +223,7 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
       interval_loss = 0;
       interval_steps = 0;
     }
-    if (epoch_done) {
+    if (epoch_done && exchange.EvaluatesEpochs()) {
       // Each replica evaluates its share of the test set; the counts add up.
       // A membership change in between: re-form, and count again.
       while (true) {
@@ -252,6 +252,15 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
     if (options.on_progress) options.on_progress(p);
   }
   exchange.Detach();
+  TENAX_ASSIGN_OR_RETURN(bool final_model, exchange.LoadFinalModel());
+  if (final_model && exchange.rank() == 0) {
+    TENAX_ASSIGN_OR_RETURN(int64_t correct, CountCorrect(*model, test, 0, t));
+    test_accuracy = t == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(t);
+    TENAX_RETURN_IF_ERROR(record({{"event", "final"},
+                                  {"step", global_step},
+                                  {"test_accuracy", test_accuracy},
+                                  {"elapsed_seconds", SecondsSince(wall_start)}}));
+  }
 
   outcome.final_test_accuracy = test_accuracy;
   outcome.samples_per_second = samples / std::max(train_seconds, 1e-9);

@@ -59,12 +59,47 @@ wire::Progress ToWire(int rank, const TrainProgress& p) {
   return w;
 }
 
+// An async job's worker: units until every unit is done (or a notice).
+Result<WorkerOutcome> RunAsyncWorker(const SyncJob& job, net::Node& node, coord::CoordinatorClient& client,
+                                     PreparedTraining prepared, int rank, const TrainRunOptions& run,
+                                     WorkerOutcome outcome) {
+  const coord::ClusterConfig& k = job.config.cluster;
+  TENAX_ASSIGN_OR_RETURN(int64_t total, AsyncTotalSteps(job.config));
+  TENAX_ASSIGN_OR_RETURN(auto rule, ps::MakeMergeRule(MergeParamsOf(job.config)));
+  AsyncExchangeOptions xo;
+  xo.job_id = k.job_id;
+  xo.worker = "worker " + std::to_string(rank) + " (" + k.host + "/" + std::to_string(::getpid()) + ")";
+  xo.kind = rule->expects();
+  xo.total_steps = total;
+  xo.grant_timeout = k.join_timeout() + 2 * k.peer_timeout();
+  xo.result_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(k.step_timeout());
+  auto trained = TrainAsync(job.config, job.doc, outcome.out_dir, node, client, std::move(prepared), xo, run);
+  if (!trained.ok() && trained.status().code() == StatusCode::kCancelled && StopRequested()) {
+    spdlog::info("rank {}: {}", rank, trained.status().message());
+    outcome.left = true;
+    return outcome;
+  }
+  if (!trained.ok()) {
+    client.ReportFailure(trained.status().message());
+    return Status(trained.status().code(), "rank " + std::to_string(rank) + ": " + trained.status().message());
+  }
+  outcome.train = std::move(*trained);
+  const bool writer = outcome.train.summary.contains("model_path");
+  TENAX_RETURN_IF_ERROR(
+      client.ReportDone(writer ? outcome.train.summary.dump() : "", Deadline::After(std::chrono::seconds(30))));
+  outcome.rank = writer ? 0 : rank;
+  outcome.world = 1;
+  return outcome;
+}
+
 }  // namespace
 
 Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   TENAX_ASSIGN_OR_RETURN(SyncJob local, LoadSyncJob(options.job_path, options.overrides));
   const coord::ClusterConfig& k = local.config.cluster;
   TENAX_ASSIGN_OR_RETURN(int rank, RequestedRank(options.rank, k.workers));
+  // Async workers come and go: the coordinator gives each a new id.
+  if (local.config.mode == "async") rank = -1;
   std::string coordinator = options.coordinator;
   if (coordinator.empty() && std::getenv("TENAX_COORDINATOR")) coordinator = std::getenv("TENAX_COORDINATOR");
   if (coordinator.empty()) coordinator = k.coordinator;
@@ -89,7 +124,8 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   // Elastic jobs prepare before joining: the coordinator checks the
   // model's plan fingerprint of every joiner.
   std::optional<PreparedTraining> prepared;
-  if (k.elastic) {
+  const bool async = local.config.mode == "async";
+  if (k.elastic || async) {
     TENAX_ASSIGN_OR_RETURN(PreparedTraining p, PrepareTraining(local.config));
     prepared = std::move(p);
   }
@@ -109,7 +145,11 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   // The coordinator's copy of the job is authoritative.
   TENAX_ASSIGN_OR_RETURN(SyncJob job, ParseSyncJob(client->info().config_toml, "job config from the coordinator"));
   spdlog::info("rank {} of {} in job {} (coordinator {})", rank, client->info().world, k.job_id, coordinator);
-  TENAX_ASSIGN_OR_RETURN(wire::Roster roster, client->WaitRoster(join_deadline));
+  // Async workers do not wait for the others: they ask for work at once.
+  wire::Roster roster;
+  if (!async) {
+    TENAX_ASSIGN_OR_RETURN(roster, client->WaitRoster(join_deadline));
+  }
 
   // Train, reporting progress at most every 250 ms (and at every log
   // point, evaluation and the last step) and aborting on the verdict.
@@ -133,6 +173,8 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   WorkerOutcome outcome;
   outcome.rank = rank;
   outcome.out_dir = options.out_dir.empty() ? "runs/" + k.job_id : options.out_dir;
+
+  if (async) return RunAsyncWorker(job, *node, *client, std::move(*prepared), rank, opts.run, std::move(outcome));
 
   if (k.elastic) {
     CoordinatorMembership membership(*client, k.job_id, rank);

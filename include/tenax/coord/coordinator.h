@@ -42,6 +42,14 @@ struct CoordinatorOptions {
   bool elastic = false;
   int min_workers = 1;
   int max_workers = 0;  // 0 = world
+  // Asynchronous jobs (mode "async", docs/async.md): the work queue lives
+  // in the same state file; membership is elastic (workers come and go).
+  bool async = false;
+  int64_t total_steps = 0;
+  int64_t unit_steps = 20;
+  int shards = 1;
+  std::chrono::milliseconds lease{30000};
+  int max_attempts = 5;
 };
 
 // Serves until the job finished (OK) or failed (the failure, as

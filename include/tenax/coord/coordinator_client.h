@@ -47,6 +47,14 @@ class CoordinatorClient {
   // Member `member_id` failed a collective with us (lost or stuck).
   void ReportSuspect(int member_id, const std::string& reason);
 
+  // Asynchronous jobs. The next unit for this worker (or "wait"/"done"):
+  // asks and waits for the grant, rejoining a restarted coordinator;
+  // DeadlineExceeded when no grant came, FailedPrecondition when the job
+  // failed meanwhile.
+  Result<wire::UnitGrant> RequestUnit(const std::string& worker, Deadline deadline);
+  // Best effort: gives a leased unit back unfinished.
+  void ReleaseUnit(uint64_t unit, uint64_t attempt, const std::string& reason);
+
   // Best effort: the coordinator may be restarting.
   void ReportProgress(const wire::Progress& progress);
   void ReportFailure(const std::string& reason);

@@ -198,6 +198,9 @@ class JobStateMachine {
   // (its collective failed). Ignored for other jobs and from non-members.
   Actions OnLeave(ConnId from, const std::string& reason);
   Actions OnSuspect(ConnId from, int suspect, const std::string& reason);
+  // The job failed for a reason no member is to blame for (an async job's
+  // unit that failed every attempt): `reason` is the whole failure.
+  Actions OnJobFailure(const std::string& reason);
   // Timers: held-back reports, lease renewal (every second), the join
   // timeout, members of a resumed job that never came back, the end of the
   // job, and the linger after it (up to 3 s while anyone is connected, so

@@ -71,6 +71,9 @@ class ProcessSupervisor {
   const std::string& name(size_t index) const;
   // The pid it was started with (kept after it was reaped).
   pid_t pid(size_t index) const;
+  // How long it ran: from its start until its exit was observed (or now).
+  // The launcher's process-seconds for cost (train/price_table.h).
+  double RunSeconds(size_t index) const;
   // Its exit code (128 + signal if killed) once an exit was observed.
   std::optional<int> exit_code(size_t index) const;
   // Its captured stdout so far, one entry per line (a last line without a

@@ -38,6 +38,20 @@ namespace tenax::net {
   X(kWatch, 0x206, "coord")                                          \
   X(kLeave, 0x207, "coord")                                          \
   X(kSuspect, 0x208, "coord")                                        \
+  /* coord: asynchronous jobs' units and shards (coord_codec.h) */   \
+  X(kUnitRequest, 0x209, "coord")                                    \
+  X(kUnitGrant, 0x20a, "coord")                                      \
+  X(kUnitRelease, 0x20b, "coord")                                    \
+  X(kShardHello, 0x20c, "coord")                                     \
+  X(kShardWelcome, 0x20d, "coord")                                   \
+  X(kShardCheck, 0x20e, "coord")                                     \
+  X(kShardVerdict, 0x20f, "coord")                                   \
+  X(kShardMerged, 0x210, "coord")                                    \
+  /* ps: workers and parameter-server shards (ps_codec.h) */         \
+  X(kPsHello, 0x300, "ps")                                           \
+  X(kPsWelcome, 0x301, "ps")                                         \
+  X(kResultReady, 0x302, "ps")                                       \
+  X(kResultOutcome, 0x303, "ps")                                     \
   /* bench: `tenax bench transport` between its own two processes */ \
   X(kBenchRun, 0x7e00, "bench")                                      \
   X(kBenchDone, 0x7e01, "bench")                                     \

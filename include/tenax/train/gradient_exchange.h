@@ -85,6 +85,16 @@ class GradientExchange {
     return Status::Ok();
   }
 
+  // --- Models that live elsewhere (async: on parameter-server shards). ---
+  // Whether the loop evaluates the local model at every epoch's end (async
+  // workers' local models are not the job's model: no).
+  virtual bool EvaluatesEpochs() const { return true; }
+  // Called once after the last step: the exchange may load the job's final
+  // model into the parameters (async: pulled from the shards); true when it
+  // did, and the loop then evaluates that model on the whole test set on
+  // rank 0 before writing the outputs.
+  virtual Result<bool> LoadFinalModel() { return false; }
+
   // Facts for summary.json (e.g. "workers") and the start-up log line.
   virtual void DescribeInSummary(nlohmann::json& summary) const = 0;
   virtual std::string Describe() const = 0;

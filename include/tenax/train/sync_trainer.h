@@ -25,6 +25,8 @@
 #include <string>
 
 #include "tenax/comm/group.h"
+#include "tenax/ps/parameter_server.h"
+#include "tenax/train/async_exchange.h"
 #include "tenax/train/elastic_membership.h"
 #include "tenax/train/single_trainer.h"
 
@@ -60,5 +62,17 @@ Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& ef
                                   const std::string& out_dir, std::unique_ptr<comm::Group> group,
                                   ElasticMembership& membership, PreparedTraining prepared,
                                   const SyncRunOptions& options);
+
+// Asynchronous training (mode "async", async_exchange.h): this worker
+// trains the units the coordinator leases it until every unit is done.
+// Returns Cancelled when it left on a stop signal (a preemption notice).
+Result<TrainOutcome> TrainAsync(const TrainConfig& config, const ConfigDoc& effective_config, const std::string& out_dir,
+                                net::Node& node, coord::CoordinatorClient& client, PreparedTraining prepared,
+                                AsyncExchangeOptions exchange, const TrainRunOptions& options);
+
+// The model a parameter server starts from: the job's model built as every
+// worker builds it (under SeededModelInit(train.seed)), flattened in
+// parameter order, with its plan fingerprint (PrepareTraining's).
+Result<ps::InitialModel> InitialFlatModel(const TrainConfig& config);
 
 }  // namespace tenax

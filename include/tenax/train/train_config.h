@@ -1,6 +1,6 @@
 // The configuration of a training run, read and validated from TOML.
 //
-//   mode = "single" | "sync"
+//   mode = "single" | "sync" | "async"
 //   [cluster] (sync) workers, job_id, coordinator, host, secret,
 //            transports, join_timeout_seconds, step_timeout_seconds,
 //            peer_timeout_seconds, elastic, min_workers, max_workers,
@@ -13,6 +13,10 @@
 //   [train]  epochs, max_steps, batch_size, optimizer = "sgd" | "adam", lr,
 //            momentum, weight_decay, seed, threads
 //   [log]    every_steps, level
+//   [async]  (async) servers, unit_steps, lease_seconds, max_attempts, rule,
+//            alpha, staleness_power, server_lr, checkpoint_every,
+//            norm_factor, notice_seconds
+//   [cost]   prices = a price table file (train/price_table.h)
 //
 // docs/config.md describes every key; ParseTrainConfig is the authority.
 #pragma once
@@ -30,6 +34,28 @@ namespace tenax {
 // Where samples come from (see train/data_source.h).
 inline constexpr const char* kFashionMnistFormat = "fashion-mnist";
 inline constexpr const char* kNpyFormat = "npy";
+
+// Mode "async" (docs/async.md): leased work units, parameter-server shards,
+// a merge rule. Parsed from [async]; the merge and validator keys map onto
+// ps::MergeParams and ps::ValidatorOptions.
+struct AsyncConfig {
+  int64_t servers = 1;            // parameter-server shards (tenax server processes), 1..64
+  int64_t unit_steps = 20;        // local steps per work unit, >= 1
+  double lease_seconds = 30;      // a lease expires this long after it was granted, > 0
+  int64_t max_attempts = 5;       // failed copies before a unit errors out (and the job fails)
+  std::string rule = "vc_asgd";   // "vc_asgd" | "delta" | "asgd"
+  double alpha = 0.0;             // vc_asgd: the server's weight at staleness 0, [0, 1)
+  double staleness_power = 1.0;   // [0, 4]
+  double server_lr = 0;           // asgd: the server's step size; 0 = train.lr
+  int64_t checkpoint_every = 10;  // merges between a shard's checkpoints, >= 1
+  double norm_factor = 10;        // validator: reject update norms beyond this x the running median, > 1
+  double notice_seconds = 10;     // grace after SIGTERM to return a partial result, > 0
+};
+
+// What the job's processes cost ([cost]; train/price_table.h).
+struct CostConfig {
+  std::string prices;  // a price table file; "" = no cost in summary.json
+};
 
 struct TrainConfig {
   std::string mode = "single";
@@ -55,7 +81,9 @@ struct TrainConfig {
   int64_t log_every_steps = 100;
   std::string log_level = "info";
   coord::ClusterConfig cluster;  // mode "sync" only
-  FaultPlan faults;              // mode "sync" only; executed by `tenax run`
+  FaultPlan faults;              // modes "sync" and "async"; executed by `tenax run`
+  AsyncConfig async;             // mode "async" only
+  CostConfig cost;               // any mode run by `tenax run`
 };
 
 // InvalidArgument naming file:line (or the --set) of the first bad or

@@ -1,0 +1,464 @@
+#include "tenax/ps/parameter_server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "coord_wire.pb.h"
+#include "tenax/coord/coord_codec.h"
+#include "tenax/core/signals.h"
+#include "tenax/net/node.h"
+#include "tenax/ps/ps_codec.h"
+#include "tenax/ps/shard_checkpoint.h"
+
+namespace tenax::ps {
+namespace {
+
+using namespace std::chrono_literals;
+
+int64_t WallMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+ResultKind KindOf(const MergeRule& rule) { return rule.expects(); }
+
+// A worker this shard serves: its staging region and what it sends.
+struct WorkerConn {
+  std::string name;
+  net::MemoryRegion staging;
+};
+
+// A result checked and reported, waiting for the coordinator's verdict.
+// `values` is this shard's private copy (the worker's staging memory is
+// not trusted once it was read).
+struct PendingResult {
+  net::PeerId worker = 0;
+  uint64_t base_version = 0;
+  int64_t steps_done = 0, unit_steps = 0;
+  bool valid = false;
+  std::string reason;
+  double norm = 0;
+  std::vector<float> values;
+  bool reported = false;  // the check reached the coordinator
+};
+
+class Shard {
+ public:
+  Shard(const ServerOptions& o, std::unique_ptr<net::Node> node, std::unique_ptr<MergeRule> rule)
+      : o_(o), node_(std::move(node)), rule_(std::move(rule)), validator_(o.validator) {}
+
+  Status Init(uint16_t port);
+  Result<ServerOutcome> Serve();
+
+ private:
+  std::string Label(net::PeerId peer) const;
+  Status ConnectCoordinator(Deadline deadline);
+  bool CoordinatorUsable();
+  void SendTo(net::PeerId peer, uint32_t kind, const std::string& payload);
+  void OnHello(const net::ControlMessage& m);
+  void OnResultReady(const net::ControlMessage& m);
+  void ReportCheck(uint64_t unit, uint64_t attempt, PendingResult& p);
+  Status OnVerdict(const net::ControlMessage& m);
+  Status Merge(uint64_t unit, uint64_t attempt, PendingResult& p);
+  void TellWorker(net::PeerId worker, uint64_t unit, uint64_t attempt, const std::string& verdict,
+                  const std::string& reason);
+  Status Checkpoint(const char* why);
+  float* params() { return reinterpret_cast<float*>(model_.data() + sizeof(ModelRegionHeader)); }
+  ModelRegionHeader* header() { return reinterpret_cast<ModelRegionHeader*>(model_.data()); }
+  std::string Where() const { return "shard " + std::to_string(o_.shard) + "/" + std::to_string(o_.shards); }
+
+  const ServerOptions& o_;
+  std::unique_ptr<net::Node> node_;
+  std::unique_ptr<MergeRule> rule_;
+  ResultValidator validator_;
+  uint16_t port_ = 0;
+  std::string plan_;
+  uint64_t total_floats_ = 0, offset_ = 0, count_ = 0;
+  net::MemoryRegion model_;
+  uint64_t version_ = 0, merges_ = 0, since_checkpoint_ = 0, rejected_ = 0, restored_merges_ = 0;
+  net::PeerId coordinator_ = 0;
+  bool said_hello_ = false;
+  bool coordinator_connected_ = false;
+  SteadyClock::time_point next_attempt_{};
+  std::map<net::PeerId, WorkerConn> workers_;
+  std::map<std::pair<uint64_t, uint64_t>, PendingResult> pending_;
+};
+
+std::string Shard::Label(net::PeerId peer) const {
+  auto info = node_->Info(peer);
+  return info.ok() ? info->address + (info->name.empty() ? "" : " (" + info->name + ")") : std::to_string(peer);
+}
+
+Status Shard::Init(uint16_t port) {
+  port_ = port;
+  if (!o_.initial_model) return InvalidArgument("no initial model for the parameter server");
+  TENAX_ASSIGN_OR_RETURN(InitialModel initial, o_.initial_model());
+  plan_ = initial.plan_fingerprint;
+  total_floats_ = initial.params.size();
+  if (o_.shards < 1 || o_.shards > coord::kMaxShards || o_.shard >= o_.shards) {
+    return InvalidArgument("server shard " + std::to_string(o_.shard) + " of " + std::to_string(o_.shards) +
+                           ": need 0 <= shard < shards <= " + std::to_string(coord::kMaxShards));
+  }
+  if (o_.shards > total_floats_) {
+    return InvalidArgument("async.servers = " + std::to_string(o_.shards) + " exceeds the model's " +
+                           std::to_string(total_floats_) + " parameters (each shard needs at least one)");
+  }
+  offset_ = total_floats_ * o_.shard / o_.shards;
+  count_ = total_floats_ * (o_.shard + 1) / o_.shards - offset_;
+  TENAX_ASSIGN_OR_RETURN(model_, node_->Allocate(sizeof(ModelRegionHeader) + count_ * sizeof(float)));
+  std::memcpy(params(), initial.params.data() + offset_, count_ * sizeof(float));
+
+  ShardCheckpoint expect;
+  expect.job_id = o_.job_id;
+  expect.plan_fingerprint = plan_;
+  expect.shard = o_.shard;
+  expect.shards = o_.shards;
+  expect.param_offset = offset_;
+  expect.params.resize(count_);
+  TENAX_ASSIGN_OR_RETURN(auto loaded, LoadNewestShardCheckpoint(o_.checkpoint_dir, expect));
+  if (loaded) {
+    for (const auto& s : loaded->skipped) spdlog::warn("{}: skipped a damaged checkpoint: {}", Where(), s);
+    std::memcpy(params(), loaded->checkpoint.params.data(), count_ * sizeof(float));
+    version_ = loaded->checkpoint.version;
+    merges_ = restored_merges_ = loaded->checkpoint.merges;
+    spdlog::info("{}: continuing from {} (version {}, {} merges)", Where(), loaded->path, version_, merges_);
+  } else {
+    spdlog::info("{}: fresh start from the initial model (no checkpoint in {})", Where(), o_.checkpoint_dir);
+  }
+  ModelRegionHeader h;
+  h.seq = 2;
+  h.version = version_;
+  h.param_count = count_;
+  std::memcpy(model_.data(), &h, sizeof h);
+  spdlog::info("{}: floats [{}, {}) of {}, rule {}, listening on {}:{}", Where(), offset_, offset_ + count_,
+               total_floats_, rule_->name(), o_.listen_host, port_);
+  return Status::Ok();
+}
+
+void Shard::SendTo(net::PeerId peer, uint32_t kind, const std::string& payload) {
+  if (Status st = node_->SendControl(peer, kind, payload, Deadline::After(2s)); !st.ok()) {
+    spdlog::warn("{}: message to {} not sent: {}", Where(), Label(peer), st.message());
+  }
+}
+
+Status Shard::ConnectCoordinator(Deadline deadline) {
+  const std::string where = o_.coordinator_host + ":" + std::to_string(o_.coordinator_port);
+  TENAX_ASSIGN_OR_RETURN(net::PeerId peer, node_->Connect(o_.coordinator_host, o_.coordinator_port, deadline));
+  wire::ShardHello hello;
+  hello.set_job_id(o_.job_id);
+  hello.set_shard(o_.shard);
+  hello.set_shards(o_.shards);
+  hello.set_restored_merges(restored_merges_);
+  hello.set_first_hello(!said_hello_);
+  hello.set_host(o_.listen_host);
+  hello.set_port(port_);
+  TENAX_RETURN_IF_ERROR(node_->SendControl(peer, coord::kShardHelloKind, hello.SerializeAsString(), deadline));
+  auto msg = node_->ReceiveControl(deadline, peer, coord::kShardWelcomeKind);
+  if (!msg.ok()) {
+    return Status(msg.status().code(), "coordinator " + where + " did not answer: " + msg.status().message());
+  }
+  TENAX_ASSIGN_OR_RETURN(auto welcome, coord::DecodeShardWelcome(msg->payload, "coordinator " + where));
+  if (!welcome.error().empty()) return Refused("coordinator " + where + " refused " + Where() + ": " + welcome.error());
+  // Only this process's first hello re-opens units (the coordinator
+  // checks first_hello); a reconnect lost nothing.
+  if (welcome.reopened_units() > 0) {
+    spdlog::info("{}: the coordinator re-issues {} unit(s) merged after the checkpoint", Where(),
+                 welcome.reopened_units());
+  }
+  said_hello_ = true;
+  coordinator_ = peer;
+  coordinator_connected_ = true;
+  for (auto& [key, p] : pending_) p.reported = false;  // the checks are sent again
+  return Status::Ok();
+}
+
+bool Shard::CoordinatorUsable() {
+  if (coordinator_connected_ && node_->PeerStatus(coordinator_).ok()) return true;
+  if (coordinator_connected_) {
+    spdlog::warn("{}: lost the coordinator ({}); reconnecting", Where(), node_->PeerStatus(coordinator_).message());
+    coordinator_connected_ = false;
+  }
+  const auto now = SteadyClock::now();
+  if (now < next_attempt_) return false;
+  next_attempt_ = now + 1s;
+  if (Status st = ConnectCoordinator(Deadline::After(1s)); !st.ok()) {
+    spdlog::debug("{}: reconnect failed: {}", Where(), st.message());
+    return false;
+  }
+  spdlog::info("{}: reconnected to the coordinator", Where());
+  return true;
+}
+
+void Shard::OnHello(const net::ControlMessage& m) {
+  const std::string label = Label(m.from);
+  auto refuse = [&](const std::string& why) {
+    spdlog::warn("{}: refusing {}: {}", Where(), label, why);
+    wire::PsWelcome w;
+    w.set_error(why);
+    SendTo(m.from, kPsWelcomeKind, w.SerializeAsString());
+    node_->Disconnect(m.from, Deadline::After(500ms));
+  };
+  auto hello = DecodePsHello(m.payload, label);
+  if (!hello.ok()) return refuse(hello.status().message());
+  if (hello->job_id() != o_.job_id) return refuse("a worker of job \"" + hello->job_id() + "\", this is \"" + o_.job_id + "\"");
+  if (hello->plan_fingerprint() != plan_ || hello->param_count() != total_floats_) {
+    return refuse("a worker of another model (plan " + hello->plan_fingerprint() + ", " +
+                  std::to_string(hello->param_count()) + " floats; this job's: " + plan_ + ", " +
+                  std::to_string(total_floats_) + ")");
+  }
+  if (hello->result_kind() != static_cast<uint32_t>(KindOf(*rule_))) {
+    return refuse(std::string("results of kind ") + ToString(static_cast<ResultKind>(hello->result_kind())) +
+                  ", rule " + rule_->name() + " merges " + ToString(KindOf(*rule_)));
+  }
+  auto staging = node_->Allocate(count_ * sizeof(float));
+  if (!staging.ok()) return refuse("no staging memory: " + staging.status().message());
+  auto model_desc = node_->Share(model_, m.from);
+  auto staging_desc = node_->Share(*staging, m.from);
+  if (!model_desc.ok() || !staging_desc.ok()) return refuse("cannot share regions");
+  wire::PsWelcome w;
+  w.set_shard(o_.shard);
+  w.set_shards(o_.shards);
+  w.set_param_offset(offset_);
+  w.set_param_count(count_);
+  w.set_model_address(model_desc->address);
+  w.set_model_length(model_desc->length);
+  w.set_model_rkey(model_desc->rkey);
+  w.set_staging_address(staging_desc->address);
+  w.set_staging_length(staging_desc->length);
+  w.set_staging_rkey(staging_desc->rkey);
+  w.set_rule(rule_->name());
+  workers_[m.from] = WorkerConn{hello->worker(), std::move(*staging)};
+  SendTo(m.from, kPsWelcomeKind, w.SerializeAsString());
+  spdlog::info("{}: serving worker {} ({})", Where(), hello->worker(), label);
+}
+
+void Shard::OnResultReady(const net::ControlMessage& m) {
+  const std::string label = Label(m.from);
+  auto it = workers_.find(m.from);
+  auto ready = DecodeResultReady(m.payload, label);
+  if (it == workers_.end() || !ready.ok()) {
+    spdlog::warn("{}: dropping {}: {}", Where(), label,
+                 it == workers_.end() ? "a result before its hello" : ready.status().message());
+    node_->Disconnect(m.from, Deadline::After(500ms));
+    return;
+  }
+  const auto key = std::make_pair(ready->unit(), ready->attempt());
+  if (pending_.count(key)) {
+    TellWorker(m.from, key.first, key.second, "duplicate", "this result is already waiting for its verdict");
+    return;
+  }
+  PendingResult p;
+  p.worker = m.from;
+  p.base_version = ready->base_version();
+  p.steps_done = ready->steps_done();
+  p.unit_steps = ready->unit_steps();
+  const float* staged = reinterpret_cast<const float*>(it->second.staging.data());
+  p.values.assign(staged, staged + count_);
+  p.norm = UpdateNorm(KindOf(*rule_), p.values, std::span<const float>(params(), count_));
+  Status check = ready->result_kind() != static_cast<uint32_t>(KindOf(*rule_))
+                     ? InvalidArgument(std::string("a result of kind ") +
+                                       ToString(static_cast<ResultKind>(ready->result_kind())) + " for rule " +
+                                       rule_->name())
+                 : ready->base_version() > version_
+                     ? InvalidArgument("base version " + std::to_string(ready->base_version()) +
+                                       " is newer than this shard's " + std::to_string(version_))
+                     : validator_.Check(p.values, count_, p.norm);
+  p.valid = check.ok();
+  p.reason = check.ok() ? "" : check.message();
+  if (!p.valid) {
+    ++rejected_;
+    spdlog::warn("{}: result of unit {} attempt {} from {} is invalid: {}", Where(), key.first, key.second,
+                 it->second.name, p.reason);
+  }
+  auto& stored = pending_[key] = std::move(p);
+  ReportCheck(key.first, key.second, stored);
+}
+
+void Shard::ReportCheck(uint64_t unit, uint64_t attempt, PendingResult& p) {
+  if (!CoordinatorUsable()) return;  // sent again once reconnected
+  wire::ShardCheck c;
+  c.set_unit(unit);
+  c.set_attempt(attempt);
+  c.set_shard(o_.shard);
+  c.set_valid(p.valid);
+  c.set_reason(p.reason);
+  c.set_steps_done(p.steps_done);
+  if (node_->SendControl(coordinator_, coord::kShardCheckKind, c.SerializeAsString(), Deadline::After(2s)).ok()) {
+    p.reported = true;
+  }
+}
+
+void Shard::TellWorker(net::PeerId worker, uint64_t unit, uint64_t attempt, const std::string& verdict,
+                       const std::string& reason) {
+  if (!node_->PeerStatus(worker).ok()) return;  // gone: its lease expires or was decided
+  wire::ResultOutcome r;
+  r.set_unit(unit);
+  r.set_attempt(attempt);
+  r.set_verdict(verdict);
+  r.set_reason(reason);
+  r.set_version(version_);
+  SendTo(worker, kResultOutcomeKind, r.SerializeAsString());
+}
+
+Status Shard::Merge(uint64_t unit, uint64_t attempt, PendingResult& p) {
+  if (!p.valid) return Internal("the coordinator accepted a result this shard found invalid");
+  MergeInput in;
+  in.result = p.values;
+  in.staleness = static_cast<int64_t>(version_ >= p.base_version ? version_ - p.base_version : 0);
+  in.steps_done = p.steps_done;
+  in.unit_steps = p.unit_steps;
+  // Seqlock: readers that see an odd or changed seq copy again.
+  std::atomic_ref<uint64_t> seq(header()->seq);
+  seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_release);
+  rule_->Apply(std::span<float>(params(), count_), in);
+  ++version_;
+  ++merges_;
+  std::atomic_ref<uint64_t>(header()->version).store(version_, std::memory_order_relaxed);
+  seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  validator_.RecordAccepted(p.norm);
+  spdlog::debug("{}: merged unit {} attempt {} (staleness {}, weight {:.3f}) -> version {}", Where(), unit, attempt,
+                in.staleness, rule_->Weight(in), version_);
+  if (++since_checkpoint_ >= static_cast<uint64_t>(o_.checkpoint_every)) TENAX_RETURN_IF_ERROR(Checkpoint("periodic"));
+  if (CoordinatorUsable()) {
+    wire::ShardMerged mm;
+    mm.set_unit(unit);
+    mm.set_attempt(attempt);
+    mm.set_shard(o_.shard);
+    mm.set_merge_seq(merges_);
+    mm.set_version(version_);
+    SendTo(coordinator_, coord::kShardMergedKind, mm.SerializeAsString());
+  }
+  return Status::Ok();
+}
+
+Status Shard::OnVerdict(const net::ControlMessage& m) {
+  TENAX_ASSIGN_OR_RETURN(auto v, coord::DecodeShardVerdict(m.payload, "coordinator"));
+  const auto key = std::make_pair(v.unit(), v.attempt());
+  auto it = pending_.find(key);
+  if (v.verdict() == "pending") return Status::Ok();
+  if (it == pending_.end()) {
+    spdlog::warn("{}: verdict {} on unit {} attempt {}, which is not waiting here", Where(), v.verdict(), key.first,
+                 key.second);
+    return Status::Ok();
+  }
+  if (v.verdict() == "merge") {
+    TENAX_RETURN_IF_ERROR(Merge(key.first, key.second, it->second));
+    TellWorker(it->second.worker, key.first, key.second, "merged", "");
+  } else {
+    spdlog::info("{}: unit {} attempt {}: {} {}", Where(), key.first, key.second, v.verdict(), v.reason());
+    TellWorker(it->second.worker, key.first, key.second, v.verdict(), v.reason());
+  }
+  pending_.erase(it);
+  return Status::Ok();
+}
+
+Status Shard::Checkpoint(const char* why) {
+  ShardCheckpoint c;
+  c.job_id = o_.job_id;
+  c.plan_fingerprint = plan_;
+  c.shard = o_.shard;
+  c.shards = o_.shards;
+  c.param_offset = offset_;
+  c.version = version_;
+  c.merges = merges_;
+  c.rule = rule_->name();
+  c.written_unix_ms = WallMs();
+  c.params.assign(params(), params() + count_);
+  TENAX_RETURN_IF_ERROR(WriteShardCheckpoint(o_.checkpoint_dir, c));
+  since_checkpoint_ = 0;
+  spdlog::debug("{}: checkpoint ({}) at version {}, {} merges", Where(), why, version_, merges_);
+  return Status::Ok();
+}
+
+Result<ServerOutcome> Shard::Serve() {
+  const Deadline join_deadline = Deadline::After(o_.join_timeout);
+  while (true) {
+    Status st = ConnectCoordinator(join_deadline.Earlier(Deadline::After(2s)));
+    if (st.ok()) break;
+    if (st.code() == StatusCode::kRefused) return st;
+    if (join_deadline.Expired()) {
+      return DeadlineExceeded("coordinator " + o_.coordinator_host + ":" + std::to_string(o_.coordinator_port) +
+                              " did not answer within the join timeout (" + st.message() + ")");
+    }
+    if (StopRequested()) return Cancelled("stopped by signal " + std::to_string(StopSignal()));
+    std::this_thread::sleep_for(100ms);  // retry pacing, not synchronisation
+  }
+  spdlog::info("{}: registered with the coordinator", Where());
+  while (true) {
+    if (StopRequested()) {
+      TENAX_RETURN_IF_ERROR(Checkpoint("stop"));
+      return Cancelled(Where() + " stopped by signal " + std::to_string(StopSignal()) + " at version " +
+                       std::to_string(version_));
+    }
+    while (node_->Accept(Deadline::At(SteadyClock::now())).ok()) {
+    }
+    auto msg = node_->ReceiveControl(Deadline::After(20ms));
+    if (msg.ok()) {
+      const bool from_coordinator = coordinator_connected_ && msg->from == coordinator_;
+      if (msg->kind == kPsHelloKind) {
+        OnHello(*msg);
+      } else if (msg->kind == kResultReadyKind) {
+        OnResultReady(*msg);
+      } else if (from_coordinator && msg->kind == coord::kShardVerdictKind) {
+        TENAX_RETURN_IF_ERROR(OnVerdict(*msg));
+      } else if (from_coordinator && msg->kind == coord::kDoneKind) {
+        TENAX_RETURN_IF_ERROR(Checkpoint("job done"));
+        spdlog::info("{}: the job is done: version {}, {} merges, {} results rejected here", Where(), version_, merges_,
+                     rejected_);
+        return ServerOutcome{version_, merges_, rejected_, restored_merges_};
+      } else if (from_coordinator && msg->kind == coord::kFailureKind) {
+        TENAX_RETURN_IF_ERROR(Checkpoint("job failed"));
+        auto f = coord::DecodeFailure(msg->payload, "coordinator");
+        return FailedPrecondition("the job failed: " + (f.ok() ? f->reason() : f.status().message()));
+      } else {
+        spdlog::warn("{}: dropping {}: unexpected message kind {}", Where(), Label(msg->from), msg->kind);
+        node_->Disconnect(msg->from, Deadline::After(500ms));
+      }
+    }
+    // Checks not yet delivered (the coordinator was away) go out again.
+    if (CoordinatorUsable()) {
+      for (auto& [key, p] : pending_) {
+        if (!p.reported) ReportCheck(key.first, key.second, p);
+      }
+    }
+    // Workers that are gone: their staging and waiting results go.
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      if (node_->PeerStatus(it->first).ok()) {
+        ++it;
+        continue;
+      }
+      spdlog::info("{}: worker {} is gone ({})", Where(), it->second.name, node_->PeerStatus(it->first).message());
+      it = workers_.erase(it);
+    }
+  }
+}
+
+}  // namespace
+
+Result<ServerOutcome> RunServer(const ServerOptions& o) {
+  TENAX_RETURN_IF_ERROR(ValidateMergeParams(o.merge));
+  TENAX_RETURN_IF_ERROR(ValidateValidatorOptions(o.validator));
+  if (o.checkpoint_every < 1) return InvalidArgument("async.checkpoint_every must be >= 1");
+  if (o.checkpoint_dir.empty()) return InvalidArgument("the server needs a checkpoint directory");
+  if (o.coordinator_port == 0) return InvalidArgument("the server needs the coordinator's port");
+  TENAX_ASSIGN_OR_RETURN(auto rule, MakeMergeRule(o.merge));
+  net::NodeOptions no;
+  no.name = "server-" + std::to_string(o.shard);
+  no.secret = o.secret;
+  no.transports = o.transports;
+  no.peer_timeout = o.peer_timeout;
+  TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(no));
+  TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen(o.listen_host, 0));
+  Shard shard(o, std::move(node), std::move(rule));
+  TENAX_RETURN_IF_ERROR(shard.Init(port));
+  return shard.Serve();
+}
+
+}  // namespace tenax::ps

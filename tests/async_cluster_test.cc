@@ -1,0 +1,268 @@
+// Asynchronous training (mode "async") with real processes on loopback:
+// `tenax run` starts a coordinator, parameter-server shards and workers;
+// faults are real signals (the job's fault plan, or the test's own). The
+// checks read the coordinator's merge log (its SQLite state file, through
+// coord::WorkQueue) as well as summary.json: every unit must be merged
+// exactly once by every shard.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <memory>
+#include <set>
+#include <thread>
+#include <tuple>
+
+#include <gtest/gtest.h>
+
+#include "tenax/coord/work_queue.h"
+#include "testing.h"
+
+namespace tenax::testing {
+namespace {
+
+struct AsyncJob {
+  std::string name;
+  int workers = 2;
+  int servers = 2;
+  int64_t max_steps = 300;
+  int64_t unit_steps = 15;
+  double lease_seconds = 10;
+  std::string rule = "vc_asgd";
+  std::string extra = "";  // appended as is (fault plans)
+};
+
+std::string WriteAsyncJob(const ScratchDir& dir, const AsyncJob& j) {
+  const std::string path = dir / (j.name + ".toml");
+  std::ofstream out(path);
+  out << "mode = \"async\"\n"
+      << "[cluster]\nworkers = " << j.workers << "\njob_id = \"" << j.name << "\"\npeer_timeout_seconds = 4\n"
+      << "join_timeout_seconds = 60\nstep_timeout_seconds = 20\n"
+      << "[async]\nservers = " << j.servers << "\nunit_steps = " << j.unit_steps
+      << "\nlease_seconds = " << j.lease_seconds << "\nrule = \"" << j.rule << "\"\ncheckpoint_every = 4\n"
+      << "[data]\ntrain_limit = 8192\ntest_limit = 1000\n"
+      << "[model]\nname = \"mlp\"\n"
+      << "[train]\nepochs = 100\nmax_steps = " << j.max_steps << "\nbatch_size = 32\nthreads = 1\nlr = 0.05\n"
+      << "momentum = 0.9\n"
+      << "[log]\nevery_steps = 50\n"
+      << j.extra;
+  return path;
+}
+
+// The merge log of a finished job: for every (unit, shard), the attempts
+// merged and not rolled back by a shard restart ("reopened").
+struct MergeLog {
+  std::map<std::pair<int64_t, int>, std::vector<int64_t>> merged;
+  std::vector<coord::UnitEvent> events;
+  coord::WorkQueueCounts counts;
+  int64_t Count(const std::string& what) const {
+    int64_t n = 0;
+    for (const auto& e : events) n += e.what == what;
+    return n;
+  }
+};
+
+::testing::AssertionResult ReadMergeLog(const std::string& db, const AsyncJob& j, MergeLog& log) {
+  coord::WorkQueueOptions o;
+  o.total_steps = j.max_steps;
+  o.unit_steps = j.unit_steps;
+  o.shards = j.servers;
+  o.lease_ms = static_cast<int64_t>(j.lease_seconds * 1000);
+  auto q = coord::WorkQueue::Open(db, o);
+  if (!q.ok()) return ::testing::AssertionFailure() << q.status().ToString();
+  auto events = (*q)->Events();
+  if (!events.ok()) return ::testing::AssertionFailure() << events.status().ToString();
+  auto counts = (*q)->Counts();
+  if (!counts.ok()) return ::testing::AssertionFailure() << counts.status().ToString();
+  log.events = *events;
+  log.counts = *counts;
+  for (const auto& e : log.events) {
+    if (e.what == "merged") log.merged[{e.unit, e.shard}].push_back(e.attempt);
+    if (e.what == "reopened") log.merged[{e.unit, e.shard}].clear();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Every unit of the final queue merged exactly once per shard.
+void ExpectEveryUnitMergedOnce(const MergeLog& log, int shards) {
+  ASSERT_GT(log.counts.units, 0);
+  for (int64_t u = 0; u < log.counts.units; ++u) {
+    for (int s = 0; s < shards; ++s) {
+      auto it = log.merged.find({u, s});
+      ASSERT_TRUE(it != log.merged.end()) << "unit " << u << " never merged by shard " << s;
+      EXPECT_EQ(1u, it->second.size()) << "unit " << u << " merged " << it->second.size() << " times by shard " << s;
+    }
+  }
+  EXPECT_EQ(log.counts.units, log.counts.merged_everywhere);
+}
+
+nlohmann::json Summary(const ScratchDir& dir) {
+  auto j = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
+  return j.is_discarded() ? nlohmann::json::object() : j;
+}
+
+class AsyncClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("TENAX_SECRET", "async-test-secret-0123456789", 1); }
+};
+
+TEST_F(AsyncClusterTest, TwoShardsMergeEveryUnitExactlyOnceAndTheModelLearns) {
+  ScratchDir dir;
+  AsyncJob j{.name = "plain"};
+  auto r = RunProcess({TenaxBinary(), "run", WriteAsyncJob(dir, j), "--out", dir / "run"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  auto summary = Summary(dir);
+  EXPECT_EQ("async", summary.value("mode", ""));
+  EXPECT_EQ(300, summary.value("steps", 0));
+  EXPECT_EQ(20, summary.value("units", 0));  // 300 steps / 15
+  EXPECT_GE(summary.value("units_issued", 0), 20);
+  EXPECT_EQ(0, summary.value("results_rejected", -1));
+  EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.6) << summary.dump();
+  EXPECT_TRUE(std::filesystem::exists(dir / "run/model.pt"));
+  MergeLog log;
+  ASSERT_TRUE(ReadMergeLog(dir / "run/coordinator.db", j, log));
+  ExpectEveryUnitMergedOnce(log, 2);
+  EXPECT_EQ(20, log.counts.units);
+  // Each shard wrote checkpoints (every 4 merges and at the end).
+  for (const char* shard : {"server-0", "server-1"}) {
+    int files = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir / (std::string("run/") + shard))) {
+      files += e.path().extension() == ".ckpt";
+    }
+    EXPECT_GE(files, 1) << shard;
+  }
+}
+
+TEST_F(AsyncClusterTest, TenRandomWorkerKillsStillMergeEveryUnitOnceAndTheRunCompletes) {
+  ScratchDir dir;
+  AsyncJob j{.name = "chaos", .workers = 3, .max_steps = 1500, .unit_steps = 10, .lease_seconds = 3};
+  j.extra =
+      "[faults.random]\nmean_lifetime_seconds = 1.5\nseed = 7\naction = \"kill\"\nrestart_delay_seconds = 0.3\n"
+      "max_faults = 10\n";
+  auto r = RunProcess({TenaxBinary(), "run", WriteAsyncJob(dir, j), "--out", dir / "run"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  auto summary = Summary(dir);
+  int kills = 0;
+  for (const auto& f : summary.value("faults", nlohmann::json::array())) {
+    kills += f.value("event", "") == "fault" && f.value("action", "") == "kill";
+  }
+  EXPECT_EQ(10, kills) << summary.dump();
+  EXPECT_EQ(10, summary.value("preemptions", 0));
+  EXPECT_EQ(1500, summary.value("steps", 0));
+  EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.6) << summary.dump();
+  MergeLog log;
+  ASSERT_TRUE(ReadMergeLog(dir / "run/coordinator.db", j, log));
+  ExpectEveryUnitMergedOnce(log, 2);
+  // Killed workers held leases: their units were issued again.
+  EXPECT_GE(log.counts.units_reissued, 1);
+  EXPECT_EQ(log.counts.units_reissued, summary.value("units_reissued", -1));
+}
+
+TEST_F(AsyncClusterTest, APreemptionNoticeReturnsThePartialResultAndOnlyTheRestIsRerun) {
+  ScratchDir dir;
+  AsyncJob j{.name = "notice", .max_steps = 400, .unit_steps = 40, .lease_seconds = 30};
+  j.extra = "[[faults]]\naction = \"preempt\"\nworker = 0\nat_step = 100\ngrace_seconds = 20\n";
+  auto r = RunProcess({TenaxBinary(), "run", WriteAsyncJob(dir, j), "--out", dir / "run"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  const std::string log0 = ReadText(dir / "run/logs/worker-0.log");
+  EXPECT_NE(std::string::npos, log0.find("as a partial result")) << log0;
+  MergeLog log;
+  ASSERT_TRUE(ReadMergeLog(dir / "run/coordinator.db", j, log));
+  ExpectEveryUnitMergedOnce(log, 2);
+  // The partial result was accepted for its steps and the rest became a new
+  // unit: one more unit than 400 / 40, and no lease had to expire.
+  EXPECT_EQ(1, log.counts.partial_results);
+  EXPECT_EQ(11, log.counts.units);
+  EXPECT_EQ(1, log.Count("split"));
+  EXPECT_EQ(0, log.counts.leases_expired);
+  EXPECT_EQ(400, Summary(dir).value("steps", 0));
+}
+
+TEST_F(AsyncClusterTest, APoisonedResultIsRejectedAndTheUnitIsMergedOnceFromItsNextAttempt) {
+  ScratchDir dir;
+  AsyncJob j{.name = "poison", .max_steps = 200, .unit_steps = 20};
+  setenv("TENAX_TEST_POISON_UNIT", "3", 1);  // the first copy of unit 3 carries a NaN
+  auto r = RunProcess({TenaxBinary(), "run", WriteAsyncJob(dir, j), "--out", dir / "run"});
+  unsetenv("TENAX_TEST_POISON_UNIT");
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  MergeLog log;
+  ASSERT_TRUE(ReadMergeLog(dir / "run/coordinator.db", j, log));
+  ExpectEveryUnitMergedOnce(log, 2);
+  EXPECT_EQ(1, log.counts.results_rejected);
+  // Neither shard merged the poisoned attempt 1 of unit 3.
+  for (int s = 0; s < 2; ++s) {
+    const auto merged = log.merged[std::make_pair(int64_t{3}, s)];
+    EXPECT_EQ(std::vector<int64_t>{2}, merged) << "shard " << s;
+  }
+  auto summary = Summary(dir);
+  EXPECT_EQ(1, summary.value("results_rejected", 0));
+  EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.6) << summary.dump();
+}
+
+// Polls (with a deadline) until `dir` holds at least `n` checkpoint files.
+bool WaitForCheckpoints(const std::string& dir, int n, std::chrono::seconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    int files = 0;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) files += e.path().extension() == ".ckpt";
+    if (files >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polling files another process writes, with a deadline
+  }
+  return false;
+}
+
+// The roles started one by one (no launcher), so the test holds the server's
+// PID: SIGKILL shard 1 once it has checkpointed, start it again on its
+// directory, and the job still merges every unit exactly once per shard.
+TEST_F(AsyncClusterTest, ASigkilledServerRestartedOnItsDirectoryContinuesFromItsCheckpoint) {
+  ScratchDir dir;
+  AsyncJob j{.name = "server-kill", .max_steps = 400, .unit_steps = 10};
+  const std::string job = WriteAsyncJob(dir, j);
+  Child coordinator({TenaxBinary(), "coordinator", "--job", job, "--state", dir / "state.db", "--port-file",
+                     dir / "port"});
+  ASSERT_TRUE(coordinator.WaitForStderrLine("listening on")) << coordinator.stderr_text();
+  const std::string port = ReadText(dir / "port");
+  const std::string address = "127.0.0.1:" + port.substr(0, port.find('\n'));
+  auto server = [&](int s) {
+    return std::make_unique<Child>(std::vector<std::string>{TenaxBinary(), "server", "--job", job, "--shard",
+                                                            std::to_string(s), "--checkpoints",
+                                                            dir / ("server-" + std::to_string(s)), "--coordinator",
+                                                            address});
+  };
+  auto s0 = server(0), s1 = server(1);
+  ASSERT_TRUE(s1->WaitForStderrLine("registered with the coordinator")) << s1->stderr_text();
+  std::vector<std::unique_ptr<Child>> workers;
+  for (int w = 0; w < 2; ++w) {
+    workers.push_back(std::make_unique<Child>(
+        std::vector<std::string>{TenaxBinary(), "worker", "--job", job, "--coordinator", address, "--out", dir / "run"}));
+  }
+  ASSERT_TRUE(WaitForCheckpoints(dir / "server-1", 2, std::chrono::seconds(120))) << s1->stderr_text();
+  s1->Signal(SIGKILL);
+  EXPECT_EQ(128 + SIGKILL, s1->Wait());
+  auto restarted = server(1);
+  ASSERT_TRUE(restarted->WaitForStderrLine("continuing from")) << restarted->stderr_text();
+  for (auto& w : workers) EXPECT_EQ(0, w->Wait()) << w->stderr_text();
+  EXPECT_EQ(0, coordinator.Wait()) << coordinator.stderr_text();
+  EXPECT_EQ(0, s0->Wait()) << s0->stderr_text();
+  EXPECT_EQ(0, restarted->Wait()) << restarted->stderr_text();
+  MergeLog log;
+  ASSERT_TRUE(ReadMergeLog(dir / "state.db", j, log));
+  ExpectEveryUnitMergedOnce(log, 2);
+  // Only shard 1 re-merged what its checkpoint had lost.
+  for (const auto& e : log.events) {
+    if (e.what == "reopened") {
+      EXPECT_EQ(1, e.shard) << e.detail;
+    }
+  }
+  auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
+  ASSERT_FALSE(summary.is_discarded());
+  EXPECT_EQ(400, summary.value("steps", 0));
+  EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.6) << summary.dump();
+}
+
+}  // namespace
+}  // namespace tenax::testing
