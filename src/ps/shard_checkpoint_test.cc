@@ -1,1 +1,162 @@
+#include "tenax/ps/shard_checkpoint.h"
+
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "testing.h"
+
+namespace tenax::ps {
+namespace {
+
+using tenax::testing::ScratchDir;
+
+ShardCheckpoint Make(uint64_t merges, float base) {
+  ShardCheckpoint c;
+  c.job_id = "job";
+  c.plan_fingerprint = "0123456789abcdef";
+  c.shard = 1;
+  c.shards = 2;
+  c.param_offset = 100;
+  c.version = merges;
+  c.merges = merges;
+  c.rule = "vc_asgd";
+  c.written_unix_ms = 1234;
+  c.params = {base, -0.0f, std::numeric_limits<float>::quiet_NaN(), 1e-30f, base * 2};
+  return c;
+}
+
+std::vector<std::string> Files(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(ShardCheckpointTest, EncodeDecodeRoundTripsEveryBit) {
+  const ShardCheckpoint c = Make(7, 3.5f);
+  const std::string bytes = EncodeShardCheckpoint(c);
+  auto d = DecodeShardCheckpoint({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, "mem");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ("job", d->job_id);
+  EXPECT_EQ(c.plan_fingerprint, d->plan_fingerprint);
+  EXPECT_EQ(1u, d->shard);
+  EXPECT_EQ(2u, d->shards);
+  EXPECT_EQ(100u, d->param_offset);
+  EXPECT_EQ(7u, d->version);
+  EXPECT_EQ(7u, d->merges);
+  EXPECT_EQ("vc_asgd", d->rule);
+  EXPECT_EQ(1234, d->written_unix_ms);
+  EXPECT_TRUE(SameBits(c.params, d->params));
+  EXPECT_EQ(bytes, EncodeShardCheckpoint(*d));
+}
+
+TEST(ShardCheckpointTest, WritesNamedFilesAndKeepsTheNewestTwo) {
+  ScratchDir dir;
+  const std::string d = dir / "ck";
+  for (uint64_t m : {4, 8, 12, 16}) ASSERT_TRUE(WriteShardCheckpoint(d, Make(m, static_cast<float>(m))).ok());
+  EXPECT_EQ((std::vector<std::string>{"shard-1-000000000012.ckpt", "shard-1-000000000016.ckpt"}), Files(d));
+  auto loaded = LoadNewestShardCheckpoint(d, Make(0, 0));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_TRUE(loaded->has_value());
+  EXPECT_EQ(16u, (*loaded)->checkpoint.merges);
+  EXPECT_FLOAT_EQ(32.0f, (*loaded)->checkpoint.params[4]);
+  EXPECT_TRUE((*loaded)->skipped.empty());
+  EXPECT_FALSE(WriteShardCheckpoint(d, Make(20, 0), 1).ok());
+}
+
+TEST(ShardCheckpointTest, ATruncatedNewestFileFallsBackToThePreviousOne) {
+  ScratchDir dir;
+  const std::string d = dir / "ck";
+  ASSERT_TRUE(WriteShardCheckpoint(d, Make(4, 4)).ok());
+  ASSERT_TRUE(WriteShardCheckpoint(d, Make(8, 8)).ok());
+  const std::string newest = d + "/shard-1-000000000008.ckpt";
+  std::filesystem::resize_file(newest, std::filesystem::file_size(newest) - 7);
+  auto loaded = LoadNewestShardCheckpoint(d, Make(0, 0));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_TRUE(loaded->has_value());
+  EXPECT_EQ(4u, (*loaded)->checkpoint.merges);
+  ASSERT_EQ(1u, (*loaded)->skipped.size());
+  EXPECT_NE(std::string::npos, (*loaded)->skipped[0].find("000000000008.ckpt")) << (*loaded)->skipped[0];
+  EXPECT_NE(std::string::npos, (*loaded)->skipped[0].find("truncated")) << (*loaded)->skipped[0];
+}
+
+TEST(ShardCheckpointTest, AFlippedByteFailsTheCrc) {
+  ScratchDir dir;
+  const std::string d = dir / "ck";
+  ASSERT_TRUE(WriteShardCheckpoint(d, Make(4, 4)).ok());
+  ASSERT_TRUE(WriteShardCheckpoint(d, Make(8, 8)).ok());
+  const std::string newest = d + "/shard-1-000000000008.ckpt";
+  {
+    std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-10, std::ios::end);
+    char c = 0;
+    f.get(c);
+    f.seekp(-10, std::ios::end);
+    f.put(static_cast<char>(c ^ 0x40));
+  }
+  auto loaded = LoadNewestShardCheckpoint(d, Make(0, 0));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_TRUE(loaded->has_value());
+  EXPECT_EQ(4u, (*loaded)->checkpoint.merges);
+  ASSERT_EQ(1u, (*loaded)->skipped.size());
+  EXPECT_NE(std::string::npos, (*loaded)->skipped[0].find("CRC")) << (*loaded)->skipped[0];
+}
+
+TEST(ShardCheckpointTest, OnlyDamagedCheckpointsAreDataLossNotAFreshStart) {
+  ScratchDir dir;
+  const std::string d = dir / "ck";
+  ASSERT_TRUE(WriteShardCheckpoint(d, Make(4, 4)).ok());
+  std::filesystem::resize_file(d + "/shard-1-000000000004.ckpt", 20);
+  auto loaded = LoadNewestShardCheckpoint(d, Make(0, 0));
+  EXPECT_EQ(StatusCode::kDataLoss, loaded.status().code());
+}
+
+TEST(ShardCheckpointTest, ACheckpointOfAnotherJobOrLayoutIsRefused) {
+  ScratchDir dir;
+  const std::string d = dir / "ck";
+  ASSERT_TRUE(WriteShardCheckpoint(d, Make(4, 4)).ok());
+  ShardCheckpoint other = Make(0, 0);
+  other.job_id = "other";
+  auto r = LoadNewestShardCheckpoint(d, other);
+  EXPECT_EQ(StatusCode::kFailedPrecondition, r.status().code());
+  EXPECT_NE(std::string::npos, r.status().message().find("other")) << r.status().message();
+  ShardCheckpoint layout = Make(0, 0);
+  layout.params.resize(9);
+  EXPECT_EQ(StatusCode::kFailedPrecondition, LoadNewestShardCheckpoint(d, layout).status().code());
+  ShardCheckpoint plan = Make(0, 0);
+  plan.plan_fingerprint = "ffffffffffffffff";
+  EXPECT_EQ(StatusCode::kFailedPrecondition, LoadNewestShardCheckpoint(d, plan).status().code());
+}
+
+TEST(ShardCheckpointTest, NoDirectoryIsAFreshStart) {
+  ScratchDir dir;
+  auto r = LoadNewestShardCheckpoint(dir / "none", Make(0, 0));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->has_value());
+}
+
+TEST(ShardCheckpointTest, GarbageIsDataLoss) {
+  const std::string bytes = EncodeShardCheckpoint(Make(1, 1));
+  auto decode = [](const std::string& b) {
+    return DecodeShardCheckpoint({reinterpret_cast<const uint8_t*>(b.data()), b.size()}, "f").status();
+  };
+  EXPECT_EQ(StatusCode::kDataLoss, decode("").code());
+  EXPECT_EQ(StatusCode::kDataLoss, decode("TNXPSCK2" + bytes.substr(8)).code());
+  std::string huge_header = bytes;
+  huge_header[8] = '\xff';
+  huge_header[9] = '\xff';
+  EXPECT_EQ(StatusCode::kDataLoss, decode(huge_header).code());
+  EXPECT_EQ(StatusCode::kDataLoss, decode(bytes + "x").code());
+}
+
+}  // namespace
+}  // namespace tenax::ps

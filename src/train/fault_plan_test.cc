@@ -256,7 +256,7 @@ TEST(FaultPlanTest, TheRandomTableIsCheckedLikeTheEntries) {
 }
 
 TEST(FaultPlanTest, FaultsOnlyApplyToSyncJobsAndAreNotUnknownKeys) {
-  EXPECT_EQ(Line(1) + "faults: only apply to mode = \"sync\"",
+  EXPECT_EQ(Line(1) + "faults: only apply to modes \"sync\" and \"async\"",
             Refusal("[[faults]]\naction = \"kill\"\nworker = 0\nat_seconds = 1\n"));
   // Unknown keys elsewhere are still reported by the config reader.
   const std::string unknown =

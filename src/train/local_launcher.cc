@@ -150,9 +150,10 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   }
   std::vector<size_t> workers;
   for (int r = 0; r < k.workers; ++r) {
-    std::vector<std::string> argv = {self, "worker", "--job", options.job_path, "--coordinator", coordinator, "--out", out};
+    std::vector<std::string> argv = {self, "worker", "--job", options.job_path, "--coordinator", coordinator};
     // Async workers take whatever id the coordinator gives (they come and go).
     if (!async) argv.insert(argv.end(), {"--rank", std::to_string(r)});
+    argv.insert(argv.end(), {"--out", out});
     argv.insert(argv.end(), sets.begin(), sets.end());
     const std::string name = "worker " + std::to_string(r);
     TENAX_ASSIGN_OR_RETURN(size_t index,

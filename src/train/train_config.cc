@@ -170,11 +170,10 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
     a.checkpoint_every = r.Int("async.checkpoint_every", a.checkpoint_every, 1, int64_t{1} << 40);
     a.norm_factor = r.Real("async.norm_factor", a.norm_factor, 1, 1e12);
     if (a.norm_factor <= 1) r.Fail("async.norm_factor", "must be above 1");
-    a.notice_seconds = r.Real("async.notice_seconds", a.notice_seconds, 0.1, 3600);
   } else {
     for (const char* key : {"async.servers", "async.unit_steps", "async.lease_seconds", "async.max_attempts", "async.rule",
                             "async.alpha", "async.staleness_power", "async.server_lr", "async.checkpoint_every",
-                            "async.norm_factor", "async.notice_seconds"}) {
+                            "async.norm_factor"}) {
       if (r.has(key)) r.Fail(key, "only applies to mode = \"async\"");
     }
   }

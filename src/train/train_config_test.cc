@@ -47,7 +47,7 @@ TEST(TrainConfigTest, RejectsImpossibleValues) {
   EXPECT_FALSE(Parse("[train]\nbatch_size = 0\n").ok());
   EXPECT_FALSE(Parse("[train]\nlr = 0.0\n").ok());
   EXPECT_FALSE(Parse("[train]\nepochs = 2.5\n").ok());
-  EXPECT_FALSE(Parse("mode = \"async\"\n").ok());
+  EXPECT_FALSE(Parse("mode = \"hogwild\"\n").ok());
   auto big_batch = Parse("[data]\ntrain_limit = 100\n[train]\nbatch_size = 200\n");
   ASSERT_FALSE(big_batch.ok());
   EXPECT_NE(big_batch.status().message().find("more than the 100 training samples"), std::string::npos);
@@ -103,7 +103,7 @@ TEST(TrainConfigTest, ElasticBoundsAreRefusedWithTheKeyNamed) {
             Parse(plain + "shares = \"even\"\n").status().message());
   EXPECT_EQ("job.toml:5: 'cluster.shares' must be one of measured, even, got 'fast'",
             Parse(job + "shares = \"fast\"\n").status().message());
-  EXPECT_EQ("job.toml:2: 'cluster.elastic' only applies to mode = \"sync\"",
+  EXPECT_EQ("job.toml:2: 'cluster.elastic' only applies to modes \"sync\" and \"async\"",
             Parse("[cluster]\nelastic = true\n").status().message());
   EXPECT_EQ("job.toml:3: 'cluster.elastic' must be true or false, got string",
             Parse("mode = \"sync\"\n[cluster]\nelastic = \"yes\"\n").status().message());
@@ -114,6 +114,62 @@ TEST(TrainConfigTest, UnknownKeysAreRejectedWithTheirLine) {
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("job.toml:3: unknown key 'train.learning_rate'"), std::string::npos)
       << c.status().message();
+}
+
+TEST(TrainConfigTest, AnAsyncJobReadsEveryAsyncKey) {
+  auto c = Parse(
+      "mode = \"async\"\n[cluster]\nworkers = 3\n[async]\nservers = 2\nunit_steps = 25\nlease_seconds = 12.5\n"
+      "max_attempts = 3\nrule = \"asgd\"\nalpha = 0.25\nstaleness_power = 0.5\nserver_lr = 0.1\n"
+      "checkpoint_every = 7\nnorm_factor = 20\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ("async", c->mode);
+  EXPECT_EQ(3, c->cluster.workers);
+  EXPECT_EQ(3, c->cluster.max_workers);
+  EXPECT_EQ(2, c->async.servers);
+  EXPECT_EQ(25, c->async.unit_steps);
+  EXPECT_DOUBLE_EQ(12.5, c->async.lease_seconds);
+  EXPECT_EQ(3, c->async.max_attempts);
+  EXPECT_EQ("asgd", c->async.rule);
+  EXPECT_DOUBLE_EQ(0.25, c->async.alpha);
+  EXPECT_DOUBLE_EQ(0.5, c->async.staleness_power);
+  EXPECT_DOUBLE_EQ(0.1, c->async.server_lr);
+  EXPECT_EQ(7, c->async.checkpoint_every);
+  EXPECT_DOUBLE_EQ(20, c->async.norm_factor);
+  auto defaults = Parse("mode = \"async\"\n[train]\nlr = 0.07\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ("vc_asgd", defaults->async.rule);
+  EXPECT_DOUBLE_EQ(0.07, defaults->async.server_lr);  // train.lr
+}
+
+TEST(TrainConfigTest, BadAsyncValuesNameTheirKey) {
+  struct Case {
+    const char* text;
+    const char* key;
+  };
+  for (const Case& c : {Case{"mode = \"async\"\n[async]\nalpha = 1.0\n", "async.alpha"},
+                        Case{"mode = \"async\"\n[async]\nalpha = 1.5\n", "async.alpha"},
+                        Case{"mode = \"async\"\n[async]\nservers = 65\n", "async.servers"},
+                        Case{"mode = \"async\"\n[async]\nrule = \"sum\"\n", "async.rule"},
+                        Case{"mode = \"async\"\n[async]\nnorm_factor = 1\n", "async.norm_factor"},
+                        Case{"mode = \"async\"\n[async]\nserver_lr = 0.1\n", "async.server_lr"},
+                        Case{"mode = \"async\"\n[cluster]\nelastic = true\n", "cluster.elastic"},
+                        Case{"mode = \"sync\"\n[async]\nservers = 2\n", "async.servers"},
+                        Case{"[cost]\nprices = \"/nonexistent/prices.toml\"\n", "cost.prices"}}) {
+    auto r = Parse(c.text);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_EQ(StatusCode::kInvalidArgument, r.status().code()) << c.text;
+    EXPECT_NE(std::string::npos, r.status().message().find(c.key)) << r.status().message();
+    EXPECT_NE(std::string::npos, r.status().message().find("job.toml")) << r.status().message();
+  }
+}
+
+TEST(TrainConfigTest, TheAsyncExampleIsValid) {
+  auto doc = ConfigDoc::Load(std::string(TENAX_SOURCE_DIR) + "/examples/async.toml");
+  ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+  auto c = ParseTrainConfig(*doc);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ("async", c->mode);
+  EXPECT_EQ(2, c->async.servers);
 }
 
 }  // namespace

@@ -15,7 +15,7 @@
 //   [log]    every_steps, level
 //   [async]  (async) servers, unit_steps, lease_seconds, max_attempts, rule,
 //            alpha, staleness_power, server_lr, checkpoint_every,
-//            norm_factor, notice_seconds
+//            norm_factor
 //   [cost]   prices = a price table file (train/price_table.h)
 //
 // docs/config.md describes every key; ParseTrainConfig is the authority.
@@ -49,7 +49,6 @@ struct AsyncConfig {
   double server_lr = 0;           // asgd: the server's step size; 0 = train.lr
   int64_t checkpoint_every = 10;  // merges between a shard's checkpoints, >= 1
   double norm_factor = 10;        // validator: reject update norms beyond this x the running median, > 1
-  double notice_seconds = 10;     // grace after SIGTERM to return a partial result, > 0
 };
 
 // What the job's processes cost ([cost]; train/price_table.h).
