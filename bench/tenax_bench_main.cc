@@ -17,5 +17,6 @@ int main(int argc, char** argv) {
   tenax::bench::AddAllreduceBenchmark(app, exit_code);
   tenax::bench::AddTrainSingleBenchmark(app, exit_code);
   tenax::bench::AddElasticBenchmark(app, exit_code);
+  tenax::bench::AddPreemptionBenchmark(app, exit_code);
   return tenax::cli::RunApp(app, argc, argv, exit_code);
 }

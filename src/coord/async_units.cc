@@ -49,6 +49,12 @@ void AsyncUnits::OnShardLost(net::PeerId conn, const std::string& why) {
   }
 }
 
+Status AsyncUnits::OnMemberLost(const std::string& member, const std::string& why) {
+  TENAX_ASSIGN_OR_RETURN(int n, queue_->ExpireLeasesOf(member, why, Now()));
+  if (n > 0) spdlog::info("job {}: {} is gone; its {} unit lease(s) are issued again now", job_id_, member, n);
+  return Status::Ok();
+}
+
 void AsyncUnits::TellShards(uint32_t kind, const std::string& payload) {
   for (const auto& [s, l] : links_) Send(l.conn, kind, payload);
 }
@@ -134,7 +140,8 @@ Status AsyncUnits::OnUnitRequest(const net::ControlMessage& m, const std::string
     Send(m.from, kUnitGrantKind, g.SerializeAsString());
     return Status::Ok();
   }
-  const std::string worker = member + (r->worker().empty() ? "" : " (" + r->worker() + ")");
+  // Leases are held by the member (its label), so that its loss expires them.
+  const std::string& worker = member;
   TENAX_ASSIGN_OR_RETURN(LeaseOutcome lease, queue_->Lease(worker, Now()));
   switch (lease.kind) {
     case LeaseOutcome::Kind::kWait:

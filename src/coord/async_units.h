@@ -39,6 +39,9 @@ class AsyncUnits {
   // job's end).
   std::vector<net::PeerId> ShardConnections() const;
   void OnShardLost(net::PeerId conn, const std::string& why);
+  // A member's connection was lost (`member` as Handle names it): its
+  // leases expire at once. The queue's IoError is returned.
+  Status OnMemberLost(const std::string& member, const std::string& why);
   // The job ended: every shard gets `kind` (Done or Failure) with `payload`.
   void TellShards(uint32_t kind, const std::string& payload);
   // For summary.json: units_issued, units_reissued, results_rejected...

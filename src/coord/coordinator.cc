@@ -45,6 +45,8 @@ class Coordinator {
   void SendAll(const std::vector<ConnId>& to, uint32_t kind, const std::string& payload);
   void Drop(net::PeerId peer, const std::string& why);
   std::string Label(net::PeerId peer) const;
+  // "worker N (host/pid)" for a member's connection, "" otherwise.
+  std::string MemberLabel(net::PeerId peer) const;
   const std::string& job_id() const { return machine_.job().job_id; }
 
   net::Node& node_;
@@ -57,6 +59,14 @@ class Coordinator {
 std::string Coordinator::Label(net::PeerId peer) const {
   auto info = node_.Info(peer);
   return info.ok() ? info->address + (info->name.empty() ? "" : " (" + info->name + ")") : std::to_string(peer);
+}
+
+std::string Coordinator::MemberLabel(net::PeerId peer) const {
+  auto rank = machine_.RankOf(peer);
+  if (!rank) return "";
+  const auto& members = machine_.members();
+  auto it = members.find(*rank);
+  return "worker " + std::to_string(*rank) + (it != members.end() ? " (" + it->second.name + ")" : "");
 }
 
 void Coordinator::Send(net::PeerId peer, uint32_t kind, const std::string& payload) {
@@ -157,13 +167,7 @@ Actions Coordinator::Handle(const net::ControlMessage& m) {
     return Actions{};
   };
   if (async_ && async_->Handles(m.kind)) {
-    std::string who;
-    if (auto rank = machine_.RankOf(m.from)) {
-      const auto& members = machine_.members();
-      auto it = members.find(*rank);
-      who = "worker " + std::to_string(*rank) + (it != members.end() ? " (" + it->second.name + ")" : "");
-    }
-    Status st = async_->Handle(m, who);
+    Status st = async_->Handle(m, MemberLabel(m.from));
     if (st.code() == StatusCode::kProtocolError) return refuse(st);
     if (!st.ok()) return machine_.OnJobFailure("the work queue failed: " + st.message());
     return {};
@@ -239,6 +243,13 @@ Status Coordinator::Serve() {
     if (idle) std::this_thread::sleep_for(2ms);
     for (ConnId conn : machine_.Connections()) {
       if (Status st = node_.PeerStatus(conn); !st.ok()) {
+        if (async_) {
+          if (const std::string member = MemberLabel(conn); !member.empty()) {
+            if (Status q = async_->OnMemberLost(member, st.message()); !q.ok()) {
+              if (auto end = Apply(machine_.OnJobFailure("the work queue failed: " + q.message()))) return *end;
+            }
+          }
+        }
         if (auto end = Apply(machine_.OnConnectionLost(conn, st.message()))) return *end;
       }
     }

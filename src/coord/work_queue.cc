@@ -308,14 +308,19 @@ Result<std::unique_ptr<WorkQueue>> WorkQueue::Open(const std::string& path, cons
   return q;
 }
 
-Result<int> WorkQueue::ExpireLeases(int64_t now_ms) {
-  WorkQueueSql q(db_, path_, options_);
+namespace {
+
+// Expires the leases `select` (a SELECT unit, lease_attempt ... with one
+// parameter, `key`) finds, each logged "expired" with `why`.
+template <typename Key>
+Result<int> ExpireWhere(WorkQueueSql& q, sqlite3* db, const char* select, const Key& key, const std::string& why,
+                        int64_t now_ms) {
   return InTransaction(q, [&]() -> Result<int> {
     std::vector<std::pair<int64_t, int64_t>> expired;
     {
-      Stmt s(db_, "SELECT unit, lease_attempt FROM wq_unit WHERE lease_attempt > 0 AND lease_deadline <= ?");
+      Stmt s(db, select);
       if (!s.ok()) return q.Error("cannot read leases");
-      s.Bind(1, now_ms);
+      s.Bind(1, key);
       int rc;
       while ((rc = s.Step()) == SQLITE_ROW) expired.emplace_back(s.Int(0), s.Int(1));
       if (rc != SQLITE_DONE) return q.Error("cannot read leases");
@@ -323,11 +328,25 @@ Result<int> WorkQueue::ExpireLeases(int64_t now_ms) {
     for (const auto& [unit, attempt] : expired) {
       TENAX_RETURN_IF_ERROR(q.ClearLease(unit));
       TENAX_RETURN_IF_ERROR(q.Count("expired"));
-      TENAX_RETURN_IF_ERROR(q.Event(now_ms, unit, attempt, -1, "expired", "the lease passed its deadline"));
+      TENAX_RETURN_IF_ERROR(q.Event(now_ms, unit, attempt, -1, "expired", why));
       TENAX_RETURN_IF_ERROR(q.FailedCopy(unit, attempt, now_ms));
     }
     return static_cast<int>(expired.size());
   });
+}
+
+}  // namespace
+
+Result<int> WorkQueue::ExpireLeases(int64_t now_ms) {
+  WorkQueueSql q(db_, path_, options_);
+  return ExpireWhere(q, db_, "SELECT unit, lease_attempt FROM wq_unit WHERE lease_attempt > 0 AND lease_deadline <= ?",
+                     now_ms, "the lease passed its deadline", now_ms);
+}
+
+Result<int> WorkQueue::ExpireLeasesOf(const std::string& worker, const std::string& why, int64_t now_ms) {
+  WorkQueueSql q(db_, path_, options_);
+  return ExpireWhere(q, db_, "SELECT unit, lease_attempt FROM wq_unit WHERE lease_attempt > 0 AND lease_worker = ?",
+                     worker, worker + " is gone: " + why, now_ms);
 }
 
 Result<LeaseOutcome> WorkQueue::Lease(const std::string& worker, int64_t now_ms) {

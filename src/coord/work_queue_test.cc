@@ -106,6 +106,24 @@ TEST(WorkQueueTest, AnExpiredLeaseIsReissuedAndItsLateResultIsMergedOnce) {
   EXPECT_EQ((std::vector<int64_t>{1}), (Merges(*q)[{0, 0}]));
 }
 
+TEST(WorkQueueTest, ALostWorkersLeasesExpireAtOnce) {
+  ScratchDir dir;
+  auto q = OpenQueue(dir / "q.db", Options(60, 20));
+  ASSERT_TRUE(q);
+  UnitLease a = LeaseOne(*q, "worker 0", 0);
+  UnitLease b = LeaseOne(*q, "worker 1", 0);
+  auto n = q->ExpireLeasesOf("worker 0", "connection lost", 10);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(1, *n);
+  UnitLease again = LeaseOne(*q, "worker 2", 11);  // long before the deadline (1000)
+  EXPECT_EQ(a.unit, again.unit);
+  EXPECT_EQ(2, again.attempt);
+  EXPECT_NE(b.unit, again.unit);
+  auto counts = q->Counts();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(1, counts->leases_expired);
+}
+
 TEST(WorkQueueTest, TwoShardsWaitForEachOtherAndOneInvalidPartRejects) {
   ScratchDir dir;
   auto q = OpenQueue(dir / "q.db", Options(20, 20, 2));

@@ -344,8 +344,9 @@ Status Shard::OnVerdict(const net::ControlMessage& m) {
   auto it = pending_.find(key);
   if (v.verdict() == "pending") return Status::Ok();
   if (it == pending_.end()) {
-    spdlog::warn("{}: verdict {} on unit {} attempt {}, which is not waiting here", Where(), v.verdict(), key.first,
-                 key.second);
+    // Rejections go to every shard; one that never got this result has nothing to drop.
+    spdlog::debug("{}: verdict {} on unit {} attempt {}, which is not waiting here", Where(), v.verdict(), key.first,
+                  key.second);
     return Status::Ok();
   }
   if (v.verdict() == "merge") {
@@ -399,7 +400,12 @@ Result<ServerOutcome> Shard::Serve() {
     }
     while (node_->Accept(Deadline::At(SteadyClock::now())).ok()) {
     }
-    auto msg = node_->ReceiveControl(Deadline::After(20ms));
+    // Node waits poll: an idle shard sleeps between polls so that it does
+    // not take a core from the workers (pacing, not synchronisation:
+    // messages wait in UCX meanwhile).
+    node_->Progress();
+    auto msg = node_->ReceiveControl(Deadline::At(SteadyClock::now()));
+    if (!msg.ok()) std::this_thread::sleep_for(1ms);
     if (msg.ok()) {
       const bool from_coordinator = coordinator_connected_ && msg->from == coordinator_;
       if (msg->kind == kPsHelloKind) {

@@ -255,8 +255,9 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   faults.Finish(max_step);
   // Elastic: every member reported done before JobDone, so members exit at
   // once; whoever still runs after a short grace was never needed.
-  // Servers write a last checkpoint on the coordinator's Done: they get the long grace.
-  Status waited = children.WaitAll(Deadline::After(elastic && !async ? 3s : async ? 10s : 30s), StopStatus);
+  // Every member reported done before JobDone (and async servers write their
+  // last checkpoint on the coordinator's Done, well within the grace).
+  Status waited = children.WaitAll(Deadline::After(elastic ? 3s : 30s), StopStatus);
   if (!waited.ok() && elastic && waited.code() == StatusCode::kDeadlineExceeded) {
     // A joiner started near the end may still be loading its data or
     // knocking at a coordinator that is gone: the job no longer needs it.

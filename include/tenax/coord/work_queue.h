@@ -128,6 +128,11 @@ class WorkQueue {
   // returns how many. Called before every Lease and periodically.
   Result<int> ExpireLeases(int64_t now_ms);
 
+  // `worker`'s process is gone (its connection to the coordinator was
+  // lost): its leases expire now rather than at their deadlines, so its
+  // units are issued again at once. Returns how many.
+  Result<int> ExpireLeasesOf(const std::string& worker, const std::string& why, int64_t now_ms);
+
   // The lowest open unit not leased right now (expired leases first
   // re-issued), leased to `worker` until now_ms + lease_ms.
   Result<LeaseOutcome> Lease(const std::string& worker, int64_t now_ms);
