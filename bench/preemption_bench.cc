@@ -3,9 +3,11 @@
 // the cnn with the same workers, per-worker batch, SGD and epochs, priced
 // with the same provider's table (examples/prices/, docs/cost.md):
 //  - baseline:    sync, no faults, every role on demand;
-//  - preemptible: async vc_asgd, workers on preemptible prices, random
-//                 SIGKILLs of workers (exponential lifetimes), each replaced
-//                 after a delay;
+//  - preemptible: async vc_asgd, every role at preemptible (Spot) prices,
+//                 random SIGKILLs of workers (exponential lifetimes), each
+//                 replaced after a delay; it is also priced with the
+//                 coordinator and servers on demand (cost_control_on_demand),
+//                 from the same process-seconds;
 //  - elastic:     sync elastic under the same kill process and prices;
 //  - delta, asgd: async with the other merge rules, same faults and prices.
 // Each reports wall_seconds (launcher), cost (summary.json's cost.total),
@@ -19,6 +21,7 @@
 
 #include "bench_common.h"
 #include "tenax/core/files.h"
+#include "tenax/train/price_table.h"
 
 namespace tenax::bench {
 namespace {
@@ -34,8 +37,9 @@ struct PreemptionArgs {
   double mean_lifetime_seconds = 0;  // 0 = 40 s quick (a kill every ~10 s among 4 workers), 120 s full
   double restart_delay_seconds = 3;
   std::string data_dir = kDefaultFashionMnistDir;
-  std::string prices = BenchFile("aws-c5.2xlarge-us-east-1.toml");
-  std::string on_demand_prices = BenchFile("aws-c5.2xlarge-us-east-1-on-demand.toml");
+  std::string prices = BenchFile("gcp-c2-standard-8-us-central1.toml");
+  std::string spot_workers_prices = BenchFile("gcp-c2-standard-8-us-central1-spot-workers.toml");
+  std::string on_demand_prices = BenchFile("gcp-c2-standard-8-us-central1-on-demand.toml");
   int64_t timeout_seconds = 900;
   bool skip_rules = false;  // hidden: only baseline, preemptible, elastic
 };
@@ -56,6 +60,11 @@ std::string JobText(const PreemptionArgs& a, const RunSpec& r) {
   if (r.mode == "async") {
     text += fmt::format("[async]\nservers = 2\nunit_steps = {}\nlease_seconds = 10\nrule = \"{}\"\n", a.unit_steps,
                         r.rule);
+    // Classic asynchronous SGD takes one step of the job's lr per pushed
+    // gradient; a unit pushes the sum of unit_steps gradients, so the
+    // server's lr is the job's divided by unit_steps (one step of the
+    // unit's mean gradient). With the job's lr on the sum it diverges.
+    if (r.rule == "asgd") text += fmt::format("server_lr = {}\n", a.lr / static_cast<double>(a.unit_steps));
   }
   text += fmt::format(
       "[data]\ndir = \"{}\"\n[model]\nname = \"cnn\"\n"
@@ -95,6 +104,17 @@ Result<nlohmann::json> RunOne(const PreemptionArgs& a, const std::string& tenax_
                       {"final_test_accuracy", s.value("final_test_accuracy", 0.0)},
                       {"steps", s.value("steps", 0)}};
   if (!r.rule.empty()) j["rule"] = r.rule;
+  if (r.spot) {
+    // The same process-seconds priced with only the workers preemptible.
+    std::map<std::string, double> seconds;
+    const nlohmann::json spent = s["cost"].value("process_seconds", nlohmann::json::object());
+    for (const auto& [role, v] : spent.items()) {
+      if (v.is_number()) seconds[role] = v.get<double>();
+    }
+    TENAX_ASSIGN_OR_RETURN(PriceTable cautious, LoadPriceTable(a.spot_workers_prices));
+    TENAX_ASSIGN_OR_RETURN(CostReport c, ComputeCost(cautious, seconds));
+    j["cost_control_on_demand"] = c.total;
+  }
   int64_t kills = 0;
   for (const auto& f : s.value("faults", nlohmann::json::array())) {
     kills += f.value("event", "") == "fault" && f.value("action", "") == "kill";
@@ -113,8 +133,10 @@ Result<nlohmann::json> RunOne(const PreemptionArgs& a, const std::string& tenax_
 
 Status RunPreemption(const PreemptionArgs& a) {
   TENAX_ASSIGN_OR_RETURN(std::string tenax_bin, FindProgram("tenax"));
-  for (const auto& p : {a.prices, a.on_demand_prices}) {
-    if (!std::filesystem::exists(p)) return NotFound("price table " + p + " (--prices / --on-demand-prices)");
+  for (const auto& p : {a.prices, a.spot_workers_prices, a.on_demand_prices}) {
+    if (!std::filesystem::exists(p)) {
+      return NotFound("price table " + p + " (--prices / --spot-workers-prices / --on-demand-prices)");
+    }
   }
   UseFreshSecret();
   TENAX_ASSIGN_OR_RETURN(ScratchDir work, ScratchDir::Create("tenax-bench-preemption"));
@@ -144,6 +166,8 @@ Status RunPreemption(const PreemptionArgs& a) {
     ratios[r.name] = {
         {"wall_ratio", x["wall_seconds"].get<double>() / base["wall_seconds"].get<double>()},
         {"cost_ratio", x["cost"].get<double>() / base["cost"].get<double>()},
+        {"cost_ratio_control_on_demand",
+         x.value("cost_control_on_demand", x["cost"].get<double>()) / base["cost"].get<double>()},
         {"accuracy_gap_points",
          100 * (base["final_test_accuracy"].get<double>() - x["final_test_accuracy"].get<double>())}};
   }
@@ -180,7 +204,10 @@ void AddPreemptionBenchmark(CLI::App& bench, int& exit_code) {
   cmd->add_option("--restart-delay", a->restart_delay_seconds, "Seconds before a killed worker is replaced")
       ->check(CLI::Range(0.0, 3600.0))
       ->capture_default_str();
-  cmd->add_option("--prices", a->prices, "Price table with workers preemptible")->capture_default_str();
+  cmd->add_option("--prices", a->prices, "Price table of the runs on preemptible capacity")->capture_default_str();
+  cmd->add_option("--spot-workers-prices", a->spot_workers_prices,
+                  "Price table with only the workers preemptible (the cautious re-pricing)")
+      ->capture_default_str();
   cmd->add_option("--on-demand-prices", a->on_demand_prices, "Price table with every role on demand (baseline)")
       ->capture_default_str();
   cmd->add_option("--data", a->data_dir, "Fashion-MNIST directory")->capture_default_str();

@@ -138,9 +138,12 @@ TEST_F(AsyncClusterTest, TwoShardsMergeEveryUnitExactlyOnceAndTheModelLearns) {
 
 TEST_F(AsyncClusterTest, TenRandomWorkerKillsStillMergeEveryUnitOnceAndTheRunCompletes) {
   ScratchDir dir;
-  AsyncJob j{.name = "chaos", .workers = 3, .max_steps = 1500, .unit_steps = 10, .lease_seconds = 3};
+  // The kills come on a clock (the 10th about 3 s in), the job's end on
+  // its steps: 5000 steps of the mlp take about 3x that here, so every kill
+  // lands before the end even on a much faster machine.
+  AsyncJob j{.name = "chaos", .workers = 3, .max_steps = 5000, .unit_steps = 10, .lease_seconds = 3};
   j.extra =
-      "[faults.random]\nmean_lifetime_seconds = 1.5\nseed = 7\naction = \"kill\"\nrestart_delay_seconds = 0.3\n"
+      "[faults.random]\nmean_lifetime_seconds = 0.6\nseed = 7\naction = \"kill\"\nrestart_delay_seconds = 0.3\n"
       "max_faults = 10\n";
   auto r = RunProcess({TenaxBinary(), "run", WriteAsyncJob(dir, j), "--out", dir / "run"});
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
@@ -151,7 +154,7 @@ TEST_F(AsyncClusterTest, TenRandomWorkerKillsStillMergeEveryUnitOnceAndTheRunCom
   }
   EXPECT_EQ(10, kills) << summary.dump();
   EXPECT_EQ(10, summary.value("preemptions", 0));
-  EXPECT_EQ(1500, summary.value("steps", 0));
+  EXPECT_EQ(5000, summary.value("steps", 0));
   EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.6) << summary.dump();
   MergeLog log;
   ASSERT_TRUE(ReadMergeLog(dir / "run/coordinator.db", j, log));
@@ -275,6 +278,38 @@ TEST_F(AsyncClusterTest, ASigkilledServerRestartedOnItsDirectoryContinuesFromIts
   ASSERT_FALSE(summary.is_discarded());
   EXPECT_EQ(400, summary.value("steps", 0));
   EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.6) << summary.dump();
+}
+
+// The same through the job's fault plan: `tenax run` SIGKILLs shard 1
+// mid-run and starts it again on its checkpoint directory 1 s later.
+TEST_F(AsyncClusterTest, TheFaultPlanKillsAndRestartsAServerAndEveryUnitIsStillMergedOnce) {
+  ScratchDir dir;
+  AsyncJob j{.name = "plan-server", .max_steps = 400, .unit_steps = 10};
+  j.extra =
+      "[[faults]]\naction = \"kill\"\nserver = 1\nat_step = 150\n"
+      "[[faults]]\naction = \"restart\"\nserver = 1\nat_step = 150\ndelay_seconds = 1\n";
+  auto r = RunProcess({TenaxBinary(), "run", WriteAsyncJob(dir, j), "--out", dir / "run"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  auto summary = Summary(dir);
+  const auto faults = summary.value("faults", nlohmann::json::array());
+  ASSERT_EQ(2u, faults.size()) << summary.dump();
+  EXPECT_EQ("kill", faults[0].value("action", ""));
+  EXPECT_EQ(1, faults[0].value("server", -1));
+  EXPECT_EQ("restart", faults[1].value("action", ""));
+  EXPECT_EQ(1, faults[1].value("server", -1));
+  EXPECT_NE(faults[0].value("pid", 0), faults[1].value("pid", 0));
+  EXPECT_EQ(400, summary.value("steps", 0));
+  EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.6) << summary.dump();
+  const std::string restarted = ReadText(dir / "run/logs/server-1-1.log");
+  EXPECT_NE(std::string::npos, restarted.find("continuing from")) << restarted;
+  MergeLog log;
+  ASSERT_TRUE(ReadMergeLog(dir / "run/coordinator.db", j, log));
+  ExpectEveryUnitMergedOnce(log, 2);
+  for (const auto& e : log.events) {
+    if (e.what == "reopened") {
+      EXPECT_EQ(1, e.shard) << e.detail;
+    }
+  }
 }
 
 }  // namespace

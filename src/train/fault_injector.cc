@@ -39,11 +39,13 @@ FaultInjector::FaultInjector(ProcessSupervisor& children, FaultInjectorOptions o
     : children_(children), options_(std::move(options)) {
   const int64_t workers = static_cast<int64_t>(options_.workers.size());
   for (int64_t w = 0; w < workers; ++w) slots_[w] = options_.workers[static_cast<size_t>(w)];
+  for (size_t sh = 0; sh < options_.servers.size(); ++sh) server_slots_[static_cast<int64_t>(sh)] = options_.servers[sh];
   for (const FaultSpec& f : options_.plan.faults) {
     Pending p;
     p.source = "faults[" + std::to_string(f.index) + "]";
     p.action = f.action;
     p.slot = f.worker;
+    p.server = f.server;
     p.at_seconds = f.at_seconds;
     p.at_step = f.at_step;
     p.grace_seconds = f.grace_seconds;
@@ -75,12 +77,17 @@ std::string FaultInjector::Who(int64_t slot) const {
   return it != joiner_of_slot_.end() ? "joiner " + std::to_string(it->second) : "an unstarted joiner";
 }
 
+std::string FaultInjector::WhoOf(const Pending& p) const {
+  return p.server >= 0 ? "server " + std::to_string(p.server) : Who(p.slot);
+}
+
 void FaultInjector::Notice(const std::string& text) const {
   if (options_.on_notice) options_.on_notice(text);
 }
 
 nlohmann::json FaultInjector::Record(const char* event, const Pending& p, double elapsed, int64_t max_step) const {
   nlohmann::json r = {{"event", event}, {"action", FaultActionName(p.action)}};
+  if (p.server >= 0) r["server"] = p.server;
   if (p.slot >= 0) {
     if (p.slot < static_cast<int64_t>(options_.workers.size())) {
       r["worker"] = p.slot;
@@ -104,7 +111,7 @@ void FaultInjector::Poll(int64_t max_step, SteadyClock::time_point now) {
   // Preempted children: gone by themselves, or SIGKILL after the grace period.
   for (auto g = graces_.begin(); g != graces_.end();) {
     const pid_t pid = children_.pid(g->child);
-    const std::string who = Who(g->fault.slot);
+    const std::string who = WhoOf(g->fault);
     if (std::optional<int> code = children_.exit_code(g->child)) {
       Notice("fault: " + who + " (pid " + std::to_string(pid) + ") exited with code " + std::to_string(*code) +
              " after SIGTERM");
@@ -162,19 +169,24 @@ std::optional<SteadyClock::time_point> FaultInjector::NextDue() const {
 void FaultInjector::Fire(Pending& p, double elapsed, int64_t max_step) {
   p.done = true;
   if (p.action == FaultAction::kRestart) {
-    StartJoiner(p, elapsed, max_step);
+    if (p.server >= 0) {
+      RestartServer(p, elapsed, max_step);
+    } else {
+      StartJoiner(p, elapsed, max_step);
+    }
     return;
   }
-  auto slot = slots_.find(p.slot);
+  const std::map<int64_t, size_t>& targets = p.server >= 0 ? server_slots_ : slots_;
+  auto slot = targets.find(p.server >= 0 ? p.server : p.slot);
   std::string why;
-  if (slot == slots_.end()) {
+  if (slot == targets.end()) {
     why = "its target was never started";
   } else if (std::optional<int> code = children_.exit_code(slot->second)) {
-    why = Who(p.slot) + " (pid " + std::to_string(children_.pid(slot->second)) + ") had already exited with code " +
+    why = WhoOf(p) + " (pid " + std::to_string(children_.pid(slot->second)) + ") had already exited with code " +
           std::to_string(*code);
   }
   if (!why.empty()) {
-    Notice("fault not fired: " + p.source + " (" + FaultActionName(p.action) + " " + Who(p.slot) + "): " + why);
+    Notice("fault not fired: " + p.source + " (" + FaultActionName(p.action) + " " + WhoOf(p) + "): " + why);
     nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
     r["reason"] = why;
     records_.push_back(std::move(r));
@@ -197,7 +209,7 @@ void FaultInjector::Signal(const Pending& p, size_t child, int signal, double el
     return;
   }
   if (options_.expect_exits) children_.ExpectExit(child);
-  const std::string who = Who(p.slot);
+  const std::string who = WhoOf(p);
   std::string line = std::string("fault: ") + SignalName(signal) + " " + who + " (pid " + std::to_string(pid) +
                      ") at " + Seconds(elapsed) + (max_step > 0 ? " (step " + std::to_string(max_step) + ")" : "");
   if (signal == SIGTERM) {
@@ -240,6 +252,36 @@ void FaultInjector::StartJoiner(Pending& p, double elapsed, int64_t max_step) {
   records_.push_back(std::move(r));
 }
 
+void FaultInjector::RestartServer(Pending& p, double elapsed, int64_t max_step) {
+  auto old = server_slots_.find(p.server);
+  std::string why;
+  if (!options_.restart_server) {
+    why = "no way to restart a server";
+  } else if (old != server_slots_.end() && !children_.exit_code(old->second)) {
+    // Two processes on one checkpoint directory would overwrite each other.
+    why = "server " + std::to_string(p.server) + " (pid " + std::to_string(children_.pid(old->second)) +
+          ") still runs; kill or preempt it first";
+  }
+  Result<size_t> child = why.empty() ? options_.restart_server(p.server) : Result<size_t>(FailedPrecondition(why));
+  if (!child.ok()) {
+    why = "could not restart server " + std::to_string(p.server) + ": " + child.status().message();
+    Notice("fault not fired: " + p.source + " (restart server " + std::to_string(p.server) + "): " + why);
+    nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
+    r["reason"] = why;
+    records_.push_back(std::move(r));
+    return;
+  }
+  server_slots_[p.server] = *child;
+  const pid_t pid = children_.pid(*child);
+  Notice("fault: restarted server " + std::to_string(p.server) + " (pid " + std::to_string(pid) + ") at " +
+         Seconds(elapsed) + (max_step > 0 ? " (step " + std::to_string(max_step) + ")" : "") +
+         " on its checkpoint directory");
+  nlohmann::json r = Record("fault", p, elapsed, max_step);
+  r["pid"] = pid;
+  if (p.delay_seconds > 0) r["delay_seconds"] = p.delay_seconds;
+  records_.push_back(std::move(r));
+}
+
 void FaultInjector::Finish(int64_t max_step, SteadyClock::time_point now) {
   if (finished_) return;
   finished_ = true;
@@ -249,7 +291,7 @@ void FaultInjector::Finish(int64_t max_step, SteadyClock::time_point now) {
     if (p.done) continue;
     p.done = true;
     std::string what = std::string(FaultActionName(p.action)) +
-                       (p.action == FaultAction::kRestart ? "" : " " + Who(p.slot)) +
+                       (p.server >= 0 ? " " + WhoOf(p) : p.action == FaultAction::kRestart ? "" : " " + Who(p.slot)) +
                        (p.at_step ? " at step " + std::to_string(*p.at_step) : " at " + Seconds(*p.at_seconds));
     if (p.triggered_at && p.delay_seconds > 0) what += " + " + Seconds(p.delay_seconds);
     Notice("fault not fired: " + p.source + " (" + what + "): the job ended first, at " + Seconds(elapsed) +

@@ -5,7 +5,9 @@
 //
 // What it does, per fault: kill = SIGKILL; preempt = SIGTERM, then SIGKILL
 // if the child still runs after the grace period; stop = SIGSTOP; cont =
-// SIGCONT; restart = start a joiner (after delay_seconds). Each one is a
+// SIGCONT; restart = start a joiner (after delay_seconds), or, for an
+// entry naming a server, start that parameter-server shard again on its
+// checkpoint directory (it replaces the shard's old process). Each one is a
 // notice line ("fault: SIGKILL worker 1 (pid 1234) at 12.3 s (step 340)")
 // and a record ({"event":"fault",...}); a fault aimed at a child that had
 // already exited, or still pending when the job ends, is a
@@ -43,6 +45,11 @@ struct FaultInjectorOptions {
   // Starts joiner n (1, 2, ...) and returns its supervisor index. May be
   // empty when the plan starts none.
   std::function<Result<size_t>(int64_t n)> start_joiner;
+  // servers[s]: the supervisor index of parameter-server shard s (async).
+  std::vector<size_t> servers;
+  // Starts shard s again (on its directory) and returns its new supervisor
+  // index. May be empty when the plan restarts no server.
+  std::function<Result<size_t>(int64_t shard)> restart_server;
   // Signalled children are expected to die (elastic jobs).
   bool expect_exits = false;
   std::function<void(const std::string&)> on_notice;  // may be empty
@@ -80,6 +87,7 @@ class FaultInjector {
     FaultAction action = FaultAction::kKill;
     int64_t slot = -1;      // the target: a worker or a random plan's joiner
     int64_t new_slot = -1;  // restart of the random plan: the slot it creates
+    int64_t server = -1;    // the target is this parameter-server shard instead
     std::optional<double> at_seconds;
     std::optional<int64_t> at_step;
     double grace_seconds = 0;
@@ -95,9 +103,11 @@ class FaultInjector {
 
   double Elapsed(SteadyClock::time_point now) const;
   std::string Who(int64_t slot) const;  // "worker 1", "joiner 2"
+  std::string WhoOf(const Pending& p) const;  // Who, or "server 1"
   void Fire(Pending& p, double elapsed, int64_t max_step);
   void Signal(const Pending& p, size_t child, int signal, double elapsed, int64_t max_step);
   void StartJoiner(Pending& p, double elapsed, int64_t max_step);
+  void RestartServer(Pending& p, double elapsed, int64_t max_step);
   nlohmann::json Record(const char* event, const Pending& p, double elapsed, int64_t max_step) const;
   void Notice(const std::string& text) const;
 
@@ -107,6 +117,7 @@ class FaultInjector {
   std::vector<Pending> pending_;
   std::map<int64_t, size_t> slots_;            // slot -> supervisor index
   std::map<int64_t, int64_t> joiner_of_slot_;  // random joiners' slot -> joiner number
+  std::map<int64_t, size_t> server_slots_;     // shard -> supervisor index of its current process
   std::set<size_t> stopped_;                   // SIGSTOPped by the plan and not continued
   std::vector<Grace> graces_;                  // preempted, SIGKILL due
   int64_t joiners_ = 0;

@@ -257,5 +257,66 @@ TEST(FaultInjectorTest, TheRandomPlanStartsJoinersAndLaterFaultsHitThem) {
   EXPECT_FALSE(children.FirstFailure().has_value());
 }
 
+// A server fault: SIGKILL the shard's process, then start it again through
+// the launcher's callback; a restart while the old process runs is refused
+// (two processes on one checkpoint directory), and later faults hit the new
+// process.
+TEST(FaultInjectorTest, AServerIsKilledAndRestartedOnlyOnceItsOldProcessIsGone) {
+  ProcessSupervisor children("fault test", 5s);
+  for (const char* name : {"server 0", "worker 0"}) ASSERT_TRUE(children.StartCaptured(name, {"sleep", "60"}).ok());
+  auto server_fault = [](int64_t index, FaultAction action, double at) {
+    FaultSpec f = Timed(index, action, -1, at);
+    f.server = 0;
+    return f;
+  };
+  FaultInjectorOptions o;
+  o.plan.faults = {server_fault(0, FaultAction::kRestart, 0.05),  // too early: server 0 still runs
+                   server_fault(1, FaultAction::kKill, 0.1), server_fault(2, FaultAction::kRestart, 0.1),
+                   server_fault(3, FaultAction::kStop, 0.3)};
+  o.plan.faults[2].delay_seconds = 0.1;
+  o.workers = {1};
+  o.servers = {0};
+  o.expect_exits = true;
+  std::vector<int64_t> restarted;
+  o.restart_server = [&](int64_t shard) {
+    restarted.push_back(shard);
+    auto index = children.StartCaptured("server " + std::to_string(shard), {"sleep", "60"});
+    if (index.ok()) children.ExpectExit(*index);
+    return index;
+  };
+  std::vector<std::string> notices;
+  o.on_notice = [&notices](const std::string& s) { notices.push_back(s); };
+  FaultInjector injector(children, o);
+  const pid_t first = children.pid(0);
+  injector.Start();
+  const Deadline deadline = Deadline::After(30s);
+  ASSERT_TRUE(Drive(
+      injector, children, 0, [&] { return injector.records().size() == 4; }, deadline));
+
+  const auto& r = injector.records();
+  EXPECT_EQ("fault_not_fired", r[0]["event"]);
+  EXPECT_EQ(0, r[0]["server"]);
+  EXPECT_NE(std::string::npos, r[0]["reason"].get<std::string>().find("still runs")) << r[0].dump();
+  EXPECT_EQ("fault", r[1]["event"]);
+  EXPECT_EQ("kill", r[1]["action"]);
+  EXPECT_EQ(0, r[1]["server"]);
+  EXPECT_FALSE(r[1].contains("worker"));
+  EXPECT_EQ(first, r[1]["pid"]);
+  EXPECT_EQ(std::optional<int>(128 + SIGKILL), children.exit_code(0));
+  ASSERT_EQ(std::vector<int64_t>{0}, restarted);
+  ASSERT_EQ(3u, children.size());
+  EXPECT_EQ("restart", r[2]["action"]);
+  EXPECT_EQ(children.pid(2), r[2]["pid"]);
+  EXPECT_EQ("stop", r[3]["action"]);
+  EXPECT_EQ(children.pid(2), r[3]["pid"]) << "the stop hits the restarted process";
+  EXPECT_EQ('T', WaitForState(children.pid(2), 'T', deadline));
+  EXPECT_NE('T', ProcState(children.pid(1))) << "the worker was not touched";
+  EXPECT_EQ(0u, notices[2].find("fault: restarted server 0 (pid " + std::to_string(children.pid(2)) + ")"))
+      << notices[2];
+  injector.Finish(0);
+  children.Stop();
+  EXPECT_FALSE(children.FirstFailure().has_value());
+}
+
 }  // namespace
 }  // namespace tenax

@@ -9,7 +9,7 @@
 namespace tenax {
 namespace {
 
-constexpr const char* kEntryKeys = "action, worker, at_seconds, at_step, grace_seconds, delay_seconds";
+constexpr const char* kEntryKeys = "action, worker, server, at_seconds, at_step, grace_seconds, delay_seconds";
 constexpr const char* kRandomKeys =
     "mean_lifetime_seconds, seed, action, restart_delay_seconds, max_faults, grace_seconds";
 
@@ -123,7 +123,7 @@ class TableReader {
   std::string dotted_;  // its path in the document's origins ("" inside arrays)
 };
 
-const std::vector<std::string_view> kEntryKeyList = {"action",  "worker",        "at_seconds",
+const std::vector<std::string_view> kEntryKeyList = {"action",  "worker",        "server",       "at_seconds",
                                                      "at_step", "grace_seconds", "delay_seconds"};
 const std::vector<std::string_view> kRandomKeyList = {"mean_lifetime_seconds", "seed",       "action",
                                                       "restart_delay_seconds", "max_faults", "grace_seconds"};
@@ -147,14 +147,23 @@ Result<FaultSpec> ParseEntry(const TableReader& t, const FaultPlanContext& ctx) 
   }
 
   TENAX_ASSIGN_OR_RETURN(std::optional<int64_t> worker, t.Int("worker"));
-  if (f.action == FaultAction::kRestart) {
+  TENAX_ASSIGN_OR_RETURN(std::optional<int64_t> server, t.Int("server"));
+  if (server) {
+    if (ctx.servers <= 0) return t.Fail("server", "only applies to mode \"async\" (the job has no parameter servers)");
+    if (worker) return t.Fail("set worker or server, not both");
+    if (*server < 0 || *server >= ctx.servers) {
+      return t.Fail("server", std::to_string(*server) + " is not a server (async.servers = " +
+                                  std::to_string(ctx.servers) + ")");
+    }
+    f.server = *server;
+  } else if (f.action == FaultAction::kRestart) {
     if (worker) {
       return t.Fail("worker", "does not apply to action \"restart\" (the new worker gets its id from the coordinator)");
     }
   } else {
     if (!worker) {
       return t.Fail(std::string("action \"") + FaultActionName(f.action) + "\" needs worker (0.." +
-                    std::to_string(ctx.workers - 1) + ")");
+                    std::to_string(ctx.workers - 1) + ")" + (ctx.servers > 0 ? " or server" : ""));
     }
     if (*worker < 0 || *worker >= ctx.workers) {
       return t.Fail("worker", std::to_string(*worker) +
@@ -237,7 +246,11 @@ const char* FaultActionName(FaultAction action) {
 
 std::string FaultSpec::Describe() const {
   std::string s = FaultActionName(action);
-  if (action != FaultAction::kRestart) s += " worker " + std::to_string(worker);
+  if (server >= 0) {
+    s += " server " + std::to_string(server);
+  } else if (action != FaultAction::kRestart) {
+    s += " worker " + std::to_string(worker);
+  }
   s += at_step ? " at step " + std::to_string(*at_step) : " at " + Num(at_seconds.value_or(0)) + " s";
   if (action == FaultAction::kRestart && delay_seconds > 0) s += " (+" + Num(delay_seconds) + " s)";
   return s;

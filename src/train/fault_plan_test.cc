@@ -170,8 +170,8 @@ TEST(FaultPlanTest, EveryRefusalNamesTheEntryAndTheKey) {
   EXPECT_EQ(Line(kFirst + 4) + "faults[0].delay_seconds: only applies to action \"restart\"",
             Refusal(Job() + kill + "delay_seconds = 1\n"));
   EXPECT_EQ(Line(kFirst + 4) +
-                "faults[0].at_secs: unknown key (expected one of action, worker, at_seconds, at_step, grace_seconds, "
-                "delay_seconds)",
+                "faults[0].at_secs: unknown key (expected one of action, worker, server, at_seconds, at_step, "
+                "grace_seconds, delay_seconds)",
             Refusal(Job() + kill + "at_secs = 1\n"));
   EXPECT_EQ(Line(kFirst + 1) + "faults[0].action: must be one of kill, preempt, stop, cont, restart, got 'explode'",
             Refusal(Job() + "[[faults]]\naction = \"explode\"\nworker = 0\nat_seconds = 1\n"));
@@ -253,6 +253,46 @@ TEST(FaultPlanTest, TheRandomTableIsCheckedLikeTheEntries) {
   const std::string twice =
       Refusal(Job() + entry + random + "mean_lifetime_seconds = 5\n" + entry + random + "mean_lifetime_seconds = 6\n");
   EXPECT_NE(std::string::npos, twice.find(": faults.random: given twice")) << twice;
+}
+
+// An async job with 2 parameter-server shards; faults start at line 8.
+std::string AsyncJob() {
+  return std::string("mode = \"async\"\n") +  // 1
+         "[cluster]\nworkers = 3\n" +            // 2-3
+         "[async]\nservers = 2\n" +              // 4-5
+         "[train]\nepochs = 1\n";                // 6-7
+}
+
+TEST(FaultPlanTest, AsyncPlansMayKillAndRestartAServer) {
+  auto c = Parse(AsyncJob() +
+                 "[[faults]]\naction = \"kill\"\nserver = 1\nat_seconds = 2\n"
+                 "[[faults]]\naction = \"restart\"\nserver = 1\nat_seconds = 2\ndelay_seconds = 1.5\n"
+                 "[[faults]]\naction = \"preempt\"\nworker = 2\nat_step = 5\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(3u, c->faults.faults.size());
+  const FaultSpec& kill = c->faults.faults[0];
+  EXPECT_EQ(FaultAction::kKill, kill.action);
+  EXPECT_EQ(1, kill.server);
+  EXPECT_EQ(-1, kill.worker);
+  EXPECT_EQ("kill server 1 at 2 s", kill.Describe());
+  const FaultSpec& restart = c->faults.faults[1];
+  EXPECT_EQ(FaultAction::kRestart, restart.action);
+  EXPECT_EQ(1, restart.server);
+  EXPECT_DOUBLE_EQ(1.5, restart.delay_seconds);
+  EXPECT_EQ("restart server 1 at 2 s (+1.5 s)", restart.Describe());
+  EXPECT_EQ(-1, c->faults.faults[2].server);
+  EXPECT_EQ(2, c->faults.faults[2].worker);
+}
+
+TEST(FaultPlanTest, AServerTargetIsCheckedAgainstTheJob) {
+  const std::string kill = "[[faults]]\naction = \"kill\"\nat_seconds = 1\n";
+  EXPECT_EQ(Line(kFirst + 3) + "faults[0].server: 2 is not a server (async.servers = 2)",
+            Refusal(AsyncJob() + kill + "server = 2\n"));
+  EXPECT_EQ(Line(kFirst) + "faults[0]: set worker or server, not both",
+            Refusal(AsyncJob() + kill + "server = 0\nworker = 0\n"));
+  EXPECT_EQ(Line(kFirst + 3) + "faults[0].server: only applies to mode \"async\" (the job has no parameter servers)",
+            Refusal(Job() + kill + "server = 0\n"));
+  EXPECT_EQ(Line(kFirst) + "faults[0]: action \"kill\" needs worker (0..2) or server", Refusal(AsyncJob() + kill));
 }
 
 TEST(FaultPlanTest, FaultsOnlyApplyToSyncJobsAndAreNotUnknownKeys) {

@@ -139,14 +139,22 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   // role of every child by supervisor index, for the cost
   std::vector<std::string> roles = {"coordinator"};
   std::vector<size_t> servers;
-  for (int64_t s = 0; async && s < job.config.async.servers; ++s) {
+  // Shard s on its checkpoint directory: a restarted shard continues from
+  // its newest intact checkpoint there (docs/async.md).
+  int64_t server_restarts = 0;
+  auto start_server = [&](int64_t s) -> Result<size_t> {
     const std::string id = std::to_string(s);
     std::vector<std::string> argv = {self,          "server",      "--job",         options.job_path, "--shard", id,
                                      "--checkpoints", out + "/server-" + id, "--coordinator", coordinator};
     argv.insert(argv.end(), sets.begin(), sets.end());
-    TENAX_ASSIGN_OR_RETURN(size_t index, children.StartLogged("server " + id, argv, logs + "/server-" + id + ".log"));
-    servers.push_back(index);
+    const std::string log = logs + "/server-" + id + (server_restarts > 0 ? "-" + std::to_string(server_restarts) : "") + ".log";
+    TENAX_ASSIGN_OR_RETURN(size_t index, children.StartLogged("server " + id, argv, log));
     roles.push_back("server");
+    return index;
+  };
+  for (int64_t s = 0; async && s < job.config.async.servers; ++s) {
+    TENAX_ASSIGN_OR_RETURN(size_t index, start_server(s));
+    servers.push_back(index);
   }
   std::vector<size_t> workers;
   for (int r = 0; r < k.workers; ++r) {
@@ -182,6 +190,13 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
       children.ExpectExit(*index);
       roles.push_back("worker");
     }
+    return index;
+  };
+  fo.servers = servers;
+  fo.restart_server = [&](int64_t s) -> Result<size_t> {
+    ++server_restarts;
+    TENAX_ASSIGN_OR_RETURN(size_t index, start_server(s));
+    children.ExpectExit(index);  // it may be the plan's target again
     return index;
   };
   FaultInjector faults(children, std::move(fo));

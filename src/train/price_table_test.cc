@@ -80,7 +80,9 @@ TEST(PriceTableTest, BadTablesGetOneLineNamingTheKey) {
 }
 
 TEST(PriceTableTest, TheShippedTablesLoad) {
-  for (const char* name : {"aws-c5.2xlarge-us-east-1.toml", "aws-c5.2xlarge-us-east-1-on-demand.toml"}) {
+  for (const char* name : {"aws-c5.2xlarge-us-east-1.toml", "aws-c5.2xlarge-us-east-1-on-demand.toml",
+                           "gcp-c2-standard-8-us-central1.toml", "gcp-c2-standard-8-us-central1-spot-workers.toml",
+                           "gcp-c2-standard-8-us-central1-on-demand.toml"}) {
     auto t = LoadPriceTable(std::string(TENAX_SOURCE_DIR) + "/examples/prices/" + name);
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     EXPECT_TRUE(CheckPriceTableCovers(*t, {"coordinator", "server", "worker"}).ok());

@@ -189,6 +189,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   fc.sync = cluster_mode;
   fc.workers = c.cluster.workers;
   fc.elastic = c.cluster.elastic || c.mode == "async";  // async workers may be replaced
+  fc.servers = c.mode == "async" ? c.async.servers : 0;
   fc.total_steps = [&c] { return TotalSteps(c); };
   Result<FaultPlan> faults = ParseFaultPlan(doc, r, fc);
   TENAX_RETURN_IF_ERROR(r.Finish());

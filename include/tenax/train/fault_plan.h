@@ -5,6 +5,9 @@
 //   [[faults]]
 //   action = "kill"      # kill | preempt | stop | cont | restart
 //   worker = 1           # 0..cluster.workers-1; not for restart
+//   server = 0           # async jobs: a parameter-server shard (0..async.servers-1)
+//                        # instead of a worker; restart + server = start that
+//                        # shard again on its checkpoint directory
 //   at_seconds = 10.0    # exactly one of at_seconds and at_step
 //   grace_seconds = 5    # preempt: SIGKILL if it still runs after this
 //   delay_seconds = 0    # restart: start the new worker this long after
@@ -51,7 +54,8 @@ inline constexpr double kDefaultGraceSeconds = 5;
 struct FaultSpec {
   int64_t index = 0;  // its position in the [[faults]] array: "faults[index]"
   FaultAction action = FaultAction::kKill;
-  int64_t worker = -1;                          // the launcher's worker index; -1 for restart
+  int64_t worker = -1;                          // the launcher's worker index; -1 for restart or a server
+  int64_t server = -1;                          // async: the target shard (signals, or its restart); -1 for none
   std::optional<double> at_seconds;             // since the launcher started the workers
   std::optional<int64_t> at_step;               // when any rank reported this global step (or a later one)
   double grace_seconds = kDefaultGraceSeconds;  // preempt only
@@ -101,6 +105,7 @@ struct FaultPlanContext {
   bool sync = true;  // mode = "sync": faults are refused otherwise
   int64_t workers = 2;
   bool elastic = false;
+  int64_t servers = 0;  // async.servers (0 outside async jobs): faults may name them
   // The job's total steps, or nullopt when unknown (its data cannot be read
   // now: the at_step bound is then not checked). Called only if an entry
   // has at_step.
