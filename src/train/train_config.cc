@@ -163,7 +163,9 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
     a.rule = r.Choice("async.rule", a.rule, {"vc_asgd", "delta", "asgd"});
     a.alpha = r.Real("async.alpha", a.alpha, 0, 1);
     if (a.alpha >= 1) r.Fail("async.alpha", "must be below 1 (1 would ignore every result)");
-    a.staleness_power = r.Real("async.staleness_power", a.staleness_power, 0, 4);
+    // vc_asgd's own exponent (docs/async.md, "The merge rule we ship");
+    // the comparison rules keep the plain 1/(1+s).
+    a.staleness_power = r.Real("async.staleness_power", DefaultStalenessPower(a.rule), 0, 4);
     a.server_lr = r.Real("async.server_lr", 0, 0, 10);
     if (a.server_lr == 0) a.server_lr = c.lr;
     if (r.has("async.server_lr") && a.rule != "asgd") r.Fail("async.server_lr", "only applies to async.rule = \"asgd\"");

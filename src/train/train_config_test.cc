@@ -139,6 +139,10 @@ TEST(TrainConfigTest, AnAsyncJobReadsEveryAsyncKey) {
   ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
   EXPECT_EQ("vc_asgd", defaults->async.rule);
   EXPECT_DOUBLE_EQ(0.07, defaults->async.server_lr);  // train.lr
+  EXPECT_DOUBLE_EQ(0.5, defaults->async.staleness_power);  // vc_asgd's own exponent
+  auto delta = Parse("mode = \"async\"\n[async]\nrule = \"delta\"\n");
+  ASSERT_TRUE(delta.ok()) << delta.status().ToString();
+  EXPECT_DOUBLE_EQ(1.0, delta->async.staleness_power);
 }
 
 TEST(TrainConfigTest, BadAsyncValuesNameTheirKey) {

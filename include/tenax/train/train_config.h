@@ -45,11 +45,16 @@ struct AsyncConfig {
   int64_t max_attempts = 5;       // failed copies before a unit errors out (and the job fails)
   std::string rule = "vc_asgd";   // "vc_asgd" | "delta" | "asgd"
   double alpha = 0.0;             // vc_asgd: the server's weight at staleness 0, [0, 1)
-  double staleness_power = 1.0;   // [0, 4]
+  double staleness_power = 0.5;   // [0, 4]; default DefaultStalenessPower(rule)
   double server_lr = 0;           // asgd: the server's step size; 0 = train.lr
   int64_t checkpoint_every = 10;  // merges between a shard's checkpoints, >= 1
   double norm_factor = 10;        // validator: reject update norms beyond this x the running median, > 1
 };
+
+// The staleness exponent a rule gets when the job file sets none: 0.5 for
+// vc_asgd (measured best in tenax bench preemption, docs/async.md), 1 for
+// delta and asgd.
+inline double DefaultStalenessPower(const std::string& rule) { return rule == "vc_asgd" ? 0.5 : 1.0; }
 
 // What the job's processes cost ([cost]; train/price_table.h).
 struct CostConfig {
