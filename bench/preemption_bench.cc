@@ -32,7 +32,7 @@ struct PreemptionArgs {
   bool quick = false;
   std::string json_path;
   int64_t workers = 4;
-  int64_t epochs = 0;  // 0 = 1 quick, 2 full
+  int64_t epochs = 0;  // 0 = 2 quick, 4 full
   int64_t batch_size = 64;
   double lr = 0.02;
   int64_t unit_steps = 10;
@@ -53,7 +53,7 @@ struct RunSpec {
 };
 
 std::string JobText(const PreemptionArgs& a, const RunSpec& r) {
-  const int64_t epochs = a.epochs > 0 ? a.epochs : (a.quick ? 1 : 2);
+  const int64_t epochs = a.epochs > 0 ? a.epochs : (a.quick ? 2 : 4);
   const double lifetime = a.mean_lifetime_seconds > 0 ? a.mean_lifetime_seconds : (a.quick ? 40 : 120);
   std::string text = fmt::format(
       "mode = \"{}\"\n[cluster]\nworkers = {}\njob_id = \"bench-{}\"\npeer_timeout_seconds = 3\n"
@@ -195,13 +195,14 @@ void AddPreemptionBenchmark(CLI::App& bench, int& exit_code) {
       bench, "preemption",
       "Cost and speed on preemptible workers: sync on demand (baseline) vs async VC-ASGD on preemptible prices with "
       "random worker kills, vs elastic sync under the same kills, and the delta and asgd merge rules",
-      "1 epoch and a kill every ~10 s among the workers (5 runs, a few minutes)", a->quick, a->json_path,
+      "2 epochs and a kill every ~10 s among the workers (6 runs, about 2 minutes)", a->quick, a->json_path,
       [a] { return RunPreemption(*a); }, exit_code);
-  cmd->add_option("--epochs", a->epochs, "Epochs per run (default 1 quick, 2 full)")
+  cmd->add_option("--epochs", a->epochs, "Epochs per run (default 2 quick, 4 full)")
       ->check(CLI::Range(int64_t{1}, int64_t{100}));
   cmd->add_option("--batch-size", a->batch_size, "Samples per step per worker")
       ->check(CLI::Range(int64_t{1}, int64_t{15000}))
       ->capture_default_str();
+  cmd->add_option("--lr", a->lr, "SGD learning rate of every run")->check(CLI::Range(1e-6, 10.0))->capture_default_str();
   cmd->add_option("--unit-steps", a->unit_steps, "Local steps per async work unit")
       ->check(CLI::Range(int64_t{1}, int64_t{100000}))
       ->capture_default_str();
