@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -141,13 +142,14 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   std::vector<size_t> servers;
   // Shard s on its checkpoint directory: a restarted shard continues from
   // its newest intact checkpoint there (docs/async.md).
-  int64_t server_restarts = 0;
+  std::map<int64_t, int> server_restarts;  // shard -> times the fault plan restarted it
   auto start_server = [&](int64_t s) -> Result<size_t> {
     const std::string id = std::to_string(s);
     std::vector<std::string> argv = {self,          "server",      "--job",         options.job_path, "--shard", id,
                                      "--checkpoints", out + "/server-" + id, "--coordinator", coordinator};
     argv.insert(argv.end(), sets.begin(), sets.end());
-    const std::string log = logs + "/server-" + id + (server_restarts > 0 ? "-" + std::to_string(server_restarts) : "") + ".log";
+    const int restart = server_restarts[s];
+    const std::string log = logs + "/server-" + id + (restart > 0 ? "-" + std::to_string(restart) : "") + ".log";
     TENAX_ASSIGN_OR_RETURN(size_t index, children.StartLogged("server " + id, argv, log));
     roles.push_back("server");
     return index;
@@ -194,7 +196,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   };
   fo.servers = servers;
   fo.restart_server = [&](int64_t s) -> Result<size_t> {
-    ++server_restarts;
+    ++server_restarts[s];
     TENAX_ASSIGN_OR_RETURN(size_t index, start_server(s));
     children.ExpectExit(index);  // it may be the plan's target again
     return index;
