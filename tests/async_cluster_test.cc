@@ -7,12 +7,15 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <memory>
 #include <set>
+#include <sstream>
 #include <thread>
 #include <tuple>
 
@@ -114,6 +117,24 @@ TEST_F(AsyncClusterTest, TwoShardsMergeEveryUnitExactlyOnceAndTheModelLearns) {
   AsyncJob j{.name = "plain"};
   auto r = RunProcess({TenaxBinary(), "run", WriteAsyncJob(dir, j), "--out", dir / "run"});
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  // The launcher shows the job's front as progress lines (non-interactive
+  // stderr): "epoch E/100 step S/256" (8192 samples / batch 32), one per
+  // log.every_steps (50) crossed, never going back, the last at step 300.
+  std::vector<int64_t> shown;  // global steps of the progress lines
+  std::istringstream err(r.err);
+  for (std::string line; std::getline(err, line);) {
+    const size_t at = line.find("[run] epoch ");
+    if (at == std::string::npos) continue;
+    long long epoch = 0, epochs = 0, step = 0, per_epoch = 0;
+    ASSERT_EQ(4, std::sscanf(line.c_str() + at, "[run] epoch %lld/%lld step %lld/%lld", &epoch, &epochs, &step,
+                             &per_epoch))
+        << line;
+    EXPECT_EQ(256, per_epoch) << line;
+    shown.push_back((epoch - 1) * per_epoch + step);
+  }
+  ASSERT_GE(shown.size(), 4u) << r.err;
+  EXPECT_TRUE(std::is_sorted(shown.begin(), shown.end())) << r.err;
+  EXPECT_EQ(300, shown.back()) << r.err;
   auto summary = Summary(dir);
   EXPECT_EQ("async", summary.value("mode", ""));
   EXPECT_EQ(300, summary.value("steps", 0));

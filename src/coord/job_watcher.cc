@@ -42,6 +42,7 @@ struct JobWatcher::State {
     j.total_steps = slow->total_steps();
     j.epoch = slow->epoch();
     j.epochs = slow->epochs();
+    j.steps_per_epoch = slow->steps_per_epoch();
     j.loss = slow->loss();
     j.samples_per_second = slow->samples_per_second();
     j.elapsed_seconds = slow->elapsed_seconds();

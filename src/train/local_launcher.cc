@@ -86,7 +86,11 @@ TrainProgress ToTrainProgress(const coord::JobProgress& j, int64_t log_every_ste
   tp.epochs = j.epochs;
   tp.global_step = j.step;
   tp.total_steps = j.total_steps;
-  tp.steps_per_epoch = j.epochs > 0 ? (j.total_steps + j.epochs - 1) / j.epochs : 0;
+  // The workers' own count: total_steps / epochs is wrong when
+  // train.max_steps cuts the run short.
+  tp.steps_per_epoch = j.steps_per_epoch > 0 ? j.steps_per_epoch
+                       : j.epochs > 0        ? (j.total_steps + j.epochs - 1) / j.epochs
+                                             : 0;
   tp.step_in_epoch = tp.steps_per_epoch > 0 ? (j.step - 1) % tp.steps_per_epoch + 1 : 0;
   tp.loss = j.loss;
   tp.samples_per_second = j.samples_per_second;
@@ -204,6 +208,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   FaultInjector faults(children, std::move(fo));
   faults.Start();
   int64_t max_step = 0;  // the highest step any rank reported
+  int64_t async_logged = 0;  // async: the last multiple of log.every_steps shown as a log line
   const std::string metrics = out + "/metrics.jsonl";
   // Once the children are stopped or done: the plan's records after rank 0's.
   auto record_faults = [&] {
@@ -222,7 +227,9 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   wo.secret = secret;
   wo.peer_timeout = k.peer_timeout();
   wo.name = "launcher";
-  wo.report_max_step = !job.config.faults.empty();  // step triggers follow the fastest rank
+  // Step triggers follow the fastest rank; so does an async job's progress
+  // (its workers train units side by side, and a lost one never reports again).
+  wo.report_max_step = !job.config.faults.empty() || async;
   TENAX_ASSIGN_OR_RETURN(auto watcher, coord::JobWatcher::Connect(wo, join_deadline));
   while (true) {
     if (StopRequested()) {
@@ -248,8 +255,20 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     if (auto* p = std::get_if<coord::JobProgress>(&**event)) {
       max_step = std::max(max_step, p->max_step);
       faults.Poll(max_step);
-      if (options.on_progress && !p->max_step_only) {
+      if (options.on_progress && !async && !p->max_step_only) {
         options.on_progress(ToTrainProgress(*p, job.config.log_every_steps));
+      } else if (options.on_progress && async && p->total_steps > 0) {
+        // Async: the front of the job, the furthest step any worker reached
+        // (units are issued in step order); a log line whenever it crosses
+        // a multiple of log.every_steps.
+        coord::JobProgress front = *p;
+        front.step = max_step;
+        if (front.steps_per_epoch > 0) front.epoch = (max_step - 1) / front.steps_per_epoch + 1;
+        TrainProgress tp = ToTrainProgress(front, job.config.log_every_steps);
+        const int64_t bucket = max_step / std::max<int64_t>(1, job.config.log_every_steps);
+        tp.log_point = bucket > async_logged || max_step == p->total_steps;
+        async_logged = std::max(async_logged, bucket);
+        options.on_progress(tp);
       }
     } else if (auto* g = std::get_if<coord::JobGeneration>(&**event)) {
       std::string ids;

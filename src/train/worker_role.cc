@@ -52,6 +52,7 @@ wire::Progress ToWire(int rank, const TrainProgress& p) {
   w.set_total_steps(p.total_steps);
   w.set_epoch(p.epoch);
   w.set_epochs(p.epochs);
+  w.set_steps_per_epoch(p.steps_per_epoch);
   w.set_loss(p.loss);
   w.set_samples_per_second(p.samples_per_second);
   w.set_elapsed_seconds(p.elapsed_seconds);

@@ -49,6 +49,7 @@ struct JobProgress {
   int64_t total_steps = 0;
   int64_t epoch = 0;  // 1-based
   int64_t epochs = 0;
+  int64_t steps_per_epoch = 0;  // 0 when the workers did not say (then total_steps / epochs)
   double loss = 0;
   double samples_per_second = 0;
   double elapsed_seconds = 0;
