@@ -102,6 +102,20 @@ void ExpectEveryUnitMergedOnce(const MergeLog& log, int shards) {
   EXPECT_EQ(log.counts.units, log.counts.merged_everywhere);
 }
 
+// Units re-opened for re-merging (after a shard restart) only for `shard`.
+void ExpectOnlyShardReopened(const MergeLog& log, int shard) {
+  for (const auto& e : log.events) {
+    if (e.what == "reopened") {
+      EXPECT_EQ(shard, e.shard) << e.detail;
+    }
+  }
+}
+
+// `tenax run` of the job, its run directory dir/run.
+ProcessResult RunAsyncJob(const ScratchDir& dir, const AsyncJob& j) {
+  return RunProcess({TenaxBinary(), "run", WriteAsyncJob(dir, j), "--out", dir / "run"});
+}
+
 nlohmann::json Summary(const ScratchDir& dir) {
   auto j = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
   return j.is_discarded() ? nlohmann::json::object() : j;
@@ -115,7 +129,7 @@ class AsyncClusterTest : public ::testing::Test {
 TEST_F(AsyncClusterTest, TwoShardsMergeEveryUnitExactlyOnceAndTheModelLearns) {
   ScratchDir dir;
   AsyncJob j{.name = "plain"};
-  auto r = RunProcess({TenaxBinary(), "run", WriteAsyncJob(dir, j), "--out", dir / "run"});
+  auto r = RunAsyncJob(dir, j);
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
   // The launcher shows the job's front as progress lines (non-interactive
   // stderr): "epoch E/100 step S/256" (8192 samples / batch 32), one per
@@ -166,7 +180,7 @@ TEST_F(AsyncClusterTest, TenRandomWorkerKillsStillMergeEveryUnitOnceAndTheRunCom
   j.extra =
       "[faults.random]\nmean_lifetime_seconds = 0.6\nseed = 7\naction = \"kill\"\nrestart_delay_seconds = 0.3\n"
       "max_faults = 10\n";
-  auto r = RunProcess({TenaxBinary(), "run", WriteAsyncJob(dir, j), "--out", dir / "run"});
+  auto r = RunAsyncJob(dir, j);
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
   auto summary = Summary(dir);
   int kills = 0;
@@ -202,7 +216,7 @@ TEST_F(AsyncClusterTest, APreemptionNoticeReturnsThePartialResultAndOnlyTheRestI
   ScratchDir dir;
   AsyncJob j{.name = "notice", .max_steps = 400, .unit_steps = 40, .lease_seconds = 30};
   j.extra = "[[faults]]\naction = \"preempt\"\nworker = 0\nat_step = 100\ngrace_seconds = 20\n";
-  auto r = RunProcess({TenaxBinary(), "run", WriteAsyncJob(dir, j), "--out", dir / "run"});
+  auto r = RunAsyncJob(dir, j);
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
   const std::string log0 = ReadText(dir / "run/logs/worker-0.log");
   EXPECT_NE(std::string::npos, log0.find("as a partial result")) << log0;
@@ -222,7 +236,7 @@ TEST_F(AsyncClusterTest, APoisonedResultIsRejectedAndTheUnitIsMergedOnceFromItsN
   ScratchDir dir;
   AsyncJob j{.name = "poison", .max_steps = 200, .unit_steps = 20};
   setenv("TENAX_TEST_POISON_UNIT", "3", 1);  // the first copy of unit 3 carries a NaN
-  auto r = RunProcess({TenaxBinary(), "run", WriteAsyncJob(dir, j), "--out", dir / "run"});
+  auto r = RunAsyncJob(dir, j);
   unsetenv("TENAX_TEST_POISON_UNIT");
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
   MergeLog log;
@@ -290,11 +304,7 @@ TEST_F(AsyncClusterTest, ASigkilledServerRestartedOnItsDirectoryContinuesFromIts
   ASSERT_TRUE(ReadMergeLog(dir / "state.db", j, log));
   ExpectEveryUnitMergedOnce(log, 2);
   // Only shard 1 re-merged what its checkpoint had lost.
-  for (const auto& e : log.events) {
-    if (e.what == "reopened") {
-      EXPECT_EQ(1, e.shard) << e.detail;
-    }
-  }
+  ExpectOnlyShardReopened(log, 1);
   auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
   ASSERT_FALSE(summary.is_discarded());
   EXPECT_EQ(400, summary.value("steps", 0));
@@ -309,7 +319,7 @@ TEST_F(AsyncClusterTest, TheFaultPlanKillsAndRestartsAServerAndEveryUnitIsStillM
   j.extra =
       "[[faults]]\naction = \"kill\"\nserver = 1\nat_step = 150\n"
       "[[faults]]\naction = \"restart\"\nserver = 1\nat_step = 150\ndelay_seconds = 1\n";
-  auto r = RunProcess({TenaxBinary(), "run", WriteAsyncJob(dir, j), "--out", dir / "run"});
+  auto r = RunAsyncJob(dir, j);
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
   auto summary = Summary(dir);
   const auto faults = summary.value("faults", nlohmann::json::array());
@@ -326,11 +336,7 @@ TEST_F(AsyncClusterTest, TheFaultPlanKillsAndRestartsAServerAndEveryUnitIsStillM
   MergeLog log;
   ASSERT_TRUE(ReadMergeLog(dir / "run/coordinator.db", j, log));
   ExpectEveryUnitMergedOnce(log, 2);
-  for (const auto& e : log.events) {
-    if (e.what == "reopened") {
-      EXPECT_EQ(1, e.shard) << e.detail;
-    }
-  }
+  ExpectOnlyShardReopened(log, 1);
 }
 
 }  // namespace
