@@ -186,5 +186,6 @@ void AddTransportBenchmark(CLI::App& bench, int& exit_code);
 // `elastic`: a lost and a new worker, tenax elastic sync vs torchrun.
 void AddElasticBenchmark(CLI::App& bench, int& exit_code);
 void AddPreemptionBenchmark(CLI::App& bench, int& exit_code);
+void AddStragglersBenchmark(CLI::App& bench, int& exit_code);
 
 }  // namespace tenax::bench

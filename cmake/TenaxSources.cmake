@@ -28,7 +28,7 @@ add_library(tenax_train_input STATIC
   src/train/batch_shares.cc
   src/train/price_table.cc)
 target_link_libraries(tenax_train_input
-  PUBLIC tenax_core_base tenax_net_address ZLIB::ZLIB
+  PUBLIC tenax_core_base tenax_net_address tenax_coding_input ZLIB::ZLIB
   PRIVATE tenax_warnings)
 
 # net's wire protocol and its decoder: protobuf only, no UCX, so the decoder
@@ -60,3 +60,14 @@ add_library(tenax_ps_input STATIC ${TENAX_PS_PROTO_SRCS}
   src/ps/result_validator.cc
   src/ps/shard_checkpoint.cc)
 target_link_libraries(tenax_ps_input PUBLIC tenax_net_wire ZLIB::ZLIB PRIVATE tenax_warnings)
+
+# coding: gradient codes, decoders, straggler models, the shuffle policy,
+# straggler detection and the coded exchange's messages. Free of UCX and
+# libtorch, so the trace and message decoders can be fuzzed.
+protobuf_generate_cpp(TENAX_CODING_PROTO_SRCS TENAX_CODING_PROTO_HDRS ${CMAKE_SOURCE_DIR}/proto/coding_wire.proto)
+add_library(tenax_coding_input STATIC ${TENAX_CODING_PROTO_SRCS}
+  src/coding/gradient_code.cc
+  src/coding/straggler_model.cc
+  src/coding/coded_plan.cc
+  src/coding/coded_codec.cc)
+target_link_libraries(tenax_coding_input PUBLIC tenax_net_wire PRIVATE tenax_warnings)

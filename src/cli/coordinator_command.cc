@@ -31,7 +31,7 @@ int RunCoordinatorCommand(const CoordinatorArgs& a) {
   coord::CoordinatorOptions o;
   o.job_id = k.job_id;
   o.config_toml = job->toml;
-  o.world = static_cast<int>(k.workers);
+  o.world = static_cast<int>(RankCount(job->config));
   o.state_path = a.state_path.empty() ? k.job_id + ".coordinator.db" : a.state_path;
   o.listen_host = hp->host;
   o.port = a.port >= 0 ? static_cast<uint16_t>(a.port) : hp->port;
@@ -67,7 +67,7 @@ void AddCoordinatorCommand(CLI::App& root, int& exit_code) {
   auto a = std::make_shared<CoordinatorArgs>();
   CLI::App* cmd =
       root.add_subcommand("coordinator", "Serve one job's membership, ranks and rendezvous (state in SQLite)");
-  cmd->add_option("--job", a->job_path, "Job file (TOML, mode = \"sync\" or \"async\")")->required()->type_name("FILE");
+  cmd->add_option("--job", a->job_path, "Job file (TOML, mode = \"sync\", \"async\" or \"coded\")")->required()->type_name("FILE");
   cmd->add_option("--state", a->state_path,
                   "SQLite state file; a restart with the same file resumes the job "
                   "(default: <job_id>.coordinator.db)")

@@ -32,7 +32,7 @@ Status RunJob(LaunchOptions options) {
 void AddRunCommand(CLI::App& root, int& exit_code) {
   auto a = std::make_shared<LaunchOptions>();
   CLI::App* cmd = root.add_subcommand("run", "Run a multi-process job on this machine (coordinator + workers)");
-  cmd->add_option("job", a->job_path, "Job file (TOML, mode = \"sync\"), e.g. examples/quickstart.toml")
+  cmd->add_option("job", a->job_path, "Job file (TOML, mode = \"sync\", \"async\" or \"coded\"), e.g. examples/quickstart.toml")
       ->required()
       ->type_name("JOB.toml");
   cmd->add_option("--out", a->out_dir, "Run directory (created if needed)")->required()->type_name("DIR");

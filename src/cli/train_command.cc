@@ -24,9 +24,10 @@ int RunTrain(const TrainArgs& args) {
   if (!doc.ok()) return ReportError("train", doc.status());
   auto config = ParseTrainConfig(*doc);
   if (!config.ok()) return ReportError("train", config.status());
-  if (config->mode == "sync") {
-    return ReportError("train", InvalidArgument(args.config_path + ": mode \"sync\" is a multi-process job; run it with "
-                                                "'tenax run " + args.config_path + " --out DIR'"));
+  if (config->mode != "single") {
+    return ReportError("train", InvalidArgument(args.config_path + ": mode \"" + config->mode +
+                                                "\" is a multi-process job; run it with 'tenax run " +
+                                                args.config_path + " --out DIR'"));
   }
 
   InitLogging("train", config->log_level);

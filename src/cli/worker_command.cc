@@ -33,7 +33,7 @@ Status RunWorkerCommand(const WorkerOptions& options) {
 void AddWorkerCommand(CLI::App& root, int& exit_code) {
   auto a = std::make_shared<WorkerOptions>();
   CLI::App* cmd = root.add_subcommand("worker", "One rank of a synchronous job (started by 'tenax run' or mpirun)");
-  cmd->add_option("--job", a->job_path, "Job file (TOML, mode = \"sync\")")->required()->type_name("FILE");
+  cmd->add_option("--job", a->job_path, "Job file (TOML, mode = \"sync\", \"async\" or \"coded\")")->required()->type_name("FILE");
   cmd->add_option("--coordinator", a->coordinator,
                   "Coordinator address (default: $TENAX_COORDINATOR, then cluster.coordinator)")
       ->type_name("HOST:PORT");

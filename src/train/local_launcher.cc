@@ -178,6 +178,16 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     workers.push_back(index);
     roles.push_back("worker");
   }
+  if (job.config.mode == "coded") {
+    // The decoder: the last rank, a `tenax worker` too (docs/coded.md).
+    const std::string rank = std::to_string(k.workers);
+    std::vector<std::string> argv = {self, "worker", "--job", options.job_path, "--coordinator", coordinator,
+                                     "--rank", rank, "--out", out};
+    argv.insert(argv.end(), sets.begin(), sets.end());
+    TENAX_ASSIGN_OR_RETURN(size_t index, children.StartLogged("decoder (rank " + rank + ")", argv, logs + "/decoder.log"));
+    (void)index;
+    roles.push_back("worker");
+  }
 
   // The fault plan's clock starts with the workers. A joiner has no rank:
   // it joins the running elastic job and the coordinator gives it an id.
@@ -216,14 +226,14 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   };
   spdlog::debug("started the coordinator (pid {}) and {} workers", children.pid(0), k.workers);
   notice("job " + k.job_id + ": coordinator on " + coordinator + ", " + std::to_string(k.workers) +
-         " workers; logs in " + logs);
+         (job.config.mode == "coded" ? " workers and a decoder" : " workers") + "; logs in " + logs);
 
   // Follow the job.
   coord::JobWatcherOptions wo;
   wo.host = hp.host;
   wo.port = port;
   wo.job_id = k.job_id;
-  wo.world = static_cast<int>(k.workers);
+  wo.world = static_cast<int>(RankCount(job.config));
   wo.secret = secret;
   wo.peer_timeout = k.peer_timeout();
   wo.name = "launcher";

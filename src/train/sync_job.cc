@@ -16,9 +16,9 @@ Result<ConfigDoc> LoadConfigWithOverrides(const std::string& path, const std::ve
 namespace {
 Result<SyncJob> FromDoc(ConfigDoc doc) {
   TENAX_ASSIGN_OR_RETURN(TrainConfig config, ParseTrainConfig(doc));
-  if (config.mode != "sync" && config.mode != "async") {
+  if (config.mode != "sync" && config.mode != "async" && config.mode != "coded") {
     return InvalidArgument(doc.source_name() + ": mode is \"" + config.mode +
-                           "\"; cluster jobs need mode = \"sync\" or \"async\" (use 'tenax train' for a single process)");
+                           "\"; cluster jobs need mode = \"sync\", \"async\" or \"coded\" (use 'tenax train' for a single process)");
   }
   std::ostringstream text;
   text << doc.table() << "\n";

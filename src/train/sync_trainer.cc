@@ -9,7 +9,9 @@
 #include "tenax/core/files.h"
 #include "tenax/core/metrics.h"
 #include "tenax/net/keep_alive.h"
+#include "tenax/coding/coded_decoder.h"
 #include "tenax/train/allreduce_exchange.h"
+#include "tenax/train/coded_exchange.h"
 #include "tenax/train/data_source.h"
 #include "tenax/train/trainable_model.h"
 #include "tenax/train/torch_runtime.h"
@@ -132,6 +134,104 @@ Result<ps::InitialModel> InitialFlatModel(const TrainConfig& config) {
       out.params.insert(out.params.end(), v, v + c.numel());
     }
     return out;
+  });
+}
+
+namespace {
+
+std::chrono::nanoseconds StepTimeout(const TrainConfig& config) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(config.cluster.step_timeout_seconds));
+}
+
+// The job's steps as the loop counts them for W = cluster.workers replicas.
+int64_t CodedTotalSteps(const TrainConfig& config, int64_t train_samples) {
+  const int64_t steps_per_epoch = train_samples / (config.batch_size * config.cluster.workers);
+  int64_t total = steps_per_epoch * config.epochs;
+  if (config.max_steps > 0) total = std::min(total, config.max_steps);
+  return total;
+}
+
+Result<std::unique_ptr<coding::StragglerModel>> StragglersOf(const TrainConfig& config) {
+  const coding::StragglerConfig& m = config.stragglers;
+  const int n = static_cast<int>(config.cluster.workers);
+  const uint64_t seed = static_cast<uint64_t>(m.seed != 0 ? m.seed : config.seed);
+  if (m.model == "iid") {
+    coding::IidStragglerParams p;
+    p.probability = m.probability;
+    p.slow = {m.slowdown, m.slowdown_max};
+    return coding::MakeIidStragglers(n, p, seed);
+  }
+  if (m.model == "markov") {
+    coding::MarkovStragglerParams p;
+    p.p_slow = m.p_slow;
+    p.p_recover = m.p_recover;
+    p.active = {m.active_slowdown, m.active_slowdown_max};
+    p.slow = {m.slowdown, m.slowdown_max};
+    p.start_slow = m.slow_workers;
+    return coding::MakeMarkovStragglers(n, p, seed);
+  }
+  if (m.model == "trace") {
+    TENAX_ASSIGN_OR_RETURN(std::string text, ReadFileText(m.trace, 64 << 20));
+    TENAX_ASSIGN_OR_RETURN(auto entries, coding::ParseStragglerTrace(text, m.trace, n));
+    return coding::MakeTraceStragglers(n, std::move(entries));
+  }
+  return coding::MakeNoStragglers();
+}
+
+}  // namespace
+
+Result<TrainOutcome> TrainCoded(const TrainConfig& config, const ConfigDoc& effective_config, const std::string& out_dir,
+                                comm::Group& group, const SyncRunOptions& options) {
+  return GuardTorch("coded training failed", [&]() -> Result<TrainOutcome> {
+    TENAX_ASSIGN_OR_RETURN(DataSplits data,
+                           net::RunKeepingAlive(group.node(), [&] { return OpenDataSplits(config); }));
+    CodedExchangeOptions xo;
+    xo.coded = config.coded;
+    xo.code_seed = static_cast<uint64_t>(config.seed);
+    xo.seed = config.seed;
+    TENAX_ASSIGN_OR_RETURN(Batch all, data.train->ReadRange(0, data.train->info().size));
+    xo.train_labels = all.labels;
+    TENAX_ASSIGN_OR_RETURN(xo.stragglers, StragglersOf(config));
+    xo.step_timeout = StepTimeout(config);
+    auto exchange = MakeCodedExchange(group, std::move(xo));
+    return RunTrainingLoop(config, effective_config, out_dir, {data.train.get(), data.test.get(), exchange.get()},
+                           options.run);
+  });
+}
+
+Result<nlohmann::json> DecodeCoded(const TrainConfig& config, const std::string& out_dir, comm::Group& group,
+                                   const std::function<void(int64_t step, int64_t total)>& on_step) {
+  return GuardTorch("decoding failed", [&]() -> Result<nlohmann::json> {
+    TENAX_ASSIGN_OR_RETURN(ps::InitialModel initial,
+                           net::RunKeepingAlive(group.node(), [&] { return InitialFlatModel(config); }));
+    TENAX_ASSIGN_OR_RETURN(DataSplits data,
+                           net::RunKeepingAlive(group.node(), [&] { return OpenDataSplits(config); }));
+    const DatasetInfo& info = data.train->info();
+    int64_t sample_bytes = static_cast<int64_t>(sizeof(float));
+    for (int64_t d : info.sample_shape) sample_bytes *= d;
+    coding::DecoderOptions o;
+    o.coded = config.coded;
+    o.code_seed = static_cast<uint64_t>(config.seed);
+    o.total_steps = CodedTotalSteps(config, info.size);
+    o.lr = config.lr;
+    o.momentum = config.momentum;
+    o.weight_decay = config.weight_decay;
+    o.partition_bytes = info.size / config.cluster.workers * (sample_bytes + static_cast<int64_t>(sizeof(int64_t)));
+    o.step_timeout = StepTimeout(config);
+    std::optional<JsonLinesWriter> events;
+    if (!out_dir.empty() && EnsureWritableDir(out_dir).ok()) {
+      auto w = JsonLinesWriter::Open(out_dir + "/decoder.jsonl");
+      if (w.ok()) events.emplace(std::move(*w));
+    }
+    o.on_event = [&](const nlohmann::json& e) {
+      if (events) (void)events->Write(e);
+    };
+    o.on_step = [&](int64_t step) {
+      if (on_step) on_step(step, o.total_steps);
+    };
+    TENAX_ASSIGN_OR_RETURN(coding::DecoderOutcome out, coding::RunDecoder(group, std::move(initial.params), o));
+    return out.summary;
   });
 }
 

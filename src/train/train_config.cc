@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <optional>
 
+#include "tenax/coding/gradient_code.h"
+#include "tenax/coding/straggler_model.h"
+#include "tenax/core/files.h"
 #include "tenax/net/host_port.h"
 #include "tenax/train/fashion_mnist.h"
 #include "tenax/train/npy.h"
@@ -24,7 +27,7 @@ std::optional<int64_t> TotalSteps(const TrainConfig& c) {
     n = header->shape[0];
   }
   if (c.train_limit > 0) n = std::min(n, c.train_limit);
-  const int64_t world = c.mode == "sync" ? c.cluster.workers : 1;
+  const int64_t world = c.mode == "sync" || c.mode == "coded" ? c.cluster.workers : 1;
   const int64_t b = c.batch_size;
   // One replica keeps the last partial batch; replicas drop a partial global
   // batch, and so do async units (AsyncTotalSteps).
@@ -34,13 +37,103 @@ std::optional<int64_t> TotalSteps(const TrainConfig& c) {
   return total;
 }
 
+constexpr const char* kCodedKeys[] = {"coded.scheme",       "coded.stragglers",    "coded.decoding",
+                                     "coded.deadline",     "coded.shuffle_every", "coded.partitioning",
+                                     "coded.slow_factor", "coded.max_seconds"};
+constexpr const char* kStragglerKeys[] = {
+    "stragglers.model",           "stragglers.seed",      "stragglers.probability",     "stragglers.slowdown",
+    "stragglers.slowdown_max",    "stragglers.p_slow",    "stragglers.p_recover",       "stragglers.active_slowdown",
+    "stragglers.active_slowdown_max", "stragglers.slow_workers", "stragglers.trace"};
+
+// [coded] and [stragglers] (mode "coded"): checked against cluster.workers
+// here, so an impossible code or a trace naming unknown workers is refused
+// before any process starts.
+void ParseCoded(ConfigReader& r, TrainConfig& c) {
+  if (c.mode != "coded") {
+    for (const char* key : kCodedKeys) {
+      if (r.has(key)) r.Fail(key, "only applies to mode = \"coded\"");
+    }
+    for (const char* key : kStragglerKeys) {
+      if (r.has(key)) r.Fail(key, "only applies to mode = \"coded\"");
+    }
+    return;
+  }
+  if (c.optimizer != "sgd") {
+    r.Fail("train.optimizer", "mode = \"coded\" supports \"sgd\" only (the decoder applies the update), not \"" +
+                                  c.optimizer + "\"");
+  }
+  const int n = static_cast<int>(c.cluster.workers);
+  coding::CodedConfig& x = c.coded;
+  x.scheme = r.Choice("coded.scheme", x.scheme, {"cyclic", "frc", "wait_all", "ignore_stragglers"});
+  x.stragglers = r.Int("coded.stragglers", x.stragglers, 0, 1023);
+  if (x.scheme == "wait_all") x.stragglers = 0;  // it waits for every worker (so a job can switch schemes alone)
+  if (x.stragglers >= n) {
+    r.Fail("coded.stragglers", "is " + std::to_string(x.stragglers) + " but the job has " + std::to_string(n) +
+                                   " workers: s must be below cluster.workers (0.." + std::to_string(n - 1) + ")");
+  } else if (x.scheme == "frc") {
+    if (auto code = coding::GradientCode::FractionalRepetition(n, static_cast<int>(x.stragglers)); !code.ok()) {
+      r.Fail("coded.stragglers", code.status().message());
+    }
+  }
+  x.decoding = r.Choice("coded.decoding", x.decoding, {"exact", "approx"});
+  if (x.decoding == "approx" && x.scheme != "cyclic" && x.scheme != "frc") {
+    r.Fail("coded.decoding", "\"approx\" needs a code (coded.scheme = \"cyclic\" or \"frc\"), not \"" + x.scheme + "\"");
+  }
+  x.deadline = r.Real("coded.deadline", x.deadline, 1, 1000);
+  if (r.has("coded.deadline") && x.decoding != "approx") r.Fail("coded.deadline", "needs coded.decoding = \"approx\"");
+  x.shuffle_every = r.Int("coded.shuffle_every", x.shuffle_every, 0, int64_t{1} << 40);
+  x.partitioning = r.Choice("coded.partitioning", x.partitioning, {"random", "by_label"});
+  x.slow_factor = r.Real("coded.slow_factor", x.slow_factor, 1, 1000);
+  if (x.slow_factor <= 1) r.Fail("coded.slow_factor", "must be above 1");
+  x.max_seconds = r.Real("coded.max_seconds", x.max_seconds, 0, 1e7);
+
+  coding::StragglerConfig& m = c.stragglers;
+  m.model = r.Choice("stragglers.model", m.model, {"none", "iid", "markov", "trace"});
+  m.seed = r.Int("stragglers.seed", 0, 0, int64_t{1} << 62);
+  m.probability = r.Real("stragglers.probability", m.probability, 0, 1);
+  m.slowdown = r.Real("stragglers.slowdown", m.slowdown, 1, 1000);
+  m.slowdown_max = r.Real("stragglers.slowdown_max", m.slowdown, 1, 1000);
+  if (m.slowdown_max < m.slowdown) r.Fail("stragglers.slowdown_max", "must be at least stragglers.slowdown");
+  m.active_slowdown = r.Real("stragglers.active_slowdown", m.active_slowdown, 1, 1000);
+  m.active_slowdown_max = r.Real("stragglers.active_slowdown_max", m.active_slowdown, 1, 1000);
+  if (m.active_slowdown_max < m.active_slowdown) {
+    r.Fail("stragglers.active_slowdown_max", "must be at least stragglers.active_slowdown");
+  }
+  m.p_slow = r.Real("stragglers.p_slow", m.p_slow, 0, 1);
+  m.p_recover = r.Real("stragglers.p_recover", m.p_recover, 0, 1);
+  if (const toml::node* list = r.Node("stragglers.slow_workers")) {
+    const toml::array* a = list->as_array();
+    if (!a) r.Fail("stragglers.slow_workers", "must be an array of worker ranks, e.g. [3]");
+    for (size_t i = 0; a && i < a->size(); ++i) {
+      auto v = (*a)[i].value<int64_t>();
+      if (!v || *v < 0 || *v >= n) {
+        r.Fail("stragglers.slow_workers", "names a worker outside this job's ranks 0.." + std::to_string(n - 1));
+        break;
+      }
+      m.slow_workers.push_back(static_cast<int>(*v));
+    }
+  }
+  m.trace = r.String("stragglers.trace", "");
+  if (m.model == "trace") {
+    if (m.trace.empty()) {
+      r.Fail("stragglers.model", "is \"trace\" but stragglers.trace (a file of step,worker,slowdown lines) is not set");
+    } else if (auto text = ReadFileText(m.trace, 64 << 20); !text.ok()) {
+      r.Fail("stragglers.trace", text.status().message());
+    } else if (auto t = coding::ParseStragglerTrace(*text, m.trace, n); !t.ok()) {
+      r.Fail("stragglers.trace", t.status().message());
+    }
+  } else if (r.has("stragglers.trace")) {
+    r.Fail("stragglers.trace", "needs stragglers.model = \"trace\"");
+  }
+}
+
 }  // namespace
 
 Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   ConfigReader r(doc);
   TrainConfig c;
-  c.mode = r.Choice("mode", c.mode, {"single", "sync", "async"});
-  const bool cluster_mode = c.mode == "sync" || c.mode == "async";
+  c.mode = r.Choice("mode", c.mode, {"single", "sync", "async", "coded"});
+  const bool cluster_mode = c.mode == "sync" || c.mode == "async" || c.mode == "coded";
   c.data_format = r.Choice("data.format", c.data_format, {kFashionMnistFormat, kNpyFormat});
   const bool npy = c.data_format == kNpyFormat;
   if (npy) {
@@ -119,6 +212,8 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
       }
       k.elastic = false;
       k.max_workers = k.workers;
+    } else if (c.mode == "coded" && k.elastic) {
+      r.Fail("cluster.elastic", "does not apply to mode = \"coded\" (a code tolerates stragglers, not a changing membership)");
     } else if (!k.elastic) {
       for (const char* key : {"cluster.min_workers", "cluster.max_workers", "cluster.shares"}) {
         if (r.has(key)) r.Fail(key, "needs cluster.elastic = true");
@@ -138,7 +233,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
                  c.optimizer + "\"");
     }
     // Every worker needs at least one sample of every global batch.
-    if (c.mode == "sync" && c.batch_size * k.workers > train_samples) {
+    if ((c.mode == "sync" || c.mode == "coded") && c.batch_size * k.workers > train_samples) {
       r.Fail("cluster.workers", std::to_string(k.workers) + " workers x batch " + std::to_string(c.batch_size) +
                                     " need " + std::to_string(c.batch_size * k.workers) +
                                     " samples per step, more than the " + std::to_string(train_samples) +
@@ -150,7 +245,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
           "cluster.transports", "cluster.join_timeout_seconds", "cluster.step_timeout_seconds",
           "cluster.peer_timeout_seconds", "cluster.elastic", "cluster.min_workers", "cluster.max_workers",
           "cluster.shares"}) {
-      if (r.has(key)) r.Fail(key, "only applies to modes \"sync\" and \"async\"");
+      if (r.has(key)) r.Fail(key, "only applies to modes \"sync\", \"async\" and \"coded\"");
     }
     c.cluster.max_workers = c.cluster.workers;
   }
@@ -179,6 +274,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
       if (r.has(key)) r.Fail(key, "only applies to mode = \"async\"");
     }
   }
+  ParseCoded(r, c);
   c.cost.prices = r.String("cost.prices", "");
   if (r.has("cost.prices")) {
     if (c.cost.prices.empty()) {
@@ -192,6 +288,8 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   fc.workers = c.cluster.workers;
   fc.elastic = c.cluster.elastic || c.mode == "async";  // async workers may be replaced
   fc.servers = c.mode == "async" ? c.async.servers : 0;
+  // A coded job has one more process than workers: the decoder (rank
+  // cluster.workers), which the fault plan does not target.
   fc.total_steps = [&c] { return TotalSteps(c); };
   Result<FaultPlan> faults = ParseFaultPlan(doc, r, fc);
   TENAX_RETURN_IF_ERROR(r.Finish());

@@ -165,7 +165,7 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
     }
     // The step boundary: an elastic exchange may re-form here and move us.
     TENAX_ASSIGN_OR_RETURN(global_step, exchange.AtStepBoundary(global_step));
-    if (global_step >= total_steps) break;
+    if (global_step >= total_steps || exchange.Finished()) break;
     const int64_t epoch = global_step / steps_per_epoch + 1, step = global_step % steps_per_epoch + 1;
     if (perm_epoch != epoch) {
       auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(c.seed + epoch));
@@ -173,17 +173,33 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
       perm_epoch = epoch;
     }
     const auto step_start = Clock::now();
-    const GradientExchange::Slice slice = exchange.SliceOf(global_batch);
-    const int64_t begin = (step - 1) * global_batch + slice.offset;
-    TENAX_ASSIGN_OR_RETURN(Batch batch, train.Read(perm.slice(0, begin, std::min(n, begin + slice.count))));
+    std::optional<GradientExchange::WeightedSamples> weighted = exchange.SamplesOf(global_step, b);
+    torch::Tensor indices;
+    if (weighted) {
+      indices = weighted->indices;
+    } else {
+      const GradientExchange::Slice slice = exchange.SliceOf(global_batch);
+      const int64_t begin = (step - 1) * global_batch + slice.offset;
+      indices = perm.slice(0, begin, std::min(n, begin + slice.count));
+    }
+    TENAX_ASSIGN_OR_RETURN(Batch batch, train.Read(indices));
     exchange.BeginStep();
-    auto loss = torch::nn::functional::cross_entropy(model->Forward(batch.images), batch.labels);
-    loss.backward();
+    torch::Tensor loss;  // what is reported: the mean loss of the samples read
+    if (weighted) {
+      auto per_sample = torch::nn::functional::cross_entropy(
+          model->Forward(batch.images), batch.labels,
+          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+      (per_sample * weighted->weights).sum().backward();
+      loss = per_sample.detach().mean();
+    } else {
+      loss = torch::nn::functional::cross_entropy(model->Forward(batch.images), batch.labels);
+      loss.backward();
+    }
     if (Status st = exchange.FinishStep(); !st.ok()) {
       if (st.code() == StatusCode::kAborted) continue;  // not applied: back to the boundary
       return st;
     }
-    optimizer->step();
+    if (exchange.AppliesUpdatesLocally()) optimizer->step();
     const double local_loss = loss.item<double>();
     const double step_seconds = SecondsSince(step_start);
 

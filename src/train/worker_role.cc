@@ -37,10 +37,11 @@ Result<int> RequestedRank(int configured, int64_t workers) {
   if (rank < 0) rank = EnvInt("OMPI_COMM_WORLD_RANK").value_or(EnvInt("PMIX_RANK").value_or(-1));
   if (auto size = EnvInt("OMPI_COMM_WORLD_SIZE"); size && *size != workers) {
     return InvalidArgument("mpirun started " + std::to_string(*size) +
-                           " processes but the job has cluster.workers = " + std::to_string(workers));
+                           " processes but the job has " + std::to_string(workers) +
+                           " ranks (cluster.workers, plus the decoder in mode \"coded\")");
   }
   if (rank >= workers) {
-    return InvalidArgument("rank " + std::to_string(rank) + " but the job has " + std::to_string(workers) + " workers");
+    return InvalidArgument("rank " + std::to_string(rank) + " but the job has " + std::to_string(workers) + " ranks");
   }
   return rank;
 }
@@ -93,12 +94,42 @@ Result<WorkerOutcome> RunAsyncWorker(const SyncJob& job, net::Node& node, coord:
   return outcome;
 }
 
+// A coded job's decoder (the last rank): decodes every step, reports the
+// job's progress as the steps it decoded, then leaves with the others.
+Result<WorkerOutcome> RunCodedDecoder(const SyncJob& job, coord::CoordinatorClient& client, comm::Group& group, int rank,
+                                      const ProgressFn& on_progress, WorkerOutcome outcome) {
+  const auto start = SteadyClock::now();
+  auto last_report = start - std::chrono::seconds(1);
+  auto decoded = DecodeCoded(job.config, outcome.out_dir, group, [&](int64_t step, int64_t total) {
+    const auto now = SteadyClock::now();
+    if (step != total && now - last_report < std::chrono::milliseconds(250)) return;
+    last_report = now;
+    TrainProgress p;
+    p.global_step = step;
+    p.total_steps = total;
+    p.epochs = std::max<int64_t>(1, job.config.epochs);
+    p.steps_per_epoch = std::max<int64_t>(1, total / p.epochs);
+    p.epoch = std::min(p.epochs, step / p.steps_per_epoch + 1);
+    p.step_in_epoch = step - (p.epoch - 1) * p.steps_per_epoch;
+    p.elapsed_seconds = std::chrono::duration<double>(now - start).count();
+    if (on_progress) on_progress(p);
+  });
+  if (!decoded.ok()) {
+    client.ReportFailure(decoded.status().message());
+    return Status(decoded.status().code(), "decoder (rank " + std::to_string(rank) + "): " + decoded.status().message());
+  }
+  outcome.train.summary = *decoded;
+  TENAX_RETURN_IF_ERROR(group.Barrier(Deadline::After(job.config.cluster.step_timeout())));
+  TENAX_RETURN_IF_ERROR(client.ReportDone("", Deadline::After(std::chrono::seconds(30))));
+  return outcome;
+}
+
 }  // namespace
 
 Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   TENAX_ASSIGN_OR_RETURN(SyncJob local, LoadSyncJob(options.job_path, options.overrides));
   const coord::ClusterConfig& k = local.config.cluster;
-  TENAX_ASSIGN_OR_RETURN(int rank, RequestedRank(options.rank, k.workers));
+  TENAX_ASSIGN_OR_RETURN(int rank, RequestedRank(options.rank, RankCount(local.config)));
   // Async workers come and go: the coordinator gives each a new id.
   if (local.config.mode == "async") rank = -1;
   std::string coordinator = options.coordinator;
@@ -218,7 +249,12 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   }
   TENAX_ASSIGN_OR_RETURN(auto group, comm::Group::Connect(*node, k.job_id, roster.generation(), rank, members, join_deadline));
   outcome.world = group->world();
-  auto trained = TrainSync(job.config, job.doc, outcome.out_dir, *group, opts);
+  const bool coded = job.config.mode == "coded";
+  if (coded && rank == k.workers) {
+    return RunCodedDecoder(job, *client, *group, rank, opts.run.on_progress, std::move(outcome));
+  }
+  auto trained = coded ? TrainCoded(job.config, job.doc, outcome.out_dir, *group, opts)
+                       : TrainSync(job.config, job.doc, outcome.out_dir, *group, opts);
   if (!trained.ok()) {
     client->ReportFailure(trained.status().message());
     return Status(trained.status().code(), "rank " + std::to_string(rank) + ": " + trained.status().message());

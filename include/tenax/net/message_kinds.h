@@ -52,6 +52,10 @@ namespace tenax::net {
   X(kPsWelcome, 0x301, "ps")                                         \
   X(kResultReady, 0x302, "ps")                                       \
   X(kResultOutcome, 0x303, "ps")                                     \
+  /* coding: workers and the decoder of coded training (coded_codec.h) */ \
+  X(kCodedWelcome, 0x500, "coding")                                  \
+  X(kCodedStep, 0x501, "coding")                                     \
+  X(kCodedReady, 0x502, "coding")                                    \
   /* bench: `tenax bench transport` between its own two processes */ \
   X(kBenchRun, 0x7e00, "bench")                                      \
   X(kBenchDone, 0x7e01, "bench")                                     \

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "tenax/core/status.h"
@@ -84,6 +85,26 @@ class GradientExchange {
     (void)optimizer;
     return Status::Ok();
   }
+
+  // --- Samples the exchange chooses (coded: fixed data partitions, each
+  // weighted by the code). ---
+  struct WeightedSamples {
+    torch::Tensor indices;  // int64 [k]: training samples to read
+    torch::Tensor weights;  // float32 [k]: the loss is sum_k weights[k] * loss_k
+  };
+  // nullopt: the loop's own sampler (SliceOf) and the mean loss. Called
+  // after AtStepBoundary with the step about to be computed.
+  virtual std::optional<WeightedSamples> SamplesOf(int64_t global_step, int64_t batch_size) {
+    (void)global_step, (void)batch_size;
+    return std::nullopt;
+  }
+  // False when the step's update is applied elsewhere (coded: by the
+  // decoder, whose model the next AtStepBoundary loads): the loop then
+  // skips its optimizer's step.
+  virtual bool AppliesUpdatesLocally() const { return true; }
+  // True when the job ended before the loop's last step (coded: the
+  // decoder's time budget, coded.max_seconds); checked after AtStepBoundary.
+  virtual bool Finished() const { return false; }
 
   // --- Models that live elsewhere (async: on parameter-server shards). ---
   // Whether the loop evaluates the local model at every epoch's end (async

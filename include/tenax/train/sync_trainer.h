@@ -75,4 +75,13 @@ Result<TrainOutcome> TrainAsync(const TrainConfig& config, const ConfigDoc& effe
 // parameter order, with its plan fingerprint (PrepareTraining's).
 Result<ps::InitialModel> InitialFlatModel(const TrainConfig& config);
 
+// Mode "coded" (docs/coded.md). A worker (rank < cluster.workers) trains
+// through the coded exchange; the decoder (rank cluster.workers) decodes
+// and applies every step (coding/coded_decoder.h), writing its events to
+// out_dir/decoder.jsonl, and returns its statistics.
+Result<TrainOutcome> TrainCoded(const TrainConfig& config, const ConfigDoc& effective_config, const std::string& out_dir,
+                                comm::Group& group, const SyncRunOptions& options);
+Result<nlohmann::json> DecodeCoded(const TrainConfig& config, const std::string& out_dir, comm::Group& group,
+                                   const std::function<void(int64_t step, int64_t total)>& on_step);
+
 }  // namespace tenax

@@ -1,7 +1,7 @@
 // The configuration of a training run, read and validated from TOML.
 //
-//   mode = "single" | "sync" | "async"
-//   [cluster] (sync) workers, job_id, coordinator, host, secret,
+//   mode = "single" | "sync" | "async" | "coded"
+//   [cluster] (sync, async, coded) workers, job_id, coordinator, host, secret,
 //            transports, join_timeout_seconds, step_timeout_seconds,
 //            peer_timeout_seconds, elastic, min_workers, max_workers,
 //            shares = "measured" | "even" (elastic)
@@ -16,6 +16,11 @@
 //   [async]  (async) servers, unit_steps, lease_seconds, max_attempts, rule,
 //            alpha, staleness_power, server_lr, checkpoint_every,
 //            norm_factor
+//   [coded]  (coded) scheme, stragglers, decoding, deadline, shuffle_every,
+//            partitioning, slow_factor
+//   [stragglers] (coded) model, seed, probability, slowdown, slowdown_max,
+//            active_slowdown, active_slowdown_max, p_slow, p_recover,
+//            slow_workers, trace
 //   [cost]   prices = a price table file (train/price_table.h)
 //
 // docs/config.md describes every key; ParseTrainConfig is the authority.
@@ -24,6 +29,7 @@
 #include <cstdint>
 #include <string>
 
+#include "tenax/coding/coded_config.h"
 #include "tenax/coord/cluster_config.h"
 #include "tenax/core/config.h"
 #include "tenax/core/status.h"
@@ -84,11 +90,17 @@ struct TrainConfig {
   int64_t threads = 0;  // 0 = one per core
   int64_t log_every_steps = 100;
   std::string log_level = "info";
-  coord::ClusterConfig cluster;  // mode "sync" only
+  coord::ClusterConfig cluster;  // modes "sync", "async", "coded"
   FaultPlan faults;              // modes "sync" and "async"; executed by `tenax run`
   AsyncConfig async;             // mode "async" only
+  coding::CodedConfig coded;     // mode "coded" only
+  coding::StragglerConfig stragglers;  // mode "coded" only
   CostConfig cost;               // any mode run by `tenax run`
 };
+
+// The ranks that join a multi-process job's coordinator: cluster.workers,
+// plus the decoder (the last rank) in mode "coded".
+inline int64_t RankCount(const TrainConfig& c) { return c.cluster.workers + (c.mode == "coded" ? 1 : 0); }
 
 // InvalidArgument naming file:line (or the --set) of the first bad or
 // unknown key.

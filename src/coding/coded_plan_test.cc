@@ -1,0 +1,115 @@
+#include "tenax/coding/coded_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace tenax::coding {
+namespace {
+
+GradientCode Cyclic(int n, int s) {
+  auto code = GradientCode::CyclicRepetition(n, s, 7);
+  EXPECT_TRUE(code.ok()) << code.status().message();
+  return std::move(*code);
+}
+
+TEST(CodeAssignment, StartsAsIdentityAndRefusesNonPermutations) {
+  CodeAssignment a(4);
+  EXPECT_EQ(a.rows(), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(a.worker_of(2), 2);
+  EXPECT_FALSE(a.Set({0, 1, 1, 3}).ok());
+  EXPECT_FALSE(a.Set({0, 1, 2}).ok());
+  EXPECT_FALSE(a.Set({0, 1, 2, 4}).ok());
+  EXPECT_EQ(a.rows(), (std::vector<int>{0, 1, 2, 3}));  // unchanged by the refusals
+  ASSERT_TRUE(a.Set({3, 0, 1, 2}).ok());
+  EXPECT_EQ(a.row_of(0), 3);
+  EXPECT_EQ(a.worker_of(3), 0);
+  EXPECT_EQ(a.worker_of(0), 1);
+}
+
+TEST(Coverage, IsOneForEveryExactDecodingAndCountsPartitionsOtherwise) {
+  GradientCode code = Cyclic(4, 1);
+  Decoder decoder(code);
+  CodeAssignment a(4);
+  ASSERT_TRUE(a.Set({2, 3, 0, 1}).ok());
+  // Workers 0, 1, 3 compute rows 2, 3, 1: an exact set.
+  std::vector<int> rows = {a.row_of(0), a.row_of(1), a.row_of(3)};
+  auto d = decoder.DecodeExact(rows);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  std::vector<int> workers;
+  for (int r : d->workers) workers.push_back(a.worker_of(r));
+  const std::vector<double> w = PartitionWeights(code, a, workers, d->coeffs);
+  for (double c : w) EXPECT_NEAR(c, 1.0, 1e-9);
+  EXPECT_DOUBLE_EQ(Coverage(w), 1.0);
+
+  // Uncoded, 3 of 4 arrivals rescaled by 4/3: three partitions contribute.
+  auto identity = GradientCode::Uncoded(4);
+  ASSERT_TRUE(identity.ok());
+  CodeAssignment id(4);
+  const std::vector<double> u = PartitionWeights(*identity, id, {0, 2, 3}, {4.0 / 3, 4.0 / 3, 4.0 / 3});
+  EXPECT_NEAR(u[0], 4.0 / 3, 1e-12);
+  EXPECT_DOUBLE_EQ(u[1], 0.0);
+  EXPECT_DOUBLE_EQ(Coverage(u), 0.75);
+}
+
+TEST(StragglerDetector, FlagsTheWorkerFarAboveTheMedianAndReportsRecovery) {
+  StragglerDetector d(4, 2.0, 0.5);
+  for (int step = 0; step < 20; ++step) {
+    for (int w = 0; w < 4; ++w) d.Observe(w, w == 3 ? 0.5 : 0.1);
+  }
+  EXPECT_EQ(d.Update(), std::vector<int>{3});
+  EXPECT_TRUE(d.slow(3));
+  EXPECT_FALSE(d.slow(0));
+  EXPECT_NEAR(d.Ratio(3), 5.0, 1e-6);
+  EXPECT_TRUE(d.Update().empty());  // no change, no event
+  for (int step = 0; step < 20; ++step) {
+    for (int w = 0; w < 4; ++w) d.Observe(w, 0.1);
+  }
+  EXPECT_EQ(d.Update(), std::vector<int>{3});
+  EXPECT_FALSE(d.slow(3));
+}
+
+TEST(ShufflePolicy, KeepsTheSupportStructureAndMovesPartitionsAwayFromSlowWorkers) {
+  GradientCode code = Cyclic(4, 1);
+  ShufflePolicy policy(code);
+  CodeAssignment a(4);
+  const std::vector<bool> slow = {false, false, false, true};
+  std::vector<int64_t> held_by_slow(4, 0);
+  for (int period = 0; period < 8; ++period) {
+    for (int step = 0; step < 10; ++step) {
+      policy.ObserveStep(a, slow);
+      for (int j : code.Partitions(a.row_of(3))) held_by_slow[static_cast<size_t>(j)] += 1;
+    }
+    ShuffleResult next = policy.Next(a, slow);
+    std::vector<int> sorted = next.rows;
+    std::sort(sorted.begin(), sorted.end());
+    ASSERT_EQ(sorted, (std::vector<int>{0, 1, 2, 3}));  // a permutation of the code's rows
+    EXPECT_NE(next.rows[3], a.row_of(3)) << "the slow worker keeps its partitions";
+    // Two rows change hands per move of the slow worker: each gives up
+    // partitions the other did not hold.
+    EXPECT_GT(next.partitions_moved, 0);
+    EXPECT_LE(next.partitions_moved, 4 * 2);
+    ASSERT_TRUE(a.Set(next.rows).ok());
+  }
+  EXPECT_EQ(policy.slow_exposure(), held_by_slow);
+  // Every partition spent time on the slow worker, evenly: the slow
+  // worker's rows rotated rather than staying on one.
+  const auto [lo, hi] = std::minmax_element(held_by_slow.begin(), held_by_slow.end());
+  EXPECT_GT(*lo, 0);
+  EXPECT_LE(*hi - *lo, 20);
+  EXPECT_EQ(std::accumulate(held_by_slow.begin(), held_by_slow.end(), int64_t{0}), 8 * 10 * 2);
+}
+
+TEST(ShufflePolicy, WithoutStragglersNothingMoves) {
+  GradientCode code = Cyclic(5, 2);
+  ShufflePolicy policy(code);
+  CodeAssignment a(5);
+  ASSERT_TRUE(a.Set({4, 2, 0, 1, 3}).ok());
+  ShuffleResult next = policy.Next(a, std::vector<bool>(5, false));
+  EXPECT_EQ(next.rows, a.rows());
+  EXPECT_EQ(next.partitions_moved, 0);
+}
+
+}  // namespace
+}  // namespace tenax::coding

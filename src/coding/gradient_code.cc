@@ -1,0 +1,225 @@
+#include "tenax/coding/gradient_code.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace tenax::coding {
+namespace {
+
+Status CheckNs(int n, int s) {
+  if (n < 1) return InvalidArgument("a gradient code needs at least 1 worker (n = " + std::to_string(n) + ")");
+  if (s < 0) return InvalidArgument("stragglers s must be >= 0 (got " + std::to_string(s) + ")");
+  if (s >= n) {
+    return InvalidArgument("stragglers s = " + std::to_string(s) + " must be below the worker count n = " +
+                           std::to_string(n) + " (at least one worker must arrive): use s <= " +
+                           std::to_string(n - 1));
+  }
+  return Status::Ok();
+}
+
+// Solves the k x k system m x = rhs (row-major) by Gaussian elimination with
+// partial pivoting; false when it is (numerically) singular.
+bool SolveSquare(std::vector<double> m, std::vector<double> rhs, int k, std::vector<double>& x) {
+  for (int col = 0; col < k; ++col) {
+    int pivot = col;
+    for (int r = col + 1; r < k; ++r) {
+      if (std::abs(m[r * k + col]) > std::abs(m[pivot * k + col])) pivot = r;
+    }
+    if (std::abs(m[pivot * k + col]) < 1e-12) return false;
+    if (pivot != col) {
+      for (int c = 0; c < k; ++c) std::swap(m[col * k + c], m[pivot * k + c]);
+      std::swap(rhs[col], rhs[pivot]);
+    }
+    for (int r = col + 1; r < k; ++r) {
+      const double f = m[r * k + col] / m[col * k + col];
+      for (int c = col; c < k; ++c) m[r * k + c] -= f * m[col * k + c];
+      rhs[r] -= f * rhs[col];
+    }
+  }
+  x.assign(static_cast<size_t>(k), 0.0);
+  for (int r = k - 1; r >= 0; --r) {
+    double v = rhs[r];
+    for (int c = r + 1; c < k; ++c) v -= m[r * k + c] * x[c];
+    x[r] = v / m[r * k + r];
+  }
+  return true;
+}
+
+}  // namespace
+
+const char* SchemeName(Scheme scheme) {
+  switch (scheme) {
+    case Scheme::kFractionalRepetition:
+      return "frc";
+    case Scheme::kCyclicRepetition:
+      return "cyclic";
+    case Scheme::kUncoded:
+      return "uncoded";
+  }
+  return "unknown";
+}
+
+std::vector<int> GradientCode::Partitions(int worker) const {
+  std::vector<int> out;
+  for (int j = 0; j < n_; ++j) {
+    if (At(worker, j) != 0.0) out.push_back(j);
+  }
+  return out;
+}
+
+Result<GradientCode> GradientCode::Uncoded(int n) {
+  if (n < 1) return InvalidArgument("a code needs at least 1 worker, not " + std::to_string(n));
+  GradientCode code(n, 0, Scheme::kUncoded);
+  for (int i = 0; i < n; ++i) code.Entry(i, i) = 1.0;
+  return code;
+}
+
+Result<GradientCode> GradientCode::FractionalRepetition(int n, int s) {
+  TENAX_RETURN_IF_ERROR(CheckNs(n, s));
+  if (n % (s + 1) != 0) {
+    std::string ok;
+    for (int d = 1; d <= n; ++d) {
+      if (n % d == 0 && d - 1 < n) ok += (ok.empty() ? "" : ", ") + std::to_string(d - 1);
+    }
+    return InvalidArgument("fractional repetition needs s+1 to divide n (n = " + std::to_string(n) +
+                           ", s = " + std::to_string(s) + "): use s in {" + ok + "}, or the cyclic scheme");
+  }
+  GradientCode code(n, s, Scheme::kFractionalRepetition);
+  const int group = s + 1;
+  for (int i = 0; i < n; ++i) {
+    const int first = (i / group) * group;
+    for (int j = first; j < first + group; ++j) code.Entry(i, j) = 1.0;
+  }
+  return code;
+}
+
+Result<GradientCode> GradientCode::CyclicRepetition(int n, int s, uint64_t seed) {
+  TENAX_RETURN_IF_ERROR(CheckNs(n, s));
+  GradientCode code(n, s, Scheme::kCyclicRepetition);
+  if (s == 0) {
+    for (int i = 0; i < n; ++i) code.Entry(i, i) = 1.0;
+    return code;
+  }
+  // Draw H (s x n) with rows summing to zero until every row's s x s system
+  // is well conditioned (a generic draw is; a bad one is redrawn).
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    std::vector<double> h(static_cast<size_t>(s * n));
+    for (int r = 0; r < s; ++r) {
+      double sum = 0;
+      for (int c = 0; c + 1 < n; ++c) sum += (h[r * n + c] = normal(rng));
+      h[r * n + n - 1] = -sum;
+    }
+    bool ok = true;
+    for (int i = 0; i < n && ok; ++i) {
+      // Row i: B[i,i] = 1, and x on partitions i+1..i+s with H[:,those] x = -H[:,i].
+      std::vector<double> m(static_cast<size_t>(s * s)), rhs(static_cast<size_t>(s)), x;
+      for (int r = 0; r < s; ++r) {
+        for (int k = 0; k < s; ++k) m[r * s + k] = h[r * n + (i + 1 + k) % n];
+        rhs[r] = -h[r * n + i];
+      }
+      ok = SolveSquare(m, rhs, s, x);
+      if (!ok) break;
+      code.Entry(i, i) = 1.0;
+      for (int k = 0; k < s; ++k) code.Entry(i, (i + 1 + k) % n) = x[k];
+    }
+    if (ok) return code;
+    std::fill(code.b_.begin(), code.b_.end(), 0.0);
+  }
+  return Internal("could not draw a cyclic gradient code for n = " + std::to_string(n) + ", s = " +
+                  std::to_string(s) + " (seed " + std::to_string(seed) + ")");
+}
+
+Decoder::Decoder(const GradientCode& code, double tolerance) : code_(code), tolerance_(tolerance) {}
+
+Result<Decoding> Decoder::Decode(std::vector<int> arrived) {
+  std::sort(arrived.begin(), arrived.end());
+  for (size_t k = 0; k < arrived.size(); ++k) {
+    if (arrived[k] < 0 || arrived[k] >= code_.n()) {
+      return InvalidArgument("worker " + std::to_string(arrived[k]) + " is not in the code (n = " +
+                             std::to_string(code_.n()) + ")");
+    }
+    if (k > 0 && arrived[k] == arrived[k - 1]) {
+      return InvalidArgument("worker " + std::to_string(arrived[k]) + " arrived twice");
+    }
+  }
+  auto it = cache_.find(arrived);
+  if (it == cache_.end()) it = cache_.emplace(arrived, Solve(arrived)).first;
+  return it->second;
+}
+
+Result<Decoding> Decoder::DecodeExact(std::vector<int> arrived) {
+  TENAX_ASSIGN_OR_RETURN(Decoding d, Decode(std::move(arrived)));
+  if (!d.exact) {
+    return FailedPrecondition(std::to_string(d.workers.size()) + " of " + std::to_string(code_.n()) +
+                              " workers do not decode exactly (" + SchemeName(code_.scheme()) + ", s = " +
+                              std::to_string(code_.s()) + ", error " + std::to_string(d.error) + ")");
+  }
+  return d;
+}
+
+// Least squares min ||A a - 1|| with A's columns the arrived rows of B:
+// modified Gram-Schmidt, twice per column (re-orthogonalisation keeps Q
+// orthogonal to rounding level), skipping columns already in the span.
+Decoding Decoder::Solve(const std::vector<int>& workers) const {
+  const int n = code_.n();
+  const size_t m = workers.size();
+  std::vector<std::vector<double>> q;              // orthonormal basis
+  std::vector<size_t> kept;                        // column index of each basis vector
+  std::vector<std::vector<double>> r;              // r[k][j]: coefficient of q_j in kept column k
+  for (size_t c = 0; c < m; ++c) {
+    std::vector<double> v(static_cast<size_t>(n));
+    double norm0 = 0;
+    for (int j = 0; j < n; ++j) {
+      v[j] = code_.At(workers[c], j);
+      norm0 += v[j] * v[j];
+    }
+    norm0 = std::sqrt(norm0);
+    std::vector<double> coeff(q.size(), 0.0);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (size_t b = 0; b < q.size(); ++b) {
+        double dot = 0;
+        for (int j = 0; j < n; ++j) dot += q[b][j] * v[j];
+        for (int j = 0; j < n; ++j) v[j] -= dot * q[b][j];
+        coeff[b] += dot;
+      }
+    }
+    double norm = 0;
+    for (double x : v) norm += x * x;
+    norm = std::sqrt(norm);
+    if (norm0 == 0 || norm <= 1e-10 * norm0) continue;  // in the span of the rows before it
+    for (double& x : v) x /= norm;
+    coeff.push_back(norm);
+    q.push_back(std::move(v));
+    kept.push_back(c);
+    r.push_back(std::move(coeff));
+  }
+  // y = Q^T 1, then R a = y (R upper triangular: r[k][j], j <= k).
+  const size_t k = q.size();
+  std::vector<double> y(k, 0.0), a_kept(k, 0.0);
+  for (size_t b = 0; b < k; ++b) {
+    for (int j = 0; j < n; ++j) y[b] += q[b][j];
+  }
+  for (size_t row = k; row-- > 0;) {
+    double v = y[row];
+    for (size_t col = row + 1; col < k; ++col) v -= r[col][row] * a_kept[col];
+    a_kept[row] = v / r[row][row];
+  }
+  Decoding d;
+  d.workers = workers;
+  d.coeffs.assign(m, 0.0);
+  for (size_t b = 0; b < k; ++b) d.coeffs[kept[b]] = a_kept[b];
+  double err = 0;
+  for (int j = 0; j < n; ++j) {
+    double v = -1.0;
+    for (size_t c = 0; c < m; ++c) v += d.coeffs[c] * code_.At(workers[c], j);
+    err += v * v;
+  }
+  d.error = n > 0 ? std::sqrt(err / n) : 0;
+  d.exact = d.error <= tolerance_;
+  return d;
+}
+
+}  // namespace tenax::coding

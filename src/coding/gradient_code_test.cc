@@ -1,0 +1,1 @@
+#include "tenax/coding/gradient_code.h"
