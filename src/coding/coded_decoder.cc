@@ -45,7 +45,8 @@ class CodedDecoderRole {
         initial_(std::move(params)),
         momentum_(count_, 0.0f),
         update_(count_, 0.0f),
-        contributed_(static_cast<size_t>(n_), 0) {}
+        contributed_(static_cast<size_t>(n_), 0),
+        steps_without_(static_cast<size_t>(n_), 0) {}
 
   Result<DecoderOutcome> Run();
 
@@ -71,6 +72,12 @@ class CodedDecoderRole {
   void Apply(const Decoding& d);
   void AfterStep(const Decoding& d);
   nlohmann::json Summary() const;
+  double ModelAbsSum() const {
+    double s = 0;
+    const float* p = reinterpret_cast<const float*>(model_.data() + sizeof(CodedModelHeader) + kCodedRowsBytes);
+    for (size_t i = 0; i < count_; ++i) s += std::abs(static_cast<double>(p[i]));
+    return s;
+  }
   void Event(nlohmann::json e) {
     if (o_.on_event) o_.on_event(e);
   }
@@ -109,6 +116,8 @@ class CodedDecoderRole {
   int64_t exact_steps_ = 0, approx_steps_ = 0, late_results_ = 0, shuffles_ = 0, partitions_moved_ = 0;
   double coverage_sum_ = 0, error_sum_ = 0, max_error_ = 0, wait_seconds_ = 0;
   std::vector<int64_t> contributed_;  // steps each partition contributed to
+  std::vector<int64_t> steps_without_;  // steps decoded without each worker's result
+  std::vector<double> gradient_l1_;     // ||decoded gradient||_1 of the first steps (checks against other runs)
   int64_t straggler_events_ = 0;
 };
 
@@ -212,6 +221,11 @@ void CodedDecoderRole::Apply(const Decoding& d) {
     const float* f = slot(d.workers[k]);
     for (size_t i = 0; i < count_; ++i) update_[i] += a * f[i];
   }
+  if (gradient_l1_.size() < 1000) {
+    double l1 = 0;
+    for (float g : update_) l1 += std::abs(static_cast<double>(g));
+    gradient_l1_.push_back(l1);
+  }
   float* p = params();
   const float lr = static_cast<float>(o_.lr), mu = static_cast<float>(o_.momentum),
               wd = static_cast<float>(o_.weight_decay);
@@ -239,6 +253,9 @@ void CodedDecoderRole::AfterStep(const Decoding& d) {
   error_sum_ += d.error;
   max_error_ = std::max(max_error_, d.error);
   (d.exact ? exact_steps_ : approx_steps_) += 1;
+  for (int w = 0; w < n_; ++w) {
+    if (std::find(d.workers.begin(), d.workers.end(), w) == d.workers.end()) ++steps_without_[static_cast<size_t>(w)];
+  }
 
   for (int w : detector_.Update()) {
     ++straggler_events_;
@@ -287,7 +304,10 @@ nlohmann::json CodedDecoderRole::Summary() const {
           {"seconds_per_iteration", wait_seconds_ / steps},
           {"shuffles", shuffles_},
           {"shuffle_bytes_moved", partitions_moved_ * o_.partition_bytes},
-          {"straggler_events", straggler_events_}};
+          {"straggler_events", straggler_events_},
+          {"steps_without_worker", steps_without_},
+          {"gradient_l1", gradient_l1_},
+          {"model_abs_sum", ModelAbsSum()}};
 }
 
 Result<DecoderOutcome> CodedDecoderRole::Run() {

@@ -142,7 +142,7 @@ Result<FaultSpec> ParseEntry(const TableReader& t, const FaultPlanContext& ctx) 
                                    FaultAction::kRestart}));
   if (!action) return t.Fail("action is required (kill, preempt, stop, cont or restart)");
   f.action = *action;
-  if (!ctx.elastic && (f.action == FaultAction::kRestart || f.action == FaultAction::kCont)) {
+  if (!ctx.elastic && (f.action == FaultAction::kRestart || (f.action == FaultAction::kCont && !ctx.stops_tolerated))) {
     return NeedsElastic(t, f.action);
   }
 

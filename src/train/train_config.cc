@@ -288,6 +288,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   fc.workers = c.cluster.workers;
   fc.elastic = c.cluster.elastic || c.mode == "async";  // async workers may be replaced
   fc.servers = c.mode == "async" ? c.async.servers : 0;
+  fc.stops_tolerated = c.mode == "coded";
   // A coded job has one more process than workers: the decoder (rank
   // cluster.workers), which the fault plan does not target.
   fc.total_steps = [&c] { return TotalSteps(c); };

@@ -178,3 +178,72 @@ TEST(TrainConfigTest, TheAsyncExampleIsValid) {
 
 }  // namespace
 }  // namespace tenax
+
+namespace tenax {
+namespace {
+
+TEST(CodedConfigTest, TheCodedExampleIsValidAndReadsEveryKey) {
+  auto doc = ConfigDoc::Load(std::string(TENAX_SOURCE_DIR) + "/examples/coded.toml");
+  ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+  auto c = ParseTrainConfig(*doc);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->mode, "coded");
+  EXPECT_EQ(RankCount(*c), 5);  // 4 workers and the decoder
+  EXPECT_EQ(c->coded.scheme, "cyclic");
+  EXPECT_EQ(c->coded.stragglers, 1);
+  EXPECT_EQ(c->stragglers.model, "markov");
+  EXPECT_EQ(c->stragglers.slow_workers, std::vector<int>{3});
+  EXPECT_DOUBLE_EQ(c->stragglers.slowdown_max, 5.0);  // defaults to slowdown
+}
+
+std::string CodedJob(const std::string& coded, const std::string& stragglers = "") {
+  return "mode = \"coded\"\n[cluster]\nworkers = 4\n" + (coded.empty() ? "" : "[coded]\n" + coded + "\n") +
+         (stragglers.empty() ? "" : "[stragglers]\n" + stragglers + "\n");
+}
+
+TEST(CodedConfigTest, ImpossibleCodesAreRefusedSayingWhatWouldWork) {
+  auto s_too_big = Parse(CodedJob("stragglers = 4"));
+  ASSERT_FALSE(s_too_big.ok());
+  EXPECT_NE(s_too_big.status().message().find("s must be below cluster.workers (0..3)"), std::string::npos)
+      << s_too_big.status().message();
+  auto frc = Parse(CodedJob("scheme = \"frc\"\nstragglers = 2"));
+  ASSERT_FALSE(frc.ok());
+  // (s+1) = 3 does not divide 4: the message names what would.
+  EXPECT_NE(frc.status().message().find("job.toml:6: 'coded.stragglers'"), std::string::npos) << frc.status().message();
+  EXPECT_NE(frc.status().message().find("cyclic"), std::string::npos) << frc.status().message();
+  EXPECT_TRUE(Parse(CodedJob("scheme = \"frc\"\nstragglers = 1")).ok());
+  EXPECT_TRUE(Parse(CodedJob("scheme = \"cyclic\"\nstragglers = 2")).ok());
+  auto approx = Parse(CodedJob("scheme = \"ignore_stragglers\"\ndecoding = \"approx\""));
+  ASSERT_FALSE(approx.ok());
+  EXPECT_NE(approx.status().message().find("needs a code"), std::string::npos) << approx.status().message();
+  auto adam = Parse(CodedJob("") + "[train]\noptimizer = \"adam\"\n");
+  ASSERT_FALSE(adam.ok());
+  EXPECT_NE(adam.status().message().find("supports \"sgd\" only"), std::string::npos) << adam.status().message();
+  auto elsewhere = Parse("mode = \"sync\"\n[coded]\nscheme = \"frc\"\n");
+  ASSERT_FALSE(elsewhere.ok());
+  EXPECT_NE(elsewhere.status().message().find("only applies to mode = \"coded\""), std::string::npos);
+}
+
+TEST(CodedConfigTest, ATraceNamingAnUnknownWorkerIsRefusedAtValidation) {
+  const std::string path = ::testing::TempDir() + "/coded_trace.csv";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("# step,worker,slowdown\n0,3,5\n10,7,2\n", f);
+    std::fclose(f);
+  }
+  auto bad = Parse(CodedJob("", "model = \"trace\"\ntrace = \"" + path + "\""));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(":3:"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("worker 7"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("0..3"), std::string::npos) << bad.status().message();
+  auto missing = Parse(CodedJob("", "model = \"trace\""));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("stragglers.trace"), std::string::npos);
+  auto unknown_slow = Parse(CodedJob("", "model = \"markov\"\nslow_workers = [4]"));
+  ASSERT_FALSE(unknown_slow.ok());
+  EXPECT_NE(unknown_slow.status().message().find("ranks 0..3"), std::string::npos) << unknown_slow.status().message();
+}
+
+}  // namespace
+}  // namespace tenax

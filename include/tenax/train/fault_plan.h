@@ -105,6 +105,9 @@ struct FaultPlanContext {
   bool sync = true;  // mode = "sync": faults are refused otherwise
   int64_t workers = 2;
   bool elastic = false;
+  // A stopped worker is part of the job's design (mode "coded": the code
+  // does without it), so "cont" applies without elasticity.
+  bool stops_tolerated = false;
   int64_t servers = 0;  // async.servers (0 outside async jobs): faults may name them
   // The job's total steps, or nullopt when unknown (its data cannot be read
   // now: the at_step bound is then not checked). Called only if an entry
