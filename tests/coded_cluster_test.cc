@@ -124,6 +124,9 @@ TEST_F(CodedClusterTest, IgnoringAPersistentStragglerLosesItsDataAndShufflingBri
   EXPECT_NE(std::string::npos, events.find("\"straggler_detected\"")) << events;
   EXPECT_NE(std::string::npos, events.find("\"shuffle\"")) << events;
   EXPECT_NE(std::string::npos, ReadText(dir / "ignore/logs/decoder.log").find("is a straggler"));
+  // The launcher shows the events as they happen.
+  EXPECT_NE(std::string::npos, (q.out + q.err).find("worker 3 is a straggler")) << q.out << q.err;
+  EXPECT_NE(std::string::npos, (q.out + q.err).find("partitions re-mapped away from slow workers")) << q.out << q.err;
 }
 
 }  // namespace

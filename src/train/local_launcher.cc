@@ -101,6 +101,42 @@ TrainProgress ToTrainProgress(const coord::JobProgress& j, int64_t log_every_ste
   return tp;
 }
 
+// A coded job's decoder events (DIR/decoder.jsonl: stragglers detected or
+// recovered, shuffles), read as the file grows and shown as notices.
+class DecoderEventTail {
+ public:
+  explicit DecoderEventTail(std::string path) : path_(std::move(path)) {}
+  void Poll(const std::function<void(const std::string&)>& notice) {
+    const auto now = SteadyClock::now();
+    if (now - last_ < 250ms) return;
+    last_ = now;
+    std::ifstream in(path_);
+    if (!in) return;
+    in.seekg(static_cast<std::streamoff>(offset_));
+    std::string line;
+    while (std::getline(in, line)) {
+      if (in.eof()) break;  // a line still being written: read it next time
+      offset_ += line.size() + 1;
+      auto e = nlohmann::json::parse(line, nullptr, false);
+      if (e.is_discarded() || !e.is_object()) continue;
+      const std::string kind = e.value("event", "");
+      if (kind == "straggler_detected" || kind == "straggler_recovered") {
+        notice(fmt::format("step {}: worker {} {} ({:.1f}x the median worker's time)", e.value("step", int64_t{0}),
+                           e.value("worker", -1), kind == "straggler_detected" ? "is a straggler" : "recovered",
+                           e.value("ratio", 0.0)));
+      } else if (kind == "shuffle") {
+        notice(fmt::format("step {}: partitions re-mapped away from slow workers ({} partition copies moved)",
+                           e.value("step", int64_t{0}), e.value("partitions_moved", int64_t{0})));
+      }
+    }
+  }
+
+ private:
+  std::string path_;
+  size_t offset_ = 0;
+  SteadyClock::time_point last_{};
+};
+
 }  // namespace
 
 Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
@@ -239,7 +275,10 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   wo.name = "launcher";
   // Step triggers follow the fastest rank; so does an async job's progress
   // (its workers train units side by side, and a lost one never reports again).
-  wo.report_max_step = !job.config.faults.empty() || async;
+  // A coded job's front is its decoder's step (a stopped worker lags behind).
+  const bool coded = job.config.mode == "coded";
+  wo.report_max_step = !job.config.faults.empty() || async || coded;
+  DecoderEventTail decoder_events(out + "/decoder.jsonl");
   TENAX_ASSIGN_OR_RETURN(auto watcher, coord::JobWatcher::Connect(wo, join_deadline));
   while (true) {
     if (StopRequested()) {
@@ -261,16 +300,17 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
       record_faults();
       return PeerLost("lost the coordinator: " + event.status().message() + (why ? "; " + why->Describe() : ""));
     }
+    if (coded) decoder_events.Poll(notice);
     if (!event->has_value()) continue;
     if (auto* p = std::get_if<coord::JobProgress>(&**event)) {
       max_step = std::max(max_step, p->max_step);
       faults.Poll(max_step);
-      if (options.on_progress && !async && !p->max_step_only) {
+      if (options.on_progress && !async && !coded && !p->max_step_only) {
         options.on_progress(ToTrainProgress(*p, job.config.log_every_steps));
-      } else if (options.on_progress && async && p->total_steps > 0) {
+      } else if (options.on_progress && (async || coded) && p->total_steps > 0) {
         // Async: the front of the job, the furthest step any worker reached
-        // (units are issued in step order); a log line whenever it crosses
-        // a multiple of log.every_steps.
+        // (units are issued in step order); coded: the decoder's step. A log
+        // line whenever it crosses a multiple of log.every_steps.
         coord::JobProgress front = *p;
         front.step = max_step;
         if (front.steps_per_epoch > 0) front.epoch = (max_step - 1) / front.steps_per_epoch + 1;
