@@ -21,13 +21,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double SecondsBetween(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-Result<GradientCode> CodeOf(const CodedConfig& c, int n, uint64_t seed) {
-  const int s = static_cast<int>(c.stragglers);
-  if (c.scheme == "cyclic") return GradientCode::CyclicRepetition(n, s, seed);
-  if (c.scheme == "frc") return GradientCode::FractionalRepetition(n, s);
-  if (c.scheme == "wait_all" || c.scheme == "ignore_stragglers") return GradientCode::Uncoded(n);
-  return InvalidArgument("unknown coded.scheme \"" + c.scheme + "\"");
-}
 
 class CodedDecoderRole {
  public:
@@ -430,7 +423,7 @@ Result<DecoderOutcome> RunDecoder(comm::Group& group, std::vector<float> initial
                            std::to_string(group.rank()) + " of " + std::to_string(group.world()) + ")");
   }
   if (initial_params.empty()) return InvalidArgument("the decoder needs the initial model");
-  TENAX_ASSIGN_OR_RETURN(GradientCode code, CodeOf(options.coded, n, options.code_seed));
+  TENAX_ASSIGN_OR_RETURN(GradientCode code, CodeOfScheme(options.coded, n, options.code_seed));
   CodedDecoderRole d(group, std::move(initial_params), options, std::move(code));
   return d.Run();
 }

@@ -6,6 +6,14 @@
 
 namespace tenax::coding {
 
+Result<GradientCode> CodeOfScheme(const CodedConfig& c, int n, uint64_t seed) {
+  const int s = static_cast<int>(c.stragglers);
+  if (c.scheme == "cyclic") return GradientCode::CyclicRepetition(n, s, seed);
+  if (c.scheme == "frc") return GradientCode::FractionalRepetition(n, s);
+  if (c.scheme == "wait_all" || c.scheme == "ignore_stragglers") return GradientCode::Uncoded(n);
+  return InvalidArgument("unknown coded.scheme \"" + c.scheme + "\" (cyclic, frc, wait_all or ignore_stragglers)");
+}
+
 CodeAssignment::CodeAssignment(int n) : row_of_(static_cast<size_t>(std::max(n, 0))) {
   for (int w = 0; w < n; ++w) row_of_[static_cast<size_t>(w)] = w;
 }

@@ -9,6 +9,7 @@
 
 #include "tenax/coding/coded_codec.h"
 #include "tenax/coding/coded_decoder.h"
+#include "tenax/coding/coded_plan.h"
 #include "tenax/coding/gradient_code.h"
 
 namespace tenax {
@@ -17,12 +18,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using coding::CodedModelHeader;
 
-Result<coding::GradientCode> CodeOf(const coding::CodedConfig& c, int n, uint64_t seed) {
-  const int s = static_cast<int>(c.stragglers);
-  if (c.scheme == "cyclic") return coding::GradientCode::CyclicRepetition(n, s, seed);
-  if (c.scheme == "frc") return coding::GradientCode::FractionalRepetition(n, s);
-  return coding::GradientCode::Uncoded(n);
-}
 
 class CodedExchange final : public GradientExchange {
  public:
@@ -100,7 +95,7 @@ class CodedExchange final : public GradientExchange {
 
 Status CodedExchange::Attach(TrainableModel& model) {
   if (n_ < 1 || rank() >= n_) return InvalidArgument("a coded worker must be one of ranks 0..world-2");
-  TENAX_ASSIGN_OR_RETURN(coding::GradientCode code, CodeOf(o_.coded, n_, o_.code_seed));
+  TENAX_ASSIGN_OR_RETURN(coding::GradientCode code, coding::CodeOfScheme(o_.coded, n_, o_.code_seed));
   code_.emplace(std::move(code));
   params_ = model.Parameters();
   for (const auto& p : params_) {

@@ -28,9 +28,14 @@
 #include <string>
 #include <vector>
 
+#include "tenax/coding/coded_config.h"
 #include "tenax/coding/gradient_code.h"
 
 namespace tenax::coding {
+
+// The code of a job's scheme for n workers: cyclic (seeded: every process
+// gets the same), frc, or the identity for wait_all and ignore_stragglers.
+Result<GradientCode> CodeOfScheme(const CodedConfig& coded, int n, uint64_t seed);
 
 class CodeAssignment {
  public:
