@@ -103,7 +103,7 @@ TEST(TrainConfigTest, ElasticBoundsAreRefusedWithTheKeyNamed) {
             Parse(plain + "shares = \"even\"\n").status().message());
   EXPECT_EQ("job.toml:5: 'cluster.shares' must be one of measured, even, got 'fast'",
             Parse(job + "shares = \"fast\"\n").status().message());
-  EXPECT_EQ("job.toml:2: 'cluster.elastic' only applies to modes \"sync\" and \"async\"",
+  EXPECT_EQ("job.toml:2: 'cluster.elastic' only applies to modes \"sync\", \"async\" and \"coded\"",
             Parse("[cluster]\nelastic = true\n").status().message());
   EXPECT_EQ("job.toml:3: 'cluster.elastic' must be true or false, got string",
             Parse("mode = \"sync\"\n[cluster]\nelastic = \"yes\"\n").status().message());
