@@ -96,9 +96,12 @@ TEST_F(CodedClusterTest, AStoppedWorkerDoesNotStopTheStepsAndTheGradientsAreTheU
 
 TEST_F(CodedClusterTest, IgnoringAPersistentStragglerLosesItsDataAndShufflingBringsItBack) {
   ScratchDir dir;
-  // Worker 3 is slow (8x) for the whole run.
+  // Worker 3 is slow for the whole run: 50x, so that its delay (about
+  // 100 ms for the mlp's 2 ms step) stands far above the scheduling noise
+  // of a loaded 2-core machine, which once let an 8x straggler into the
+  // fastest three in a quarter of the steps.
   const std::string stragglers =
-      "[stragglers]\nmodel = \"markov\"\nslow_workers = [3]\nslowdown = 8.0\np_slow = 0.0\np_recover = 0.0\n";
+      "[stragglers]\nmodel = \"markov\"\nslow_workers = [3]\nslowdown = 50.0\np_slow = 0.0\np_recover = 0.0\n";
   const std::string ignore = WriteCodedJob(dir, "ignore.toml", "ignore_stragglers", stragglers);
   const std::string shuffle = WriteCodedJob(dir, "shuffle.toml", "ignore_stragglers", stragglers, "shuffle_every = 10\n");
   auto r = RunProcess({TenaxBinary(), "run", ignore, "--out", dir / "ignore"});
