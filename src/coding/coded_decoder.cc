@@ -95,14 +95,19 @@ class CodedDecoderRole {
   std::vector<int> arrived_;                        // this step's, in arrival order
   std::optional<Clock::time_point> first_arrival_;
   // Running mean of the seconds from publishing a model to an exact
-  // decoding: what n-s arrivals normally take. 0 until the first one.
+  // decoding: the deadline's base until the detector has seen arrivals.
   double typical_exact_seconds_ = 0;
-  // Approximate decoding: coded.deadline x that typical time after the
-  // step's start, once something arrived (none before an exact step).
+  // Approximate decoding: coded.deadline x what a typical fast worker takes
+  // (the detector's reference, the lower median of the workers' arrival
+  // times) after the step's start, once something arrived. Not the time an
+  // exact decoding takes: with more slow workers than s that is a slow
+  // worker's time, and the deadline would never come before it.
   std::optional<Clock::time_point> ApproxDeadline() {
-    if (o_.coded.decoding != "approx" || !first_arrival_ || typical_exact_seconds_ <= 0) return std::nullopt;
+    if (o_.coded.decoding != "approx" || !first_arrival_) return std::nullopt;
+    const double reference = detector_.ReferenceSeconds() > 0 ? detector_.ReferenceSeconds() : typical_exact_seconds_;
+    if (reference <= 0) return std::nullopt;
     return published_[step_] + std::chrono::duration_cast<Clock::duration>(
-                                   std::chrono::duration<double>(o_.coded.deadline * typical_exact_seconds_));
+                                   std::chrono::duration<double>(o_.coded.deadline * reference));
   }
 
   // Statistics for summary.json.

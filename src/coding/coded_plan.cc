@@ -1,7 +1,10 @@
 #include "tenax/coding/coded_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
+#include <optional>
+#include <tuple>
 #include <set>
 
 namespace tenax::coding {
@@ -73,23 +76,27 @@ void StragglerDetector::Observe(int worker, double seconds) {
 }
 
 namespace {
-double Median(std::vector<double> v) {
+// The lower median: with half the workers slow it is still a fast one's.
+double LowerMedian(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+  return v[(v.size() - 1) / 2];
 }
 }  // namespace
 
-double StragglerDetector::Ratio(int worker) const {
+double StragglerDetector::ReferenceSeconds() const {
   std::vector<double> seen;
   for (size_t w = 0; w < mean_.size(); ++w) {
     if (seen_[w]) seen.push_back(mean_[w]);
   }
-  const double median = Median(seen);
+  return LowerMedian(std::move(seen));
+}
+
+double StragglerDetector::Ratio(int worker) const {
+  const double reference = ReferenceSeconds();
   const auto w = static_cast<size_t>(worker);
-  if (worker < 0 || w >= mean_.size() || !seen_[w] || median <= 0) return 1;
-  return mean_[w] / median;
+  if (worker < 0 || w >= mean_.size() || !seen_[w] || reference <= 0) return 1;
+  return mean_[w] / reference;
 }
 
 std::vector<int> StragglerDetector::Update() {
@@ -113,27 +120,96 @@ void ShufflePolicy::ObserveStep(const CodeAssignment& assignment, const std::vec
   }
 }
 
+namespace {
+// Every k-subset of {0..n-1}, as long as there are at most `limit` of them.
+std::optional<std::vector<std::vector<int>>> SmallSubsets(int n, int k, size_t limit) {
+  double count = 1;
+  for (int i = 1; i <= k; ++i) count = count * (n - k + i) / i;
+  if (count > static_cast<double>(limit)) return std::nullopt;
+  std::vector<std::vector<int>> out;
+  std::vector<int> pick(static_cast<size_t>(k));
+  for (int i = 0; i < k; ++i) pick[static_cast<size_t>(i)] = i;
+  while (true) {
+    out.push_back(pick);
+    int i = k - 1;
+    while (i >= 0 && pick[static_cast<size_t>(i)] == n - k + i) --i;
+    if (i < 0) return out;
+    ++pick[static_cast<size_t>(i)];
+    for (int t = i + 1; t < k; ++t) pick[static_cast<size_t>(t)] = pick[static_cast<size_t>(t - 1)] + 1;
+  }
+}
+}  // namespace
+
 ShuffleResult ShufflePolicy::Next(const CodeAssignment& assignment, const std::vector<bool>& slow) const {
   const int n = assignment.n();
   std::vector<int> rows(static_cast<size_t>(n), -1);
   std::vector<bool> taken(static_cast<size_t>(n), false);
-  auto row_exposure = [&](int row) {
-    int64_t e = 0;
-    for (int j : code_.Partitions(row)) e += exposure_[static_cast<size_t>(j)];
-    return e;
-  };
-  // Slow workers first: to the least exposed free row, another than their
-  // own when one is as good (so what they held moves to faster workers).
+  std::vector<int> slow_workers;
   for (int w = 0; w < n; ++w) {
-    if (static_cast<size_t>(w) >= slow.size() || !slow[static_cast<size_t>(w)]) continue;
-    int best = -1;
-    std::pair<int64_t, int> best_key{std::numeric_limits<int64_t>::max(), 2};
+    if (static_cast<size_t>(w) < slow.size() && slow[static_cast<size_t>(w)]) slow_workers.push_back(w);
+  }
+  const int k = static_cast<int>(slow_workers.size());
+  // The cost of giving the slow workers `slow_rows`: the error of the best
+  // decoding from the other rows, then the partitions' slow exposure so far,
+  // then how many of those rows slow workers hold already (move them away).
+  Decoder decoder(code_);
+  using Cost = std::tuple<double, int64_t, int>;
+  auto cost = [&](const std::vector<int>& slow_rows) {
+    std::vector<int> fast;
     for (int r = 0; r < n; ++r) {
-      if (taken[static_cast<size_t>(r)]) continue;
-      const std::pair<int64_t, int> key{row_exposure(r), r == assignment.row_of(w) ? 1 : 0};
-      if (key < best_key) best_key = key, best = r;
+      if (std::find(slow_rows.begin(), slow_rows.end(), r) == slow_rows.end()) fast.push_back(r);
+    }
+    double error = 1;
+    if (!fast.empty()) {
+      if (auto d = decoder.Decode(fast); d.ok()) error = d->error;
+    }
+    int64_t exposure = 0;
+    int kept = 0;
+    for (int r : slow_rows) {
+      for (int j : code_.Partitions(r)) exposure += exposure_[static_cast<size_t>(j)];
+      for (int w : slow_workers) kept += assignment.row_of(w) == r ? 1 : 0;
+    }
+    // Errors closer than 1e-9 are the same (exact decodings differ by rounding).
+    return Cost{std::round(error * 1e9), exposure, kept};
+  };
+  std::vector<int> slow_rows;
+  if (k > 0 && k < n) {
+    if (auto all = SmallSubsets(n, k, 4096)) {
+      Cost best{std::numeric_limits<double>::infinity(), 0, 0};
+      for (const std::vector<int>& candidate : *all) {
+        const auto c = cost(candidate);
+        if (c < best) best = c, slow_rows = candidate;
+      }
+    } else {
+      // Too many sets to try: add the cheapest row one at a time.
+      for (int i = 0; i < k; ++i) {
+        Cost best{std::numeric_limits<double>::infinity(), 0, 0};
+        int best_row = -1;
+        for (int r = 0; r < n; ++r) {
+          if (std::find(slow_rows.begin(), slow_rows.end(), r) != slow_rows.end()) continue;
+          std::vector<int> candidate = slow_rows;
+          candidate.push_back(r);
+          const auto c = cost(candidate);
+          if (c < best) best = c, best_row = r;
+        }
+        slow_rows.push_back(best_row);
+      }
+    }
+  } else if (k == n) {
+    for (int r = 0; r < n; ++r) slow_rows.push_back(r);
+  }
+  // The slow workers take those rows: first the ones they already hold
+  // only if nothing else is left (so what they held moves to faster workers).
+  std::vector<bool> slow_row_free(static_cast<size_t>(n), false);
+  for (int r : slow_rows) slow_row_free[static_cast<size_t>(r)] = true;
+  for (int w : slow_workers) {
+    int best = -1;
+    for (int r : slow_rows) {
+      if (!slow_row_free[static_cast<size_t>(r)]) continue;
+      if (best < 0 || (best == assignment.row_of(w) && r != assignment.row_of(w))) best = r;
     }
     rows[static_cast<size_t>(w)] = best;
+    slow_row_free[static_cast<size_t>(best)] = false;
     taken[static_cast<size_t>(best)] = true;
   }
   // Everyone else keeps their row when it is free...

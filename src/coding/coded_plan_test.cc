@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <vector>
 
 namespace tenax::coding {
 namespace {
@@ -99,6 +100,70 @@ TEST(ShufflePolicy, KeepsTheSupportStructureAndMovesPartitionsAwayFromSlowWorker
   EXPECT_GT(*lo, 0);
   EXPECT_LE(*hi - *lo, 20);
   EXPECT_EQ(std::accumulate(held_by_slow.begin(), held_by_slow.end(), int64_t{0}), 8 * 10 * 2);
+}
+
+TEST(StragglerDetector, SeesBothOfTwoSlowWorkersOutOfFourAgainstAFastReference) {
+  // With a plain median (the mean of a fast and a slow worker, 0.3 s) a 5x
+  // worker would be only 1.7x "the median" and go unnoticed.
+  StragglerDetector d(4, 2.0, 0.5);
+  EXPECT_EQ(d.ReferenceSeconds(), 0.0);
+  for (int step = 0; step < 20; ++step) {
+    for (int w = 0; w < 4; ++w) d.Observe(w, w == 1 || w == 2 ? 0.5 : 0.1);
+  }
+  EXPECT_NEAR(d.ReferenceSeconds(), 0.1, 1e-9);
+  EXPECT_EQ(d.Update(), (std::vector<int>{1, 2}));
+  EXPECT_NEAR(d.Ratio(2), 5.0, 1e-6);
+  EXPECT_NEAR(d.Ratio(0), 1.0, 1e-6);
+}
+
+// Rows held by the slow workers after a shuffle, and the error of the best
+// decoding from the fast workers' rows.
+double ErrorWithout(const GradientCode& code, const CodeAssignment& a, const std::vector<bool>& slow) {
+  std::vector<int> fast_rows;
+  for (int w = 0; w < a.n(); ++w) {
+    if (!slow[static_cast<size_t>(w)]) fast_rows.push_back(a.row_of(w));
+  }
+  Decoder decoder(code);
+  auto d = decoder.Decode(fast_rows);
+  EXPECT_TRUE(d.ok());
+  return d.ok() ? d->error : 1.0;
+}
+
+TEST(ShufflePolicy, MoreSlowWorkersThanSGetRowsThatLeaveEveryPartitionOnAFastWorker) {
+  // Workers 1 and 2 slow, on neighbouring cyclic rows 1 and 2: partition 2
+  // is held by slow workers only.
+  GradientCode cyclic = Cyclic(4, 1);
+  ShufflePolicy policy(cyclic);
+  CodeAssignment a(4);
+  const std::vector<bool> slow = {false, true, true, false};
+  const double before = ErrorWithout(cyclic, a, slow);
+  for (int period = 0; period < 4; ++period) {
+    for (int step = 0; step < 10; ++step) policy.ObserveStep(a, slow);
+    ShuffleResult next = policy.Next(a, slow);
+    ASSERT_TRUE(a.Set(next.rows).ok());
+    // The slow workers' rows are two apart: their partitions are disjoint,
+    // so every partition has a fast holder.
+    std::vector<int> held;
+    for (int w : {1, 2}) {
+      for (int j : cyclic.Partitions(a.row_of(w))) held.push_back(j);
+    }
+    std::sort(held.begin(), held.end());
+    EXPECT_EQ(held, (std::vector<int>{0, 1, 2, 3})) << "period " << period;
+    EXPECT_LT(ErrorWithout(cyclic, a, slow), before - 1e-3) << "period " << period;
+  }
+
+  // Fractional repetition, groups {0,1} and {2,3}: two slow workers in one
+  // group lose its partitions; one in each group decode exactly.
+  auto frc = GradientCode::FractionalRepetition(4, 1);
+  ASSERT_TRUE(frc.ok());
+  ShufflePolicy frc_policy(*frc);
+  CodeAssignment b(4);
+  const std::vector<bool> first_group_slow = {true, true, false, false};
+  EXPECT_GT(ErrorWithout(*frc, b, first_group_slow), 0.5);
+  ShuffleResult next = frc_policy.Next(b, first_group_slow);
+  ASSERT_TRUE(b.Set(next.rows).ok());
+  EXPECT_NE(b.row_of(0) / 2, b.row_of(1) / 2) << "both slow workers in one group";
+  EXPECT_LT(ErrorWithout(*frc, b, first_group_slow), 1e-9);
 }
 
 TEST(ShufflePolicy, WithoutStragglersNothingMoves) {

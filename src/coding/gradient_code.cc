@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <random>
 
 namespace tenax::coding {
@@ -94,6 +96,55 @@ Result<GradientCode> GradientCode::FractionalRepetition(int n, int s) {
   return code;
 }
 
+namespace {
+
+// How much a code amplifies rounding when a set F decodes: sum over F of
+// |a_i| ||B_i||_1, over n. At least 1 (every column of a's combination sums
+// to 1); 1 for fractional repetition. A decoded float32 sum of f_i carries
+// about this many times the rounding of summing the g_j directly.
+double Amplification(const GradientCode& code, const Decoding& d) {
+  double total = 0;
+  for (size_t k = 0; k < d.workers.size(); ++k) {
+    double row = 0;
+    for (int j = 0; j < code.n(); ++j) row += std::abs(code.At(d.workers[k], j));
+    total += std::abs(d.coeffs[k]) * row;
+  }
+  return total / code.n();
+}
+
+// The arrival sets of n-s workers a cyclic draw is judged on: all of them
+// when there are at most `limit`, otherwise `limit` random ones (seeded).
+std::vector<std::vector<int>> JudgedSets(int n, int s, uint64_t seed, size_t limit) {
+  const int k = n - s;
+  double count = 1;
+  for (int i = 1; i <= k; ++i) count = count * (n - k + i) / i;
+  std::vector<std::vector<int>> out;
+  if (count <= static_cast<double>(limit)) {
+    std::vector<int> pick(static_cast<size_t>(k));
+    for (int i = 0; i < k; ++i) pick[static_cast<size_t>(i)] = i;
+    while (true) {
+      out.push_back(pick);
+      int i = k - 1;
+      while (i >= 0 && pick[static_cast<size_t>(i)] == n - k + i) --i;
+      if (i < 0) return out;
+      ++pick[static_cast<size_t>(i)];
+      for (int t = i + 1; t < k; ++t) pick[static_cast<size_t>(t)] = pick[static_cast<size_t>(t - 1)] + 1;
+    }
+  }
+  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
+  std::vector<int> all(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+  for (size_t t = 0; t < limit; ++t) {
+    std::shuffle(all.begin(), all.end(), rng);
+    std::vector<int> set(all.begin(), all.begin() + k);
+    std::sort(set.begin(), set.end());
+    out.push_back(std::move(set));
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<GradientCode> GradientCode::CyclicRepetition(int n, int s, uint64_t seed) {
   TENAX_RETURN_IF_ERROR(CheckNs(n, s));
   GradientCode code(n, s, Scheme::kCyclicRepetition);
@@ -101,11 +152,24 @@ Result<GradientCode> GradientCode::CyclicRepetition(int n, int s, uint64_t seed)
     for (int i = 0; i < n; ++i) code.Entry(i, i) = 1.0;
     return code;
   }
-  // Draw H (s x n) with rows summing to zero until every row's s x s system
-  // is well conditioned (a generic draw is; a bad one is redrawn).
+  // Draw H (s x n) with rows summing to zero; every draw whose rows' s x s
+  // systems solve is a valid code with probability 1, but some are badly
+  // conditioned (a decoding vector of 1e5 for n = 10, s = 4 at one seed), so
+  // of kDraws valid draws keep the one whose worst judged arrival set of
+  // n-s amplifies rounding least.
+  // A decoding costs about 2 (n-s)^2 n flops: judge up to 1024 sets, fewer
+  // for large n so that drawing a code stays within ~2e8 flops.
+  constexpr int kDraws = 32;
+  const double per_decoding = 2.0 * (n - s) * (n - s) * n;
+  const auto judged_sets = static_cast<size_t>(std::clamp(2e8 / (kDraws * per_decoding), 16.0, 1024.0));
+  const std::vector<std::vector<int>> judged = JudgedSets(n, s, seed, judged_sets);
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
-  for (int attempt = 0; attempt < 64; ++attempt) {
+  std::optional<GradientCode> best;
+  double best_score = std::numeric_limits<double>::infinity();
+  int valid = 0;
+  for (int attempt = 0; attempt < 64 * kDraws && valid < kDraws; ++attempt) {
+    GradientCode candidate(n, s, Scheme::kCyclicRepetition);
     std::vector<double> h(static_cast<size_t>(s * n));
     for (int r = 0; r < s; ++r) {
       double sum = 0;
@@ -122,12 +186,23 @@ Result<GradientCode> GradientCode::CyclicRepetition(int n, int s, uint64_t seed)
       }
       ok = SolveSquare(m, rhs, s, x);
       if (!ok) break;
-      code.Entry(i, i) = 1.0;
-      for (int k = 0; k < s; ++k) code.Entry(i, (i + 1 + k) % n) = x[k];
+      candidate.Entry(i, i) = 1.0;
+      for (int k = 0; k < s; ++k) candidate.Entry(i, (i + 1 + k) % n) = x[k];
     }
-    if (ok) return code;
-    std::fill(code.b_.begin(), code.b_.end(), 0.0);
+    if (!ok) continue;
+    // Judge it (stopping as soon as it is worse than the best so far).
+    Decoder decoder(candidate);
+    double score = 0;
+    for (const std::vector<int>& set : judged) {
+      auto d = decoder.DecodeExact(set);
+      score = d.ok() ? std::max(score, Amplification(candidate, *d)) : std::numeric_limits<double>::infinity();
+      if (score >= best_score) break;
+    }
+    if (score == std::numeric_limits<double>::infinity()) continue;  // a degenerate draw
+    ++valid;
+    if (score < best_score) best_score = score, best = std::move(candidate);
   }
+  if (best) return std::move(*best);
   return Internal("could not draw a cyclic gradient code for n = " + std::to_string(n) + ", s = " +
                   std::to_string(s) + " (seed " + std::to_string(seed) + ")");
 }

@@ -18,16 +18,17 @@ struct CodedConfig {
   // "exact": decode once n-s arrived. "approx" (codes only): also decode
   // at the deadline from whatever arrived (least squares, error reported).
   std::string decoding = "exact";
-  // approx: decode no later than this multiple of the time an exact
-  // decoding normally takes (a running mean from the step's start), > 1.
+  // approx: decode no later than this multiple of the time a typical fast
+  // worker takes (the lower median of the workers' running mean arrival
+  // times, from the step's start), > 1.
   double deadline = 1.5;
   int64_t shuffle_every = 0;  // steps between re-mappings of partitions; 0 = never
   // How the training set is cut into the n data partitions: "random" (a
   // seeded permutation) or "by_label" (label-sorted: each partition holds
   // a few classes, as data gathered per source often does).
   std::string partitioning = "random";
-  // A worker whose recent arrival time exceeds this multiple of the median
-  // worker's is reported as a straggler (and moved by the shuffle).
+  // A worker whose recent arrival time exceeds this multiple of the lower
+  // median of all workers' is reported as a straggler (and moved by the shuffle).
   double slow_factor = 2.0;
   // Stop after this many seconds of training (the decoder ends the job at
   // the first step past it); 0 = train every step. For comparisons at equal

@@ -9,14 +9,19 @@
 //   code's support structure (every partition still on s+1 workers).
 // - Shuffle (Johri, Yardi, Bodas, ITW'21): data held by persistently slow
 //   workers contributes less (never, when the decoder does without them).
-//   Every shuffle period the policy gives the workers detected as slow the
-//   rows whose partitions have been held by slow workers least so far, and
-//   keeps every other worker where it is when it can (moving a partition
-//   to a worker costs a copy of it).
+//   Every shuffle period the policy gives the k workers detected as slow
+//   the k rows whose loss costs the least: first the smallest error of
+//   decoding from the other rows (so that, with more slow workers than s,
+//   no partition is held by slow workers only when the code allows it),
+//   then the partitions held by slow workers least so far (so that what a
+//   slow worker held moves to faster ones); every other worker keeps its
+//   row when it can (moving a partition to a worker costs a copy of it).
 // - Straggler detection: an exponentially weighted mean of each worker's
 //   arrival time (from the step's start to its result, measured also for
 //   results that came too late to be used); a worker above slow_factor x
-//   the median of those means is a straggler.
+//   the lower median of those means (a fast worker's as long as at most
+//   half of the workers are slow) is a straggler.
+//   The approximate decoder's deadline is a multiple of that reference.
 // - Coverage of a step: the share of partitions whose gradient entered the
 //   decoded update with weight >= 1/2 (sum_i a_i B[row_i, j]); 1 for any
 //   exact decoding.
@@ -68,7 +73,10 @@ class StragglerDetector {
   std::vector<int> Update();
   bool slow(int worker) const { return slow_[static_cast<size_t>(worker)]; }
   const std::vector<bool>& slow_workers() const { return slow_; }
-  // The running mean arrival time of `worker` over the median worker's (1
+  // The lower median of the workers' running mean arrival times: what a
+  // typical fast worker takes (0 before anything was observed).
+  double ReferenceSeconds() const;
+  // The running mean arrival time of `worker` over ReferenceSeconds() (1
   // before anything was observed).
   double Ratio(int worker) const;
 
