@@ -3,8 +3,13 @@
 // docs/coded.md) of the cnn with n = 4 workers, the same data partitions,
 // per-partition batch, SGD and steps, under one straggler model:
 //  - iid:    every worker and step slow (5x) with probability 0.1;
-//  - markov: worker 3 starts slow (5x) and the chain rarely switches
-//            (p_slow 0.001, p_recover 0.002 per step): one persistently
+//  - markov: worker 3 starts slow (5x) and the chain rarely switches:
+//            p_slow = 0.1 / steps and p_recover = 0.2 / steps per step, so
+//            that a run of any length expects 0.3 onsets among the three
+//            fast workers and 0.2 recoveries (fixed probabilities of
+//            0.001 and 0.002 gave a second slow worker and a recovery
+//            within a 600-step run, and exact codes then wait for a slow
+//            worker: 0.75x wait_all instead of 0.4x). One persistently
 //            slow node.
 //  - markov2: workers 2 and 3 start slow in the same way: more slow
 //            workers than the code tolerates (s = 1), on neighbouring
@@ -40,6 +45,7 @@ struct StragglersArgs {
   std::string json_path;
   int64_t workers = 4;
   int64_t steps = 0;  // 0 = 150 quick, 600 full
+  int64_t run_steps = 0;  // the resolved steps of a run (the Markov chains scale with it)
   int64_t batch_size = 64;  // per data partition
   double lr = 0.02;
   std::string partitioning = "by_label";
@@ -68,10 +74,11 @@ std::string JobText(const StragglersArgs& a, const Scheme& s, const std::string&
     // markov: the last worker slow; markov2: the last two.
     const std::string slow = model == "markov2" ? fmt::format("{}, {}", a.workers - 2, a.workers - 1)
                                                 : fmt::format("{}", a.workers - 1);
+    const double run = static_cast<double>(std::max<int64_t>(a.run_steps, 1));
     text += fmt::format(
-        "[stragglers]\nmodel = \"markov\"\nslow_workers = [{}]\nslowdown = 5.0\np_slow = 0.001\np_recover = 0.002\n"
+        "[stragglers]\nmodel = \"markov\"\nslow_workers = [{}]\nslowdown = 5.0\np_slow = {}\np_recover = {}\n"
         "seed = 5\n",
-        slow);
+        slow, 0.1 / run, 0.2 / run);
   }
   text += fmt::format(
       "[data]\ndir = \"{}\"\n[model]\nname = \"cnn\"\n"
@@ -126,11 +133,12 @@ const nlohmann::json* Find(const nlohmann::json& results, const std::string& sch
   return nullptr;
 }
 
-Status RunStragglers(const StragglersArgs& a) {
+Status RunStragglers(StragglersArgs a) {
   TENAX_ASSIGN_OR_RETURN(std::string tenax_bin, FindProgram("tenax"));
   UseFreshSecret();
   TENAX_ASSIGN_OR_RETURN(ScratchDir work, ScratchDir::Create("tenax-bench-stragglers"));
   const int64_t steps = a.steps > 0 ? a.steps : (a.quick ? 150 : 600);
+  a.run_steps = steps;
   const std::vector<Scheme> schemes = {{"wait_all", "wait_all", ""},
                                        {"ignore_stragglers", "ignore_stragglers", ""},
                                        {"frc", "frc", ""},
@@ -174,6 +182,8 @@ Status RunStragglers(const StragglersArgs& a) {
       {"steps", steps},
       {"batch_size_per_partition", a.batch_size},
       {"partitioning", a.partitioning},
+      {"markov_p_slow", 0.1 / static_cast<double>(steps)},
+      {"markov_p_recover", 0.2 / static_cast<double>(steps)},
       {"results", results},
       {"equal_time_ignore_stragglers", equal},
       {"markov", {{"frc_vs_wait_all_seconds_per_iteration", ratio(frc)},

@@ -255,11 +255,12 @@ void CodedDecoderRole::AfterStep(const Decoding& d) {
     if (std::find(d.workers.begin(), d.workers.end(), w) == d.workers.end()) ++steps_without_[static_cast<size_t>(w)];
   }
 
-  for (int w : detector_.Update()) {
+  const std::vector<int> changed = detector_.Update();
+  for (int w : changed) {
     ++straggler_events_;
     const bool slow = detector_.slow(w);
     const double ratio = detector_.Ratio(w);
-    spdlog::info("decoder: {} {} ({:.1f}x the median worker's arrival time) at step {}", group_.Describe(w),
+    spdlog::info("decoder: {} {} ({:.1f}x a typical worker's arrival time) at step {}", group_.Describe(w),
                  slow ? "is a straggler" : "is no longer a straggler", ratio, step_);
     Event({{"event", slow ? "straggler_detected" : "straggler_recovered"},
            {"worker", w},
@@ -267,7 +268,10 @@ void CodedDecoderRole::AfterStep(const Decoding& d) {
            {"step", step_}});
   }
   shuffle_.ObserveStep(assignment_, detector_.slow_workers());
-  if (o_.coded.shuffle_every > 0 && step_ % o_.coded.shuffle_every == 0 && step_ < o_.total_steps) {
+  // Every shuffle_every steps, and at once when a worker became or stopped
+  // being a straggler (the detector feeds the shuffle).
+  if (o_.coded.shuffle_every > 0 && (step_ % o_.coded.shuffle_every == 0 || !changed.empty()) &&
+      step_ < o_.total_steps) {
     ShuffleResult next = shuffle_.Next(assignment_, detector_.slow_workers());
     if (next.rows != assignment_.rows()) {
       ++shuffles_;

@@ -198,15 +198,26 @@ ShuffleResult ShufflePolicy::Next(const CodeAssignment& assignment, const std::v
   } else if (k == n) {
     for (int r = 0; r < n; ++r) slow_rows.push_back(r);
   }
-  // The slow workers take those rows: first the ones they already hold
-  // only if nothing else is left (so what they held moves to faster workers).
+  // The slow workers take those rows: one whose own row is among them keeps
+  // it (swapping rows between slow workers moves data and gains nothing),
+  // the others take the rest.
   std::vector<bool> slow_row_free(static_cast<size_t>(n), false);
   for (int r : slow_rows) slow_row_free[static_cast<size_t>(r)] = true;
   for (int w : slow_workers) {
+    const int own = assignment.row_of(w);
+    if (!slow_row_free[static_cast<size_t>(own)]) continue;
+    rows[static_cast<size_t>(w)] = own;
+    slow_row_free[static_cast<size_t>(own)] = false;
+    taken[static_cast<size_t>(own)] = true;
+  }
+  for (int w : slow_workers) {
+    if (rows[static_cast<size_t>(w)] >= 0) continue;
     int best = -1;
     for (int r : slow_rows) {
-      if (!slow_row_free[static_cast<size_t>(r)]) continue;
-      if (best < 0 || (best == assignment.row_of(w) && r != assignment.row_of(w))) best = r;
+      if (slow_row_free[static_cast<size_t>(r)]) {
+        best = r;
+        break;
+      }
     }
     rows[static_cast<size_t>(w)] = best;
     slow_row_free[static_cast<size_t>(best)] = false;

@@ -19,7 +19,7 @@
 //    them up to 1024, else up to 1024 seeded random ones, fewer for large
 //    n) amplifies float rounding least (sum |a_i| ||B_i||_1 / n, 1 for
 //    fractional repetition) is kept: same seed, same code, on every
-//    process. Measured for n <= 12: every |a_i| below 1000 (n = 4, s = 1:
+//    process. Measured for n <= 12: every |a_i| below 1000 (n = 4, s = 1, seed 1:
 //    below 2). Larger n and s stay worse conditioned than fractional
 //    repetition, which should be preferred where (s+1) divides n.
 //
