@@ -2,14 +2,18 @@
 
 # core: Status/Result, config, files, metrics. No logging here so that the
 # fuzz build (clang) does not need spdlog.
+# ISA-L (libisal-dev): CRC-32C in core, Reed-Solomon in store.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
 add_library(tenax_core_base STATIC
+  src/core/checksum.cc
   src/core/status.cc
   src/core/config.cc
   src/core/files.cc
   src/core/metrics.cc)
 target_include_directories(tenax_core_base PUBLIC ${CMAKE_SOURCE_DIR}/include)
 target_link_libraries(tenax_core_base
-  PUBLIC tomlplusplus::tomlplusplus nlohmann_json::nlohmann_json
+  PUBLIC tomlplusplus::tomlplusplus nlohmann_json::nlohmann_json PkgConfig::ISAL
   PRIVATE tenax_warnings)
 
 # net's parsing of addresses users write (host:port): needed by the train
@@ -71,3 +75,10 @@ add_library(tenax_coding_input STATIC ${TENAX_CODING_PROTO_SRCS}
   src/coding/coded_plan.cc
   src/coding/coded_codec.cc)
 target_link_libraries(tenax_coding_input PUBLIC tenax_net_wire PRIVATE tenax_warnings)
+# store: chunk files (their decoder is fuzzed) and Reed-Solomon coding.
+# Free of UCX and libtorch.
+protobuf_generate_cpp(TENAX_STORE_PROTO_SRCS TENAX_STORE_PROTO_HDRS ${CMAKE_SOURCE_DIR}/proto/store_wire.proto)
+add_library(tenax_store_input STATIC ${TENAX_STORE_PROTO_SRCS}
+  src/store/chunk_file.cc
+  src/store/reed_solomon.cc)
+target_link_libraries(tenax_store_input PUBLIC tenax_net_wire PkgConfig::ISAL PRIVATE tenax_warnings)

@@ -23,6 +23,8 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc
   # coord: the coordinator's state
   libsqlite3-dev
+  # core checksums (CRC-32C) and the store's Reed-Solomon coding
+  libisal-dev
   # mpirun launches workers; MPI and Gloo are the allreduce benchmark's peers
   openmpi-bin libopenmpi-dev libgloo-dev
 )

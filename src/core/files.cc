@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -90,11 +91,16 @@ Status CommitFileAtomic(const std::string& tmp_path, const std::string& path) {
     ::unlink(tmp_path.c_str());
     return IoError(path + ": rename failed: " + ErrnoMessage(err));
   }
-  return Status::Ok();
+  // The rename is durable only once the directory entry is.
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return FsyncPath(dir.empty() ? "." : dir);
 }
 
 Status WriteFileAtomic(const std::string& path, std::string_view contents) {
-  std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  // Unique per call, so that threads writing the same path never share a
+  // temporary file.
+  static std::atomic<uint64_t> writes{0};
+  std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(writes.fetch_add(1));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return OpenError(tmp, errno);
   Status st = WriteAll(fd, contents, tmp);

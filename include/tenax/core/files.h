@@ -18,11 +18,13 @@ namespace tenax {
 Result<std::vector<uint8_t>> ReadFileBytes(const std::string& path, size_t max_bytes);
 Result<std::string> ReadFileText(const std::string& path, size_t max_bytes);
 
-// Writes `path.tmp-<pid>`, fsyncs it and renames it over `path`.
+// Writes `path.tmp-<pid>-<n>` (unique per call), fsyncs it, renames it over `path` and fsyncs
+// the directory (so the new name survives a power cut too).
 Status WriteFileAtomic(const std::string& path, std::string_view contents);
 
-// Renames `tmp_path` over `path` after fsync (for files written by other
-// libraries, e.g. torch::save into a temporary name).
+// Renames `tmp_path` over `path` after fsync, then fsyncs the directory
+// (for files written by other libraries, e.g. torch::save into a temporary
+// name).
 Status CommitFileAtomic(const std::string& tmp_path, const std::string& path);
 
 // Creates `dir` (and parents) if needed and proves it is writable by
