@@ -94,6 +94,7 @@ class CodedDecoderRole {
   std::map<int64_t, Clock::time_point> published_;  // recent steps' start times (late arrivals)
   std::vector<int> arrived_;                        // this step's, in arrival order
   std::optional<Clock::time_point> first_arrival_;
+  std::vector<Clock::time_point> last_heard_;  // each worker's last result (or the start)
   // Running mean of the seconds from publishing a model to an exact
   // decoding: the deadline's base until the detector has seen arrivals.
   double typical_exact_seconds_ = 0;
@@ -255,10 +256,15 @@ void CodedDecoderRole::AfterStep(const Decoding& d) {
     if (std::find(d.workers.begin(), d.workers.end(), w) == d.workers.end()) ++steps_without_[static_cast<size_t>(w)];
   }
 
+  // Workers silent for longer than usual: their silence is an observation.
+  const auto now = Clock::now();
+  for (int w = 0; w < n_; ++w) detector_.ObserveSilence(w, SecondsBetween(last_heard_[static_cast<size_t>(w)], now));
   const std::vector<int> changed = detector_.Update();
+  bool newly_slow = false;
   for (int w : changed) {
     ++straggler_events_;
     const bool slow = detector_.slow(w);
+    newly_slow = newly_slow || slow;
     const double ratio = detector_.Ratio(w);
     spdlog::info("decoder: {} {} ({:.1f}x a typical worker's arrival time) at step {}", group_.Describe(w),
                  slow ? "is a straggler" : "is no longer a straggler", ratio, step_);
@@ -268,9 +274,9 @@ void CodedDecoderRole::AfterStep(const Decoding& d) {
            {"step", step_}});
   }
   shuffle_.ObserveStep(assignment_, detector_.slow_workers());
-  // Every shuffle_every steps, and at once when a worker became or stopped
-  // being a straggler (the detector feeds the shuffle).
-  if (o_.coded.shuffle_every > 0 && (step_ % o_.coded.shuffle_every == 0 || !changed.empty()) &&
+  // Every shuffle_every steps, and at once when a worker became a straggler
+  // (the detector feeds the shuffle).
+  if (o_.coded.shuffle_every > 0 && (step_ % o_.coded.shuffle_every == 0 || newly_slow) &&
       step_ < o_.total_steps) {
     ShuffleResult next = shuffle_.Next(assignment_, detector_.slow_workers());
     if (next.rows != assignment_.rows()) {
@@ -320,6 +326,7 @@ Result<DecoderOutcome> CodedDecoderRole::Run() {
   TENAX_RETURN_IF_ERROR(Announce(step_ >= o_.total_steps, step_ >= o_.total_steps ? Summary().dump() : ""));
   auto step_started = Clock::now();
   const auto training_started = step_started;
+  last_heard_.assign(static_cast<size_t>(n_), training_started);
   int64_t last_step = o_.total_steps;
   while (step_ < last_step) {
     const Clock::time_point now = Clock::now();
@@ -382,6 +389,7 @@ Result<DecoderOutcome> CodedDecoderRole::Run() {
       continue;
     }
     const auto arrival = Clock::now();
+    last_heard_[static_cast<size_t>(w)] = arrival;
     spdlog::debug("decoder: {} step {} arrived at step {} (compute {:.1f} ms)", group_.Describe(w), ready->step(), step_,
                   ready->compute_seconds() * 1e3);
     if (auto it = published_.find(ready->step()); it != published_.end()) {

@@ -99,10 +99,21 @@ double StragglerDetector::Ratio(int worker) const {
   return mean_[w] / reference;
 }
 
+void StragglerDetector::ObserveSilence(int worker, double seconds) {
+  if (worker < 0 || static_cast<size_t>(worker) >= mean_.size() || !(seconds >= 0)) return;
+  const auto w = static_cast<size_t>(worker);
+  // A lower bound on the arrival time it will have: only ever raises.
+  if (!seen_[w] || seconds > mean_[w]) Observe(worker, seconds);
+}
+
 std::vector<int> StragglerDetector::Update() {
   std::vector<int> changed;
   for (size_t w = 0; w < mean_.size(); ++w) {
-    const bool now = Ratio(static_cast<int>(w)) > slow_factor_;
+    // Hysteresis: slow above slow_factor, fast again only below 3/4 of it,
+    // so a worker near the threshold does not flap (and move data) at every
+    // step.
+    const double ratio = Ratio(static_cast<int>(w));
+    const bool now = slow_[w] ? ratio > 0.75 * slow_factor_ : ratio > slow_factor_;
     if (now != slow_[w]) {
       slow_[w] = now;
       changed.push_back(static_cast<int>(w));

@@ -116,6 +116,32 @@ TEST(StragglerDetector, SeesBothOfTwoSlowWorkersOutOfFourAgainstAFastReference) 
   EXPECT_NEAR(d.Ratio(0), 1.0, 1e-6);
 }
 
+TEST(StragglerDetector, AWorkerThatNeverArrivesIsSeenThroughItsSilenceAndNoOneFlaps) {
+  StragglerDetector d(4, 2.0, 0.5);
+  for (int w = 0; w < 3; ++w) d.Observe(w, 0.1);
+  // Worker 3 has returned nothing yet: silence below the others' mean is
+  // no evidence, silence far above it is.
+  d.ObserveSilence(0, 0.05);
+  EXPECT_NEAR(d.Ratio(0), 1.0, 1e-9);  // silence shorter than its mean: ignored
+  for (int step = 0; step < 5; ++step) d.ObserveSilence(3, 0.2 * (step + 1));
+  EXPECT_EQ(d.Update(), std::vector<int>{3});
+  EXPECT_GT(d.Ratio(3), 5.0);
+  // Hysteresis: a worker at 1.8x the reference (between 3/4 x 2 and 2)
+  // stays what it was.
+  StragglerDetector h(4, 2.0, 1.0);  // smoothing 1: the last observation is the mean
+  for (int w = 0; w < 4; ++w) h.Observe(w, w == 2 ? 0.25 : 0.1);
+  EXPECT_EQ(h.Update(), std::vector<int>{2});
+  h.Observe(2, 0.18);
+  EXPECT_TRUE(h.Update().empty());
+  EXPECT_TRUE(h.slow(2));
+  h.Observe(2, 0.14);
+  EXPECT_EQ(h.Update(), std::vector<int>{2});
+  EXPECT_FALSE(h.slow(2));
+  h.Observe(2, 0.18);
+  EXPECT_TRUE(h.Update().empty());
+  EXPECT_FALSE(h.slow(2));
+}
+
 // Rows held by the slow workers after a shuffle, and the error of the best
 // decoding from the fast workers' rows.
 double ErrorWithout(const GradientCode& code, const CodeAssignment& a, const std::vector<bool>& slow) {

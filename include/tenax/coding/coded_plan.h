@@ -20,7 +20,10 @@
 //   arrival time (from the step's start to its result, measured also for
 //   results that came too late to be used); a worker above slow_factor x
 //   the lower median of those means (a fast worker's as long as at most
-//   half of the workers are slow) is a straggler.
+//   half of the workers are slow) is a straggler, and stops being one below
+//   3/4 of that. A worker that has returned nothing for longer than its
+//   mean counts that silence as an observation, so one too slow to ever
+//   arrive is seen too.
 //   The approximate decoder's deadline is a multiple of that reference.
 // - Coverage of a step: the share of partitions whose gradient entered the
 //   decoded update with weight >= 1/2 (sum_i a_i B[row_i, j]); 1 for any
@@ -69,7 +72,12 @@ class StragglerDetector {
   StragglerDetector(int workers, double slow_factor, double smoothing = 0.2);
   // A worker's result took `seconds` from its step's start (late ones too).
   void Observe(int worker, double seconds);
-  // Recomputes who is slow; returns the workers whose state changed.
+  // `worker` has returned nothing for `seconds`: counted as an observation
+  // when it exceeds its running mean (so a worker too slow to ever arrive
+  // is still seen), ignored otherwise.
+  void ObserveSilence(int worker, double seconds);
+  // Recomputes who is slow (above slow_factor x the reference; fast again
+  // below 3/4 of that); returns the workers whose state changed.
   std::vector<int> Update();
   bool slow(int worker) const { return slow_[static_cast<size_t>(worker)]; }
   const std::vector<bool>& slow_workers() const { return slow_; }
