@@ -187,5 +187,6 @@ void AddTransportBenchmark(CLI::App& bench, int& exit_code);
 void AddElasticBenchmark(CLI::App& bench, int& exit_code);
 void AddPreemptionBenchmark(CLI::App& bench, int& exit_code);
 void AddStragglersBenchmark(CLI::App& bench, int& exit_code);
+void AddEcBenchmark(CLI::App& bench, int& exit_code);
 
 }  // namespace tenax::bench

@@ -19,5 +19,6 @@ int main(int argc, char** argv) {
   tenax::bench::AddElasticBenchmark(app, exit_code);
   tenax::bench::AddPreemptionBenchmark(app, exit_code);
   tenax::bench::AddStragglersBenchmark(app, exit_code);
+  tenax::bench::AddEcBenchmark(app, exit_code);
   return tenax::cli::RunApp(app, argc, argv, exit_code);
 }

@@ -75,10 +75,14 @@ add_library(tenax_coding_input STATIC ${TENAX_CODING_PROTO_SRCS}
   src/coding/coded_plan.cc
   src/coding/coded_codec.cc)
 target_link_libraries(tenax_coding_input PUBLIC tenax_net_wire PRIVATE tenax_warnings)
-# store: chunk files (their decoder is fuzzed) and Reed-Solomon coding.
+# store: chunk files (their decoder is fuzzed), Reed-Solomon coding, the
+# stripe layout, placement and recovery plans.
 # Free of UCX and libtorch.
 protobuf_generate_cpp(TENAX_STORE_PROTO_SRCS TENAX_STORE_PROTO_HDRS ${CMAKE_SOURCE_DIR}/proto/store_wire.proto)
 add_library(tenax_store_input STATIC ${TENAX_STORE_PROTO_SRCS}
   src/store/chunk_file.cc
-  src/store/reed_solomon.cc)
+  src/store/reed_solomon.cc
+  src/store/stripe_layout.cc
+  src/store/placement.cc
+  src/store/recovery_plan.cc)
 target_link_libraries(tenax_store_input PUBLIC tenax_net_wire PkgConfig::ISAL PRIVATE tenax_warnings)
