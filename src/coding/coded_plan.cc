@@ -131,25 +131,6 @@ void ShufflePolicy::ObserveStep(const CodeAssignment& assignment, const std::vec
   }
 }
 
-namespace {
-// Every k-subset of {0..n-1}, as long as there are at most `limit` of them.
-std::optional<std::vector<std::vector<int>>> SmallSubsets(int n, int k, size_t limit) {
-  double count = 1;
-  for (int i = 1; i <= k; ++i) count = count * (n - k + i) / i;
-  if (count > static_cast<double>(limit)) return std::nullopt;
-  std::vector<std::vector<int>> out;
-  std::vector<int> pick(static_cast<size_t>(k));
-  for (int i = 0; i < k; ++i) pick[static_cast<size_t>(i)] = i;
-  while (true) {
-    out.push_back(pick);
-    int i = k - 1;
-    while (i >= 0 && pick[static_cast<size_t>(i)] == n - k + i) --i;
-    if (i < 0) return out;
-    ++pick[static_cast<size_t>(i)];
-    for (int t = i + 1; t < k; ++t) pick[static_cast<size_t>(t)] = pick[static_cast<size_t>(t - 1)] + 1;
-  }
-}
-}  // namespace
 
 ShuffleResult ShufflePolicy::Next(const CodeAssignment& assignment, const std::vector<bool>& slow) const {
   const int n = assignment.n();
@@ -185,7 +166,7 @@ ShuffleResult ShufflePolicy::Next(const CodeAssignment& assignment, const std::v
   };
   std::vector<int> slow_rows;
   if (k > 0 && k < n) {
-    if (auto all = SmallSubsets(n, k, 4096)) {
+    if (auto all = SubsetsUpTo(n, k, 4096)) {
       Cost best{std::numeric_limits<double>::infinity(), 0, 0};
       for (const std::vector<int>& candidate : *all) {
         const auto c = cost(candidate);

@@ -70,6 +70,24 @@ std::vector<int> GradientCode::Partitions(int worker) const {
   return out;
 }
 
+std::optional<std::vector<std::vector<int>>> SubsetsUpTo(int n, int k, size_t limit) {
+  if (n < 0 || k < 0 || k > n) return std::vector<std::vector<int>>{};
+  double count = 1;
+  for (int i = 1; i <= k; ++i) count = count * (n - k + i) / i;
+  if (count > static_cast<double>(limit)) return std::nullopt;
+  std::vector<std::vector<int>> out;
+  std::vector<int> pick(static_cast<size_t>(k));
+  for (int i = 0; i < k; ++i) pick[static_cast<size_t>(i)] = i;
+  while (true) {
+    out.push_back(pick);
+    int i = k - 1;
+    while (i >= 0 && pick[static_cast<size_t>(i)] == n - k + i) --i;
+    if (i < 0) return out;
+    ++pick[static_cast<size_t>(i)];
+    for (int t = i + 1; t < k; ++t) pick[static_cast<size_t>(t)] = pick[static_cast<size_t>(t - 1)] + 1;
+  }
+}
+
 Result<GradientCode> GradientCode::Uncoded(int n) {
   if (n < 1) return InvalidArgument("a code needs at least 1 worker, not " + std::to_string(n));
   GradientCode code(n, 0, Scheme::kUncoded);
@@ -116,27 +134,14 @@ double Amplification(const GradientCode& code, const Decoding& d) {
 // when there are at most `limit`, otherwise `limit` random ones (seeded).
 std::vector<std::vector<int>> JudgedSets(int n, int s, uint64_t seed, size_t limit) {
   const int k = n - s;
-  double count = 1;
-  for (int i = 1; i <= k; ++i) count = count * (n - k + i) / i;
+  if (auto all = SubsetsUpTo(n, k, limit)) return std::move(*all);
   std::vector<std::vector<int>> out;
-  if (count <= static_cast<double>(limit)) {
-    std::vector<int> pick(static_cast<size_t>(k));
-    for (int i = 0; i < k; ++i) pick[static_cast<size_t>(i)] = i;
-    while (true) {
-      out.push_back(pick);
-      int i = k - 1;
-      while (i >= 0 && pick[static_cast<size_t>(i)] == n - k + i) --i;
-      if (i < 0) return out;
-      ++pick[static_cast<size_t>(i)];
-      for (int t = i + 1; t < k; ++t) pick[static_cast<size_t>(t)] = pick[static_cast<size_t>(t - 1)] + 1;
-    }
-  }
   std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
-  std::vector<int> all(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) all[static_cast<size_t>(i)] = i;
+  std::vector<int> workers(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) workers[static_cast<size_t>(i)] = i;
   for (size_t t = 0; t < limit; ++t) {
-    std::shuffle(all.begin(), all.end(), rng);
-    std::vector<int> set(all.begin(), all.begin() + k);
+    std::shuffle(workers.begin(), workers.end(), rng);
+    std::vector<int> set(workers.begin(), workers.begin() + k);
     std::sort(set.begin(), set.end());
     out.push_back(std::move(set));
   }

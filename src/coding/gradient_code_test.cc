@@ -15,21 +15,6 @@ namespace {
 
 using Vec = std::vector<double>;
 
-// Every subset of {0..n-1} of size k, in lexicographic order.
-std::vector<std::vector<int>> Subsets(int n, int k) {
-  std::vector<std::vector<int>> out;
-  std::vector<int> s(static_cast<size_t>(k));
-  for (int i = 0; i < k; ++i) s[static_cast<size_t>(i)] = i;
-  while (true) {
-    out.push_back(s);
-    int i = k - 1;
-    while (i >= 0 && s[static_cast<size_t>(i)] == n - k + i) --i;
-    if (i < 0) break;
-    ++s[static_cast<size_t>(i)];
-    for (int j = i + 1; j < k; ++j) s[static_cast<size_t>(j)] = s[static_cast<size_t>(j - 1)] + 1;
-  }
-  return out;
-}
 
 // The workers of a bit mask, ascending.
 std::vector<int> Members(int n, unsigned mask) {
@@ -37,6 +22,17 @@ std::vector<int> Members(int n, unsigned mask) {
   for (int i = 0; i < n; ++i) {
     if ((mask >> i) & 1u) out.push_back(i);
   }
+  return out;
+}
+
+// Every subset of {0..n-1} of size k, in lexicographic order, from bit
+// masks (independent of SubsetsUpTo, which it checks).
+std::vector<std::vector<int>> Subsets(int n, int k) {
+  std::vector<std::vector<int>> out;
+  for (unsigned mask = 0; mask < (1u << n); ++mask) {
+    if (__builtin_popcount(mask) == k) out.push_back(Members(n, mask));
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
@@ -152,6 +148,23 @@ void ExpectEverySetDecodesExactly(const GradientCode& code, std::mt19937_64& rng
     ASSERT_LT(diff / norm, 1e-8) << Name(code) << " set " << SetName(set);
   }
   EXPECT_EQ(of_size_n_minus_s, Binomial(n, n - s)) << Name(code);
+}
+
+TEST(GradientCodeSubsets, AreEveryKSubsetInOrderOrNothingAboveTheLimit) {
+  auto s = SubsetsUpTo(5, 2, 10);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(*s, Subsets(5, 2));  // the test's own enumeration
+  EXPECT_EQ(s->size(), 10u);
+  EXPECT_EQ(s->front(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(s->back(), (std::vector<int>{3, 4}));
+  EXPECT_FALSE(SubsetsUpTo(5, 2, 9).has_value());
+  for (int n = 0; n <= 12; ++n) {
+    for (int k = 0; k <= n; ++k) {
+      auto all = SubsetsUpTo(n, k, 1u << 20);
+      ASSERT_TRUE(all.has_value());
+      EXPECT_EQ(static_cast<long>(all->size()), Binomial(n, k)) << n << " choose " << k;
+    }
+  }
 }
 
 TEST(GradientCodeProperty, EveryArrivalSetOfNMinusSOrMoreDecodesTheFullGradient) {

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,11 @@ class GradientCode {
   Scheme scheme_;
   std::vector<double> b_;  // row-major n x n
 };
+
+// Every k-subset of {0..n-1}, each ascending, in lexicographic order; nullopt
+// when there are more than `limit` of them (the count is checked before
+// anything is built).
+std::optional<std::vector<std::vector<int>>> SubsetsUpTo(int n, int k, size_t limit);
 
 // The coefficients for the workers whose vectors arrived.
 struct Decoding {
