@@ -1,0 +1,93 @@
+// Putting a dataset into the store and reading it back (layer `store`,
+// docs/store.md), over a seam for the data nodes' disks.
+//
+// - `ChunkStore` is where a node's chunks live: `DirChunkStore` is a
+//   directory (a data node's disk; a wiped disk is a vanished directory);
+//   the network client of a data node will be another implementation.
+// - `PutDataset` cuts records into chunks and stripes (stripe_layout.h),
+//   encodes parity (reed_solomon.h), places chunks (placement.h) and writes
+//   every chunk durably; it returns the manifest: the global view of every
+//   chunk (node, sample range, class histogram, CRC) that degraded reads
+//   and recovery plans work from. It stops at the first failed write,
+//   naming the node and chunk (nothing is acknowledged that is not durable).
+// - `ReadRecords` reads a range of records. A data chunk that is missing or
+//   fails its checksum is decoded from k surviving chunks of its stripe (a
+//   degraded read, counted); when fewer than k survive, DataLoss names the
+//   stripe and the samples it held, never other bytes.
+//
+// Threading: a DirChunkStore may be used from several threads (one file
+// per chunk, atomic renames); the functions hold no state.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tenax/core/status.h"
+#include "tenax/store/chunk_file.h"
+#include "tenax/store/placement.h"
+#include "tenax/store/stripe_layout.h"
+
+namespace tenax::store {
+
+class ChunkStore {
+ public:
+  virtual ~ChunkStore() = default;
+  virtual std::string Describe() const = 0;  // "data node 3 (/path)" for errors
+  // Durable before it returns Ok.
+  virtual Status Put(const ChunkMeta& meta, std::span<const uint8_t> payload) = 0;
+  // NotFound when absent, DataLoss when corrupt or another chunk's.
+  virtual Result<Chunk> Get(const ChunkId& id) = 0;
+};
+
+class DirChunkStore : public ChunkStore {
+ public:
+  DirChunkStore(std::string name, std::string dir) : name_(std::move(name)), dir_(std::move(dir)) {}
+  std::string Describe() const override { return name_ + " (" + dir_ + ")"; }
+  Status Put(const ChunkMeta& meta, std::span<const uint8_t> payload) override;
+  Result<Chunk> Get(const ChunkId& id) override;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string name_, dir_;
+};
+
+struct StoredChunk {
+  uint32_t index = 0;
+  int node = -1;
+  uint64_t first_record = 0, record_count = 0, payload_bytes = 0;
+  uint32_t payload_crc32c = 0;
+  std::vector<uint64_t> class_counts;  // data chunks; empty for parity
+};
+
+struct DatasetManifest {
+  std::string dataset;
+  LayoutParams layout;
+  int classes = 0;
+  std::vector<uint64_t> class_totals;
+  std::vector<std::vector<StoredChunk>> stripes;  // [stripe][index]
+};
+
+// `records`: layout.records x layout.record_bytes bytes; `label_of(r)` the
+// class of record r (< classes). InvalidArgument for a size mismatch, a
+// label out of range or a bad dataset name; FailedPrecondition when there
+// are fewer nodes than k+m; the Put error (naming node and chunk) on a
+// failed write.
+Result<DatasetManifest> PutDataset(const std::string& dataset, std::span<const uint8_t> records,
+                                   const LayoutParams& layout, int classes,
+                                   const std::function<int(uint64_t)>& label_of,
+                                   const std::vector<DataNodeInfo>& nodes, const std::vector<ChunkStore*>& stores);
+
+struct ReadStats {
+  uint64_t chunks_read = 0;       // chunk files read (survivors of degraded reads too)
+  uint64_t degraded_chunks = 0;   // data chunks rebuilt from their stripe
+  uint64_t bytes_read = 0;        // payload bytes read from the stores
+};
+
+// Records [first, first + count) as bytes (count x record_bytes).
+Result<std::vector<uint8_t>> ReadRecords(const DatasetManifest& manifest, const std::vector<ChunkStore*>& stores,
+                                         uint64_t first, uint64_t count, ReadStats* stats = nullptr);
+
+}  // namespace tenax::store

@@ -1,0 +1,185 @@
+#include "tenax/store/dataset_store.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "tenax/core/checksum.h"
+#include "tenax/store/reed_solomon.h"
+
+namespace tenax::store {
+
+Status DirChunkStore::Put(const ChunkMeta& meta, std::span<const uint8_t> payload) {
+  auto path = WriteChunkFile(dir_, meta, payload);
+  return path.ok() ? Status::Ok() : path.status();
+}
+
+Result<Chunk> DirChunkStore::Get(const ChunkId& id) { return ReadChunkFile(dir_ + "/" + id.FileName(), id); }
+
+Result<DatasetManifest> PutDataset(const std::string& dataset, std::span<const uint8_t> records,
+                                   const LayoutParams& layout, int classes,
+                                   const std::function<int(uint64_t)>& label_of,
+                                   const std::vector<DataNodeInfo>& nodes, const std::vector<ChunkStore*>& stores) {
+  TENAX_RETURN_IF_ERROR(CheckDatasetName(dataset));
+  TENAX_ASSIGN_OR_RETURN(StripeLayout plan, StripeLayout::Create(layout));
+  if (records.size() != layout.records * layout.record_bytes) {
+    return InvalidArgument(dataset + ": " + std::to_string(records.size()) + " bytes for " +
+                           std::to_string(layout.records) + " records of " + std::to_string(layout.record_bytes) +
+                           " bytes");
+  }
+  if (classes < 1) return InvalidArgument(dataset + ": a dataset needs at least one class");
+  if (stores.size() != nodes.size()) return InvalidArgument(dataset + ": one chunk store per data node is needed");
+  TENAX_ASSIGN_OR_RETURN(ReedSolomon rs, ReedSolomon::Create(layout.k, layout.m));
+  TENAX_ASSIGN_OR_RETURN(auto placement, PlaceStripes(plan.stripes(), layout.k + layout.m, layout.k, nodes));
+
+  DatasetManifest manifest;
+  manifest.dataset = dataset;
+  manifest.layout = layout;
+  manifest.classes = classes;
+  manifest.class_totals.assign(static_cast<size_t>(classes), 0);
+  const int n = layout.k + layout.m;
+  for (uint64_t s = 0; s < plan.stripes(); ++s) {
+    const std::vector<ChunkRange> ranges = plan.ChunksOf(s);
+    const uint64_t coded = plan.CodedBytes(s);
+    std::vector<std::vector<uint8_t>> buffers(static_cast<size_t>(n), std::vector<uint8_t>(coded, 0));
+    std::vector<StoredChunk> stored(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      const ChunkRange& r = ranges[static_cast<size_t>(i)];
+      StoredChunk& c = stored[static_cast<size_t>(i)];
+      c.index = r.index;
+      c.node = placement[static_cast<size_t>(s)][static_cast<size_t>(i)];
+      c.first_record = r.first_record;
+      c.record_count = r.record_count;
+      c.payload_bytes = r.payload_bytes;
+      if (i >= layout.k) continue;
+      c.class_counts.assign(static_cast<size_t>(classes), 0);
+      for (uint64_t rec = r.first_record; rec < r.first_record + r.record_count; ++rec) {
+        const int label = label_of(rec);
+        if (label < 0 || label >= classes) {
+          return InvalidArgument(dataset + ": record " + std::to_string(rec) + " has label " + std::to_string(label) +
+                                 ", outside 0.." + std::to_string(classes - 1));
+        }
+        ++c.class_counts[static_cast<size_t>(label)];
+        ++manifest.class_totals[static_cast<size_t>(label)];
+      }
+      std::memcpy(buffers[static_cast<size_t>(i)].data(), records.data() + r.first_record * layout.record_bytes,
+                  r.payload_bytes);
+    }
+    std::vector<uint8_t*> pointers(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) pointers[static_cast<size_t>(i)] = buffers[static_cast<size_t>(i)].data();
+    rs.Encode(coded, pointers.data(), pointers.data() + layout.k);
+    for (int i = 0; i < n; ++i) {
+      StoredChunk& c = stored[static_cast<size_t>(i)];
+      const std::span<const uint8_t> payload(buffers[static_cast<size_t>(i)].data(), c.payload_bytes);
+      c.payload_crc32c = Crc32c(payload);
+      ChunkMeta meta;
+      meta.id = {dataset, s, c.index};
+      meta.k = static_cast<uint32_t>(layout.k);
+      meta.m = static_cast<uint32_t>(layout.m);
+      ChunkStore* store = stores[static_cast<size_t>(c.node)];
+      if (Status st = store->Put(meta, payload); !st.ok()) {
+        return Status(st.code(), "put " + meta.id.Describe() + " on " + store->Describe() + ": " + st.message());
+      }
+    }
+    manifest.stripes.push_back(std::move(stored));
+  }
+  return manifest;
+}
+
+namespace {
+
+// One chunk's verified payload from its node: the manifest's length and CRC
+// must match too (a chunk file that verifies but is stale is not used).
+Result<std::vector<uint8_t>> GetVerified(const DatasetManifest& m, const std::vector<ChunkStore*>& stores,
+                                         uint64_t stripe, const StoredChunk& c, ReadStats& stats) {
+  const ChunkId id{m.dataset, stripe, c.index};
+  if (c.node < 0 || static_cast<size_t>(c.node) >= stores.size() || stores[static_cast<size_t>(c.node)] == nullptr) {
+    return NotFound(id.Describe() + ": no data node holds it");
+  }
+  TENAX_ASSIGN_OR_RETURN(Chunk chunk, stores[static_cast<size_t>(c.node)]->Get(id));
+  ++stats.chunks_read;
+  stats.bytes_read += chunk.payload.size();
+  if (chunk.payload.size() != c.payload_bytes || Crc32c(chunk.payload) != c.payload_crc32c) {
+    return DataLoss(id.Describe() + " on " + stores[static_cast<size_t>(c.node)]->Describe() +
+                    ": not the bytes the manifest records");
+  }
+  return std::move(chunk.payload);
+}
+
+// Data chunk `index` of `stripe`, decoded from k other chunks of it.
+Result<std::vector<uint8_t>> Degraded(const DatasetManifest& m, const std::vector<ChunkStore*>& stores,
+                                      uint64_t stripe, uint32_t index, const Status& why, ReadStats& stats) {
+  const int k = m.layout.k, n = m.layout.k + m.layout.m;
+  const std::vector<StoredChunk>& chunks = m.stripes[static_cast<size_t>(stripe)];
+  uint64_t coded = 0;
+  for (const StoredChunk& c : chunks) coded = std::max(coded, c.payload_bytes);
+  std::vector<std::vector<uint8_t>> buffers(static_cast<size_t>(n), std::vector<uint8_t>(coded, 0));
+  std::vector<bool> present(static_cast<size_t>(n), false);
+  int have = 0;
+  std::string failures;
+  for (int i = 0; i < n && have < k; ++i) {
+    if (static_cast<uint32_t>(i) == index) continue;
+    auto payload = GetVerified(m, stores, stripe, chunks[static_cast<size_t>(i)], stats);
+    if (!payload.ok()) {
+      failures += "; chunk " + std::to_string(i) + ": " + payload.status().message();
+      continue;
+    }
+    std::memcpy(buffers[static_cast<size_t>(i)].data(), payload->data(), payload->size());
+    present[static_cast<size_t>(i)] = true;
+    ++have;
+  }
+  const StoredChunk& lost = chunks[static_cast<size_t>(index)];
+  if (have < k) {
+    uint64_t first = 0, count = 0;
+    for (int i = 0; i < k; ++i) {
+      const StoredChunk& c = chunks[static_cast<size_t>(i)];
+      if (i == 0) first = c.first_record;
+      count += c.record_count;
+    }
+    return DataLoss(m.dataset + " stripe " + std::to_string(stripe) + " is lost: only " + std::to_string(have) +
+                    " of its " + std::to_string(n) + " chunks are readable and " + std::to_string(k) +
+                    " are needed; samples " + std::to_string(first) + ".." + std::to_string(first + count - 1) +
+                    " cannot be read (chunk " + std::to_string(index) + ": " + why.message() + failures + ")");
+  }
+  TENAX_ASSIGN_OR_RETURN(ReedSolomon rs, ReedSolomon::Create(k, m.layout.m));
+  std::vector<uint8_t*> pointers(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) pointers[static_cast<size_t>(i)] = buffers[static_cast<size_t>(i)].data();
+  TENAX_RETURN_IF_ERROR(rs.Reconstruct(coded, present, pointers.data()));
+  std::vector<uint8_t> out(buffers[index].begin(), buffers[index].begin() + static_cast<std::ptrdiff_t>(lost.payload_bytes));
+  if (Crc32c(out) != lost.payload_crc32c) {
+    return DataLoss(m.dataset + " stripe " + std::to_string(stripe) + " chunk " + std::to_string(index) +
+                    ": the decoded bytes fail the manifest's CRC (more corruption than the checksums caught)");
+  }
+  ++stats.degraded_chunks;
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> ReadRecords(const DatasetManifest& m, const std::vector<ChunkStore*>& stores,
+                                         uint64_t first, uint64_t count, ReadStats* stats) {
+  ReadStats local;
+  ReadStats& st = stats ? *stats : local;
+  if (first > m.layout.records || count > m.layout.records - first) {
+    return InvalidArgument(m.dataset + ": records " + std::to_string(first) + "+" + std::to_string(count) +
+                           " outside its " + std::to_string(m.layout.records));
+  }
+  TENAX_ASSIGN_OR_RETURN(StripeLayout plan, StripeLayout::Create(m.layout));
+  std::vector<uint8_t> out;
+  out.reserve(count * m.layout.record_bytes);
+  uint64_t next = first;
+  while (next < first + count) {
+    const ChunkRange r = plan.ChunkOfRecord(next);
+    const StoredChunk& c = m.stripes[static_cast<size_t>(r.stripe)][r.index];
+    auto payload = GetVerified(m, stores, r.stripe, c, st);
+    if (!payload.ok()) payload = Degraded(m, stores, r.stripe, r.index, payload.status(), st);
+    if (!payload.ok()) return payload.status();
+    const uint64_t end = std::min(first + count, c.first_record + c.record_count);
+    const auto* from = payload->data() + (next - c.first_record) * m.layout.record_bytes;
+    out.insert(out.end(), from, from + (end - next) * m.layout.record_bytes);
+    next = end;
+  }
+  return out;
+}
+
+}  // namespace tenax::store
