@@ -99,7 +99,9 @@ Result<std::vector<uint8_t>> GetVerified(const DatasetManifest& m, const std::ve
   TENAX_ASSIGN_OR_RETURN(Chunk chunk, stores[static_cast<size_t>(c.node)]->Get(id));
   ++stats.chunks_read;
   stats.bytes_read += chunk.payload.size();
-  if (chunk.payload.size() != c.payload_bytes || Crc32c(chunk.payload) != c.payload_crc32c) {
+  // The chunk file's own CRC was verified against these bytes on reading;
+  // the manifest's must be that same CRC (a stale but intact file is not).
+  if (chunk.payload.size() != c.payload_bytes || chunk.meta.payload_crc32c != c.payload_crc32c) {
     return DataLoss(id.Describe() + " on " + stores[static_cast<size_t>(c.node)]->Describe() +
                     ": not the bytes the manifest records");
   }

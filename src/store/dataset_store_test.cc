@@ -118,6 +118,25 @@ TEST_F(DatasetStoreTest, FlippedBitsOnDiskAreDetectedAndReadAroundBitExact) {
   EXPECT_EQ(stats.degraded_chunks, static_cast<uint64_t>(flipped));
 }
 
+// A chunk file that is intact but not the bytes the manifest records (a
+// stale copy written over it) is read around too.
+TEST_F(DatasetStoreTest, AnIntactButStaleChunkFileIsReadAround) {
+  auto m = Put();
+  ASSERT_TRUE(m.ok());
+  const StoredChunk& c = m->stripes[3][2];
+  ChunkMeta meta;
+  meta.id = {"fmnist-test", 3, 2};
+  meta.k = 4;
+  meta.m = 2;
+  std::vector<uint8_t> stale(c.payload_bytes, 0x11);
+  ASSERT_TRUE(dirs_[static_cast<size_t>(c.node)]->Put(meta, stale).ok());
+  ReadStats stats;
+  auto all = ReadRecords(*m, stores_, 0, 3000, &stats);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  EXPECT_EQ(*all, records_);
+  EXPECT_EQ(stats.degraded_chunks, 1u);
+}
+
 TEST_F(DatasetStoreTest, WipingMPlusOneNodesIsAClearErrorNamingTheLostSamples) {
   auto m = Put();
   ASSERT_TRUE(m.ok());

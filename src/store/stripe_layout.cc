@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tenax/store/reed_solomon.h"
+
 namespace tenax::store {
 
 Result<StripeLayout> StripeLayout::Create(const LayoutParams& p) {
@@ -11,10 +13,8 @@ Result<StripeLayout> StripeLayout::Create(const LayoutParams& p) {
     return InvalidArgument("chunk size " + std::to_string(p.chunk_bytes) + " B is below one record (" +
                            std::to_string(p.record_bytes) + " B): use a chunk size of at least one record");
   }
-  if (p.k < 1 || p.m < 0 || p.k + p.m > 255) {
-    return InvalidArgument("Reed-Solomon k = " + std::to_string(p.k) + ", m = " + std::to_string(p.m) +
-                           " is not possible: use k >= 1, m >= 0 and k + m <= 255 (for example 4 + 2)");
-  }
+  // The code decides which k, m are possible (and says what would work).
+  TENAX_RETURN_IF_ERROR(ReedSolomon::Create(p.k, p.m).status());
   return StripeLayout(p);
 }
 
