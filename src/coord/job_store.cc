@@ -7,27 +7,7 @@
 namespace tenax::coord {
 namespace {
 
-// A prepared statement, finalized on scope exit.
-class Statement {
- public:
-  Statement(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  bool ok() const { return rc_ == SQLITE_OK; }
-  sqlite3_stmt* get() const { return stmt_; }
-  void Bind(int i, const std::string& s) { sqlite3_bind_text(stmt_, i, s.c_str(), static_cast<int>(s.size()), SQLITE_TRANSIENT); }
-  void Bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
-  int Step() { return sqlite3_step(stmt_); }
-  std::string Text(int i) const {
-    auto p = sqlite3_column_text(stmt_, i);
-    return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, i)))
-             : std::string();
-  }
-  int64_t Int(int i) const { return sqlite3_column_int64(stmt_, i); }
-
- private:
-  sqlite3_stmt* stmt_ = nullptr;
-  int rc_ = SQLITE_ERROR;
-};
+using Statement = SqliteStatement;
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS job (
@@ -64,10 +44,6 @@ CREATE TABLE IF NOT EXISTS generation_member (
 );
 )sql";
 
-// "TNXC" in SQLite's header (PRAGMA application_id): this file is a tenax
-// coordinator's state.
-constexpr int64_t kApplicationId = 0x544e5843;
-
 // The member columns, the same in `member` and `generation_member`.
 constexpr const char* kMemberColumns = "rank, name, host, port, state, lease_until_ms";
 
@@ -103,54 +79,30 @@ Result<std::vector<MemberRecord>> ReadMembers(sqlite3* db, const std::string& pa
 
 }  // namespace
 
-Status JobStore::Error(const std::string& what) const {
-  return IoError("state file " + path_ + ": " + what + ": " + (db_ ? sqlite3_errmsg(db_) : "cannot open"));
-}
+Status JobStore::Error(const std::string& what) const { return sql_->Error(what); }
 
-Status JobStore::Exec(const std::string& sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "unknown error";
-    sqlite3_free(err);
-    return IoError("state file " + path_ + ": " + msg);
-  }
-  return Status::Ok();
-}
+Status JobStore::Exec(const std::string& sql) { return sql_->Exec(sql); }
 
 Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path) {
   std::unique_ptr<JobStore> s(new JobStore());
   s->path_ = path;
-  if (sqlite3_open_v2(path.c_str(), &s->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
-    return s->Error("cannot open");
-  }
-  sqlite3_busy_timeout(s->db_, 5000);
-  // A file that is not a database fails here, with SQLite's own words.
-  TENAX_RETURN_IF_ERROR(s->Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
+  TENAX_ASSIGN_OR_RETURN(SqliteDb db, SqliteDb::Open(path, "state file"));
+  s->sql_ = std::make_unique<SqliteDb>(std::move(db));
+  s->db_ = s->sql_->get();
   TENAX_RETURN_IF_ERROR(s->CheckOwnership());
   return s;
 }
 
 Status JobStore::CheckOwnership() {
-  int64_t app_id = 0;
-  {
-    Statement q(db_, "PRAGMA application_id");
-    if (!q.ok() || q.Step() != SQLITE_ROW) return Error("read application id");
-    app_id = q.Int(0);
-  }
-  // A stamped file gets the tables a newer tenax added (CREATE IF NOT EXISTS).
-  if (app_id == kApplicationId) return Exec(std::string("BEGIN;") + kSchema + "COMMIT;");
+  TENAX_ASSIGN_OR_RETURN(int64_t app_id, sql_->ApplicationId());
+  // A stamped file gets the tables a newer tenax added (CREATE IF NOT
+  // EXISTS); it may also hold the store's catalog (store/catalog.h).
+  if (app_id == kTenaxApplicationId) return Exec(std::string("BEGIN;") + kSchema + "COMMIT;");
   if (app_id != 0) {
     return FailedPrecondition("state file " + path_ + " belongs to another program (SQLite application id " +
                               std::to_string(app_id) + "); use another --state file");
   }
-  std::set<std::string> tables;
-  {
-    Statement q(db_, "SELECT name FROM sqlite_master WHERE type = 'table'");
-    if (!q.ok()) return Error("list tables");
-    int rc;
-    while ((rc = q.Step()) == SQLITE_ROW) tables.insert(q.Text(0));
-    if (rc != SQLITE_DONE) return Error("list tables");
-  }
+  TENAX_ASSIGN_OR_RETURN(std::set<std::string> tables, sql_->Tables());
   // An empty file is new; tables `job` and `member` with tenax's columns are
   // a state file written before files were stamped (it gets the generation
   // tables now). Anything else is not ours.
@@ -163,11 +115,11 @@ Status JobStore::CheckOwnership() {
     return FailedPrecondition("state file " + path_ + " is not a tenax coordinator state file (it holds tables " +
                               names + "); use another --state file");
   }
-  return Exec(std::string("BEGIN;") + kSchema + "PRAGMA application_id = " + std::to_string(kApplicationId) +
+  return Exec(std::string("BEGIN;") + kSchema + "PRAGMA application_id = " + std::to_string(kTenaxApplicationId) +
               "; COMMIT;");
 }
 
-JobStore::~JobStore() { sqlite3_close(db_); }
+JobStore::~JobStore() = default;
 
 Result<JobRecord> JobStore::OpenJob(const std::string& job_id, const std::string& config_toml, int world) {
   {

@@ -86,12 +86,19 @@ Result<DatasetManifest> PutDataset(const std::string& dataset, std::span<const u
   return manifest;
 }
 
-namespace {
+SampleRange StripeSamples(const DatasetManifest& m, uint64_t stripe) {
+  SampleRange r;
+  const std::vector<StoredChunk>& chunks = m.stripes[static_cast<size_t>(stripe)];
+  for (int i = 0; i < m.layout.k; ++i) {
+    const StoredChunk& c = chunks[static_cast<size_t>(i)];
+    if (i == 0) r.first = c.first_record;
+    r.count += c.record_count;
+  }
+  return r;
+}
 
-// One chunk's verified payload from its node: the manifest's length and CRC
-// must match too (a chunk file that verifies but is stale is not used).
-Result<std::vector<uint8_t>> GetVerified(const DatasetManifest& m, const std::vector<ChunkStore*>& stores,
-                                         uint64_t stripe, const StoredChunk& c, ReadStats& stats) {
+Result<std::vector<uint8_t>> ReadStoredChunk(const DatasetManifest& m, const std::vector<ChunkStore*>& stores,
+                                             uint64_t stripe, const StoredChunk& c, ReadStats& stats) {
   const ChunkId id{m.dataset, stripe, c.index};
   if (c.node < 0 || static_cast<size_t>(c.node) >= stores.size() || stores[static_cast<size_t>(c.node)] == nullptr) {
     return NotFound(id.Describe() + ": no data node holds it");
@@ -108,6 +115,8 @@ Result<std::vector<uint8_t>> GetVerified(const DatasetManifest& m, const std::ve
   return std::move(chunk.payload);
 }
 
+namespace {
+
 // Data chunk `index` of `stripe`, decoded from k other chunks of it.
 Result<std::vector<uint8_t>> Degraded(const DatasetManifest& m, const std::vector<ChunkStore*>& stores,
                                       uint64_t stripe, uint32_t index, const Status& why, ReadStats& stats) {
@@ -121,7 +130,7 @@ Result<std::vector<uint8_t>> Degraded(const DatasetManifest& m, const std::vecto
   std::string failures;
   for (int i = 0; i < n && have < k; ++i) {
     if (static_cast<uint32_t>(i) == index) continue;
-    auto payload = GetVerified(m, stores, stripe, chunks[static_cast<size_t>(i)], stats);
+    auto payload = ReadStoredChunk(m, stores, stripe, chunks[static_cast<size_t>(i)], stats);
     if (!payload.ok()) {
       failures += "; chunk " + std::to_string(i) + ": " + payload.status().message();
       continue;
@@ -132,12 +141,7 @@ Result<std::vector<uint8_t>> Degraded(const DatasetManifest& m, const std::vecto
   }
   const StoredChunk& lost = chunks[static_cast<size_t>(index)];
   if (have < k) {
-    uint64_t first = 0, count = 0;
-    for (int i = 0; i < k; ++i) {
-      const StoredChunk& c = chunks[static_cast<size_t>(i)];
-      if (i == 0) first = c.first_record;
-      count += c.record_count;
-    }
+    const auto [first, count] = StripeSamples(m, stripe);
     return DataLoss(m.dataset + " stripe " + std::to_string(stripe) + " is lost: only " + std::to_string(have) +
                     " of its " + std::to_string(n) + " chunks are readable and " + std::to_string(k) +
                     " are needed; samples " + std::to_string(first) + ".." + std::to_string(first + count - 1) +
@@ -173,7 +177,7 @@ Result<std::vector<uint8_t>> ReadRecords(const DatasetManifest& m, const std::ve
   while (next < first + count) {
     const ChunkRange r = plan.ChunkOfRecord(next);
     const StoredChunk& c = m.stripes[static_cast<size_t>(r.stripe)][r.index];
-    auto payload = GetVerified(m, stores, r.stripe, c, st);
+    auto payload = ReadStoredChunk(m, stores, r.stripe, c, st);
     if (!payload.ok()) payload = Degraded(m, stores, r.stripe, r.index, payload.status(), st);
     if (!payload.ok()) return payload.status();
     const uint64_t end = std::min(first + count, c.first_record + c.record_count);

@@ -3,61 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <memory>
 
+#include "fashion_mnist_store_test.h"
 #include "tenax/core/files.h"
-#include "tenax/train/fashion_mnist.h"
-#include "testing.h"
 
 namespace tenax::store {
 namespace {
 
-// The first 3000 samples of Fashion-MNIST's test split as 785-byte records
-// (image, then label), on 6 data nodes (directories), RS 4+2, 50 records
-// per chunk: 60 data chunks in 15 stripes.
-class DatasetStoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    auto data = LoadFashionMnist(kDefaultFashionMnistDir, Split::kTest);
-    ASSERT_TRUE(data.ok()) << data.status().message();
-    const LabeledImages first = TakeFirst(std::move(*data), 3000);
-    labels_ = first.labels;
-    for (int64_t i = 0; i < first.count; ++i) {
-      records_.insert(records_.end(), first.pixels.begin() + i * 784, first.pixels.begin() + (i + 1) * 784);
-      records_.push_back(first.labels[static_cast<size_t>(i)]);
-    }
-    layout_.records = 3000;
-    layout_.record_bytes = 785;
-    layout_.chunk_bytes = 785 * 50;
-    for (int i = 0; i < 6; ++i) {
-      nodes_.push_back({"data-" + std::to_string(i), ""});
-      dirs_.push_back(std::make_unique<DirChunkStore>("data node " + std::to_string(i),
-                                                      dir_ / ("node" + std::to_string(i))));
-      stores_.push_back(dirs_.back().get());
-    }
-  }
-
-  Result<DatasetManifest> Put() {
-    return PutDataset("fmnist-test", records_, layout_, 10, [this](uint64_t r) { return int{labels_[r]}; }, nodes_,
-                      stores_);
-  }
-  void Wipe(int node) { std::filesystem::remove_all(dirs_[static_cast<size_t>(node)]->dir()); }
-  // Data chunks of the manifest held by `node`.
-  static int DataChunksOn(const DatasetManifest& m, int node) {
-    int count = 0;
-    for (const auto& stripe : m.stripes) {
-      for (const StoredChunk& c : stripe) count += c.node == node && c.index < 4 ? 1 : 0;
-    }
-    return count;
-  }
-
-  testing::ScratchDir dir_;
-  std::vector<uint8_t> records_, labels_;
-  LayoutParams layout_;
-  std::vector<DataNodeInfo> nodes_;
-  std::vector<std::unique_ptr<DirChunkStore>> dirs_;
-  std::vector<ChunkStore*> stores_;
-};
+using DatasetStoreTest = FashionMnistStoreTest;
 
 TEST_F(DatasetStoreTest, EveryByteReadsBackAndTheManifestKnowsEveryClass) {
   auto m = Put();
@@ -104,11 +57,7 @@ TEST_F(DatasetStoreTest, FlippedBitsOnDiskAreDetectedAndReadAroundBitExact) {
   int flipped = 0;
   for (uint64_t s : {uint64_t{0}, uint64_t{7}, uint64_t{14}}) {
     const StoredChunk& c = m->stripes[s][1];
-    const std::string path = dirs_[static_cast<size_t>(c.node)]->dir() + "/" + ChunkId{"fmnist-test", s, 1}.FileName();
-    auto bytes = ReadFileBytes(path, 1 << 20);
-    ASSERT_TRUE(bytes.ok()) << bytes.status().message();
-    (*bytes)[bytes->size() / 2] ^= 0x04;
-    ASSERT_TRUE(WriteFileAtomic(path, std::string(bytes->begin(), bytes->end())).ok());
+    FlipBit(c.node, {"fmnist-test", s, 1});
     ++flipped;
   }
   ReadStats stats;

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "tenax/coord/job_state.h"
+#include "tenax/core/sqlite_db.h"
 #include "tenax/core/status.h"
 
 struct sqlite3;
@@ -57,7 +58,8 @@ class JobStore {
   Status Exec(const std::string& sql);
   Status CheckOwnership();
   Status Error(const std::string& what) const;
-  sqlite3* db_ = nullptr;
+  std::unique_ptr<SqliteDb> sql_;
+  sqlite3* db_ = nullptr;  // sql_'s connection
   std::string path_;
 };
 

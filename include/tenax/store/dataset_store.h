@@ -86,6 +86,18 @@ struct ReadStats {
   uint64_t bytes_read = 0;        // payload bytes read from the stores
 };
 
+// The samples a stripe's data chunks hold: [first, first + count).
+struct SampleRange {
+  uint64_t first = 0, count = 0;
+};
+SampleRange StripeSamples(const DatasetManifest& manifest, uint64_t stripe);
+
+// One chunk's payload from its node, verified: the chunk file's CRCs and
+// the manifest's length and CRC (an intact but stale file is DataLoss).
+// NotFound when no store holds it or the file is absent. Counts into `stats`.
+Result<std::vector<uint8_t>> ReadStoredChunk(const DatasetManifest& manifest, const std::vector<ChunkStore*>& stores,
+                                             uint64_t stripe, const StoredChunk& chunk, ReadStats& stats);
+
 // Records [first, first + count) as bytes (count x record_bytes).
 Result<std::vector<uint8_t>> ReadRecords(const DatasetManifest& manifest, const std::vector<ChunkStore*>& stores,
                                          uint64_t first, uint64_t count, ReadStats* stats = nullptr);

@@ -1,0 +1,74 @@
+// SQLite files of tenax (layer `core`): the coordinator's job state and the
+// store's catalog share one file format convention, so they share this.
+//
+// - `SqliteDb` owns a connection opened read-write (created if absent) in
+//   WAL mode with a 5 s busy timeout; `Exec` runs statements, errors name
+//   the file.
+// - Every tenax file is stamped with `kTenaxApplicationId` ("TNXC", SQLite's
+//   PRAGMA application_id), so a file of another program is refused rather
+//   than written into, and the coordinator's tables and the store's catalog
+//   may live in the same file (the "coordinator's SQLite").
+// - `SqliteStatement` is a prepared statement, finalized on scope exit.
+//
+// Threading: one SqliteDb per thread. Failures are IoError with SQLite's
+// own words (including "file is not a database").
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "tenax/core/status.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace tenax {
+
+inline constexpr int64_t kTenaxApplicationId = 0x544e5843;  // "TNXC"
+
+class SqliteStatement {
+ public:
+  SqliteStatement(sqlite3* db, const char* sql);
+  ~SqliteStatement();
+  SqliteStatement(const SqliteStatement&) = delete;
+  SqliteStatement& operator=(const SqliteStatement&) = delete;
+  bool ok() const { return ok_; }
+  void Bind(int i, const std::string& s);
+  void Bind(int i, int64_t v);
+  int Step();          // SQLite's result code (SQLITE_ROW, SQLITE_DONE, ...)
+  static bool IsRow(int rc);
+  static bool IsDone(int rc);
+  std::string Text(int i) const;
+  int64_t Int(int i) const;
+
+ private:
+  sqlite3_stmt* stmt_ = nullptr;
+  bool ok_ = false;
+};
+
+class SqliteDb {
+ public:
+  // `what` names the file in errors ("state file", "store catalog").
+  static Result<SqliteDb> Open(const std::string& path, const std::string& what);
+  SqliteDb(SqliteDb&& o) noexcept : db_(o.db_), path_(std::move(o.path_)), what_(std::move(o.what_)) { o.db_ = nullptr; }
+  SqliteDb& operator=(SqliteDb&&) = delete;
+  ~SqliteDb();
+
+  sqlite3* get() const { return db_; }
+  const std::string& path() const { return path_; }
+  Status Exec(const std::string& sql);
+  // IoError "WHAT PATH: what: <SQLite's message>".
+  Status Error(const std::string& what) const;
+  // Rows changed by the last INSERT, UPDATE or DELETE.
+  int64_t Changes() const;
+  Result<int64_t> ApplicationId();
+  Result<std::set<std::string>> Tables();
+
+ private:
+  SqliteDb(sqlite3* db, std::string path, std::string what) : db_(db), path_(std::move(path)), what_(std::move(what)) {}
+  sqlite3* db_ = nullptr;
+  std::string path_, what_;
+};
+
+}  // namespace tenax

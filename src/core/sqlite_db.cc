@@ -1,0 +1,70 @@
+#include "tenax/core/sqlite_db.h"
+
+#include <sqlite3.h>
+
+namespace tenax {
+
+SqliteStatement::SqliteStatement(sqlite3* db, const char* sql) {
+  ok_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK;
+}
+SqliteStatement::~SqliteStatement() { sqlite3_finalize(stmt_); }
+void SqliteStatement::Bind(int i, const std::string& s) {
+  sqlite3_bind_text(stmt_, i, s.c_str(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+}
+void SqliteStatement::Bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+int SqliteStatement::Step() { return ok_ ? sqlite3_step(stmt_) : SQLITE_MISUSE; }
+bool SqliteStatement::IsRow(int rc) { return rc == SQLITE_ROW; }
+bool SqliteStatement::IsDone(int rc) { return rc == SQLITE_DONE; }
+std::string SqliteStatement::Text(int i) const {
+  auto p = sqlite3_column_text(stmt_, i);
+  return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, i)))
+           : std::string();
+}
+int64_t SqliteStatement::Int(int i) const { return sqlite3_column_int64(stmt_, i); }
+
+Result<SqliteDb> SqliteDb::Open(const std::string& path, const std::string& what) {
+  sqlite3* raw = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  SqliteDb db(raw, path, what);
+  if (rc != SQLITE_OK) return db.Error("cannot open");
+  sqlite3_busy_timeout(raw, 5000);
+  // A file that is not a database fails here, with SQLite's own words.
+  TENAX_RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
+  return db;
+}
+
+SqliteDb::~SqliteDb() { sqlite3_close(db_); }
+
+Status SqliteDb::Error(const std::string& what) const {
+  return IoError(what_ + " " + path_ + ": " + what + ": " + (db_ ? sqlite3_errmsg(db_) : "cannot open"));
+}
+
+Status SqliteDb::Exec(const std::string& sql) {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    std::string msg = err ? err : "unknown error";
+    sqlite3_free(err);
+    return IoError(what_ + " " + path_ + ": " + msg);
+  }
+  return Status::Ok();
+}
+
+int64_t SqliteDb::Changes() const { return sqlite3_changes(db_); }
+
+Result<int64_t> SqliteDb::ApplicationId() {
+  SqliteStatement q(db_, "PRAGMA application_id");
+  if (!q.ok() || q.Step() != SQLITE_ROW) return Error("read application id");
+  return q.Int(0);
+}
+
+Result<std::set<std::string>> SqliteDb::Tables() {
+  std::set<std::string> tables;
+  SqliteStatement q(db_, "SELECT name FROM sqlite_master WHERE type = 'table'");
+  if (!q.ok()) return Error("list tables");
+  int rc;
+  while ((rc = q.Step()) == SQLITE_ROW) tables.insert(q.Text(0));
+  if (rc != SQLITE_DONE) return Error("list tables");
+  return tables;
+}
+
+}  // namespace tenax
