@@ -25,5 +25,7 @@ void AddRunCommand(CLI::App& root, int& exit_code);
 void AddCoordinatorCommand(CLI::App& root, int& exit_code);
 void AddWorkerCommand(CLI::App& root, int& exit_code);
 void AddServerCommand(CLI::App& root, int& exit_code);
+// The erasure-coded dataset store (store/local_store.h).
+void AddStoreCommand(CLI::App& root, int& exit_code);
 
 }  // namespace tenax::cli

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   tenax::cli::AddCoordinatorCommand(app, exit_code);
   tenax::cli::AddWorkerCommand(app, exit_code);
   tenax::cli::AddServerCommand(app, exit_code);
+  tenax::cli::AddStoreCommand(app, exit_code);
   tenax::cli::AddBenchCommand(app);
   // CLI11 would report a mistyped command as "A subcommand is required".
   bool known_command = false;

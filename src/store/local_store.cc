@@ -130,8 +130,9 @@ Result<std::vector<uint8_t>> LocalStore::Get(const std::string& dataset, uint64_
 }
 
 Result<StoreNode> LocalStore::Fail(const std::string& name_or_id) {
-  for (const StoreNode& n : nodes_) {
-    if (n.name != name_or_id && std::to_string(n.id) != name_or_id) continue;
+  for (const StoreNode& found : nodes_) {
+    if (found.name != name_or_id && std::to_string(found.id) != name_or_id) continue;
+    const StoreNode n = found;  // Reload below replaces nodes_
     std::error_code ec;
     std::filesystem::remove_all(n.location, ec);
     if (ec) return IoError("data node " + n.name + ": cannot wipe " + n.location + ": " + ec.message());

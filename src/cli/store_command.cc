@@ -1,0 +1,405 @@
+// tenax store put|get|status|fail|scrub|recover: the erasure-coded dataset
+// store whose data nodes are local directories (store/local_store.h).
+// Parsing and printing only; the work is in the store layer.
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "command.h"
+#include "tenax/core/files.h"
+#include "tenax/store/local_store.h"
+#include "tenax/train/fashion_mnist.h"
+#include "tenax/train/idx.h"
+
+namespace tenax::cli {
+namespace {
+
+using store::LocalStore;
+
+struct StoreArgs {
+  std::string catalog;
+  bool json = false;
+  // put
+  std::string root, dataset, images, labels, data_dir = kDefaultFashionMnistDir, split = "train";
+  int nodes = 6, zones = 3, k = 4, m = 2, classes = 0;
+  uint64_t chunk_bytes = 1 << 20;
+  // get
+  std::string out;
+  uint64_t first = 0;
+  int64_t count = -1;
+  // fail
+  std::string node;
+  // scrub / recover
+  bool dry_run = false, all = false;
+  std::string policy = "prm", important_classes;
+  double min_available = 0.9, class_tolerance = 0.01;
+};
+
+void Print(const nlohmann::json& j) { std::printf("%s\n", j.dump().c_str()); }
+
+std::string Mib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+// A dataset as records (sample bytes then one label byte) from an idx pair.
+struct Records {
+  std::vector<uint8_t> bytes, labels;
+  uint64_t count = 0, record_bytes = 0;
+  int classes = 0;
+};
+
+Result<Records> LoadRecords(const StoreArgs& a) {
+  IdxArray images, labels;
+  if (!a.images.empty() || !a.labels.empty()) {
+    if (a.images.empty() || a.labels.empty()) return InvalidArgument("--images and --labels go together");
+    TENAX_ASSIGN_OR_RETURN(images, ReadIdxFile(a.images));
+    TENAX_ASSIGN_OR_RETURN(labels, ReadIdxFile(a.labels));
+  } else {
+    const bool train = a.split == "train";
+    TENAX_ASSIGN_OR_RETURN(LabeledImages fm, LoadFashionMnist(a.data_dir, train ? Split::kTrain : Split::kTest));
+    images.dims = {static_cast<uint32_t>(fm.count), static_cast<uint32_t>(fm.rows), static_cast<uint32_t>(fm.cols)};
+    images.data = std::move(fm.pixels);
+    labels.dims = {static_cast<uint32_t>(fm.count)};
+    labels.data = std::move(fm.labels);
+  }
+  if (images.dims.empty() || labels.dims.size() != 1 || labels.dims[0] != images.dims[0]) {
+    return InvalidArgument("the labels must be one byte per sample and as many as the images (" +
+                           std::to_string(images.dims.empty() ? 0 : images.dims[0]) + " images, " +
+                           std::to_string(labels.data.size()) + " label bytes)");
+  }
+  Records r;
+  r.count = images.dims[0];
+  if (r.count == 0) return InvalidArgument("the dataset holds no samples");
+  const uint64_t sample = images.data.size() / r.count;
+  r.record_bytes = sample + 1;
+  int max_label = 0;
+  for (uint8_t l : labels.data) max_label = std::max(max_label, int{l});
+  r.classes = a.classes > 0 ? a.classes : max_label + 1;
+  r.bytes.reserve(r.count * r.record_bytes);
+  for (uint64_t i = 0; i < r.count; ++i) {
+    r.bytes.insert(r.bytes.end(), images.data.begin() + static_cast<std::ptrdiff_t>(i * sample),
+                   images.data.begin() + static_cast<std::ptrdiff_t>((i + 1) * sample));
+    r.bytes.push_back(labels.data[i]);
+  }
+  r.labels = std::move(labels.data);
+  return r;
+}
+
+Result<std::unique_ptr<LocalStore>> OpenStore(const StoreArgs& a) { return LocalStore::Open(a.catalog); }
+
+int RunPut(const StoreArgs& a) {
+  auto store = OpenStore(a);
+  if (!store.ok()) return ReportError("store put", store.status());
+  if (!a.root.empty()) {
+    if (Status st = (*store)->CreateNodes(a.root, a.nodes, a.zones); !st.ok()) return ReportError("store put", st);
+  }
+  auto records = LoadRecords(a);
+  if (!records.ok()) return ReportError("store put", records.status());
+  const std::string name = !a.dataset.empty() ? a.dataset : "fashion-mnist-" + a.split;
+  store::LayoutParams layout;
+  layout.records = records->count;
+  layout.record_bytes = records->record_bytes;
+  layout.chunk_bytes = a.chunk_bytes;
+  layout.k = a.k;
+  layout.m = a.m;
+  const auto& labels = records->labels;
+  auto put = (*store)->Put(name, records->bytes, layout, records->classes,
+                           [&labels](uint64_t r) { return int{labels[r]}; });
+  if (!put.ok()) return ReportError("store put", put.status());
+  const auto& m = put->manifest;
+  std::vector<uint64_t> per_node((*store)->nodes().size(), 0);
+  for (const auto& stripe : m.stripes) {
+    for (const auto& c : stripe) ++per_node[static_cast<size_t>(c.node)];
+  }
+  if (a.json) {
+    nlohmann::json nodes = nlohmann::json::array();
+    for (const auto& n : (*store)->nodes()) {
+      nodes.push_back({{"name", n.name}, {"zone", n.zone}, {"chunks", per_node[static_cast<size_t>(n.id)]}});
+    }
+    Print({{"dataset", name}, {"records", m.layout.records}, {"record_bytes", m.layout.record_bytes},
+           {"classes", m.classes}, {"k", m.layout.k}, {"m", m.layout.m}, {"stripes", m.stripes.size()},
+           {"chunks", m.stripes.size() * static_cast<size_t>(m.layout.k + m.layout.m)},
+           {"bytes_written", put->bytes_written}, {"seconds", put->seconds}, {"nodes", nodes}});
+  } else {
+    std::printf("stored %s: %llu records of %llu bytes, %d classes, RS %d+%d, %zu stripes, %s written in %.2f s\n",
+                name.c_str(), static_cast<unsigned long long>(m.layout.records),
+                static_cast<unsigned long long>(m.layout.record_bytes), m.classes, m.layout.k, m.layout.m,
+                m.stripes.size(), Mib(put->bytes_written).c_str(), put->seconds);
+    for (const auto& n : (*store)->nodes()) {
+      std::printf("  %-8s %-8s %llu chunks\n", n.name.c_str(), n.zone.empty() ? "-" : n.zone.c_str(),
+                  static_cast<unsigned long long>(per_node[static_cast<size_t>(n.id)]));
+    }
+  }
+  return 0;
+}
+
+int RunGet(const StoreArgs& a) {
+  auto store = OpenStore(a);
+  if (!store.ok()) return ReportError("store get", store.status());
+  auto m = (*store)->Manifest(a.dataset);
+  if (!m.ok()) return ReportError("store get", m.status());
+  const uint64_t count = a.count >= 0 ? static_cast<uint64_t>(a.count)
+                                      : (a.first < m->layout.records ? m->layout.records - a.first : 0);
+  store::ReadStats stats;
+  auto bytes = (*store)->Get(a.dataset, a.first, count, &stats);
+  if (!bytes.ok()) return ReportError("store get", bytes.status());
+  if (Status st = WriteFileAtomic(a.out, std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()));
+      !st.ok()) {
+    return ReportError("store get", st);
+  }
+  if (a.json) {
+    Print({{"dataset", a.dataset}, {"first", a.first}, {"count", count}, {"bytes", bytes->size()}, {"out", a.out},
+           {"chunks_read", stats.chunks_read}, {"degraded_chunks", stats.degraded_chunks},
+           {"bytes_read", stats.bytes_read}});
+  } else {
+    std::printf("wrote %llu records of %s (%s) to %s; %llu chunks read, %llu rebuilt from their stripe (degraded)\n",
+                static_cast<unsigned long long>(count), a.dataset.c_str(), Mib(bytes->size()).c_str(), a.out.c_str(),
+                static_cast<unsigned long long>(stats.chunks_read),
+                static_cast<unsigned long long>(stats.degraded_chunks));
+  }
+  return 0;
+}
+
+nlohmann::json LostJson(const std::vector<store::FoundLoss>& lost) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : lost) {
+    out.push_back({{"stripe", f.chunk.stripe}, {"index", f.chunk.index}, {"parity", f.chunk.parity},
+                   {"bytes", f.chunk.bytes}, {"reason", f.reason}});
+  }
+  return out;
+}
+
+// status (verify = false) and a scrub's report (verify = true).
+int RunHealth(const StoreArgs& a, bool verify, const char* cmd) {
+  auto store = OpenStore(a);
+  if (!store.ok()) return ReportError(cmd, store.status());
+  auto health = (*store)->Health(verify);
+  if (!health.ok()) return ReportError(cmd, health.status());
+  bool unreadable = false;
+  nlohmann::json nodes = nlohmann::json::array(), datasets = nlohmann::json::array();
+  for (const auto& n : (*store)->nodes()) {
+    nodes.push_back({{"id", n.id}, {"name", n.name}, {"zone", n.zone}, {"location", n.location},
+                     {"state", store::ToString(n.state)}});
+  }
+  for (const auto& h : *health) {
+    unreadable = unreadable || h.lost_stripes > 0;
+    datasets.push_back({{"dataset", h.dataset}, {"records", h.records}, {"k", h.k}, {"m", h.m},
+                        {"stripes", h.stripes}, {"chunks", h.chunks}, {"bytes", h.bytes},
+                        {"lost_chunks", h.lost.size()}, {"degraded_stripes", h.degraded_stripes},
+                        {"lost_stripes", h.lost_stripes}, {"unreadable_samples", h.unreadable_samples},
+                        {"lost", LostJson(h.lost)}});
+  }
+  if (a.json) {
+    Print({{"catalog", a.catalog}, {"verified", verify}, {"nodes", nodes}, {"datasets", datasets}});
+  } else {
+    std::printf("data nodes (%zu):\n", (*store)->nodes().size());
+    for (const auto& n : (*store)->nodes()) {
+      std::printf("  %-8s %-8s %-6s %s\n", n.name.c_str(), n.zone.empty() ? "-" : n.zone.c_str(),
+                  store::ToString(n.state), n.location.c_str());
+    }
+    for (const auto& h : *health) {
+      std::printf("%s: %llu records, RS %d+%d, %llu stripes, %s; %zu chunks lost%s, %llu stripes degraded, %llu lost",
+                  h.dataset.c_str(), static_cast<unsigned long long>(h.records), h.k, h.m,
+                  static_cast<unsigned long long>(h.stripes), Mib(h.bytes).c_str(), h.lost.size(),
+                  verify ? " (every chunk verified)" : "", static_cast<unsigned long long>(h.degraded_stripes),
+                  static_cast<unsigned long long>(h.lost_stripes));
+      if (h.unreadable_samples > 0) {
+        std::printf(" (%llu samples unreadable)", static_cast<unsigned long long>(h.unreadable_samples));
+      }
+      std::printf("\n");
+      for (const auto& f : h.lost) {
+        std::printf("  stripe %llu chunk %u%s: %s\n", static_cast<unsigned long long>(f.chunk.stripe), f.chunk.index,
+                    f.chunk.parity ? " (parity)" : "", f.reason.c_str());
+      }
+    }
+  }
+  return unreadable ? 2 : 0;
+}
+
+nlohmann::json ReportJson(const std::string& dataset, const store::RecoveryReport& r) {
+  return {{"dataset", dataset},
+          {"policy", r.plan.policy},
+          {"lost_chunks", r.lost.size()},
+          {"first_chunks", r.plan.first.size()},
+          {"later_chunks", r.plan.later.size()},
+          {"first_bytes", r.plan.first_bytes},
+          {"later_bytes", r.plan.later_bytes},
+          {"chunks_rebuilt", r.chunks_rebuilt},
+          {"bytes_read", r.bytes_read},
+          {"bytes_written", r.bytes_written},
+          {"seconds", r.seconds},
+          {"available_share", r.plan.available_share},
+          {"max_class_deviation", r.plan.max_class_deviation},
+          {"max_class_deviation_before", r.plan.max_class_deviation_before},
+          {"shares_a_node", r.shares_a_node},
+          {"unrecoverable", r.unrecoverable},
+          {"unrecoverable_samples", r.unrecoverable_samples},
+          {"lost", LostJson(r.lost)}};
+}
+
+// Recover (policy) or scrub (verify everything, repair chunks on live nodes).
+int RunRecover(const StoreArgs& a, bool scrub) {
+  const char* cmd = scrub ? "store scrub" : "store recover";
+  if (scrub && a.dry_run) return RunHealth(a, /*verify=*/true, cmd);
+  auto store = OpenStore(a);
+  if (!store.ok()) return ReportError(cmd, store.status());
+  store::RecoveryOptions options;
+  options.policy = scrub ? "full" : a.policy;
+  options.prm.min_available = a.min_available;
+  options.prm.class_tolerance = a.class_tolerance;
+  options.rebuild_later = scrub || a.all;
+  std::vector<int> important;
+  if (!a.important_classes.empty()) {
+    std::istringstream in(a.important_classes);
+    std::string part;
+    while (std::getline(in, part, ',')) {
+      try {
+        important.push_back(std::stoi(part));
+      } catch (const std::exception&) {
+        return ReportError(cmd, InvalidArgument("--important-classes: '" + part + "' is not a class number"));
+      }
+    }
+  }
+  // approx: a data chunk holding any sample of an important class is tier 0.
+  auto tier_of = [&important](const store::StoredChunk& c) {
+    if (important.empty()) return 0;
+    for (int cls : important) {
+      if (cls >= 0 && static_cast<size_t>(cls) < c.class_counts.size() && c.class_counts[static_cast<size_t>(cls)] > 0) {
+        return 0;
+      }
+    }
+    return 1;
+  };
+  auto reports = (*store)->Recover(a.dataset, options, /*verify=*/scrub, /*only_live_nodes=*/scrub, tier_of);
+  if (!reports.ok()) return ReportError(cmd, reports.status());
+  auto names = (*store)->Datasets();
+  std::vector<std::string> datasets = a.dataset.empty() && names.ok() ? *names : std::vector<std::string>{a.dataset};
+  bool unrecoverable = false;
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t i = 0; i < reports->size(); ++i) {
+    const auto& r = (*reports)[i];
+    unrecoverable = unrecoverable || !r.unrecoverable.empty();
+    out.push_back(ReportJson(datasets[i], r));
+    if (a.json) continue;
+    if (r.lost.empty()) {
+      std::printf("%s: nothing lost%s\n", datasets[i].c_str(), scrub ? " (every chunk verified)" : "");
+      continue;
+    }
+    std::printf("%s: %zu chunks lost; %s plan: %zu first (%s), %zu later (%s)\n", datasets[i].c_str(), r.lost.size(),
+                r.plan.policy.c_str(), r.plan.first.size(), Mib(r.plan.first_bytes).c_str(), r.plan.later.size(),
+                Mib(r.plan.later_bytes).c_str());
+    std::printf("  rebuilt %llu chunks in %.2f s: read %s, wrote %s; available samples %.1f%%, largest class share "
+                "deviation %.2f pt (%.2f pt before)%s\n",
+                static_cast<unsigned long long>(r.chunks_rebuilt), r.seconds, Mib(r.bytes_read).c_str(),
+                Mib(r.bytes_written).c_str(), 100 * r.plan.available_share, 100 * r.plan.max_class_deviation,
+                100 * r.plan.max_class_deviation_before,
+                r.shares_a_node ? "; some stripes now share a node (fewer live nodes than k+m)" : "");
+    if (!options.rebuild_later && !r.plan.later.empty()) {
+      std::printf("  %zu chunks left for later: reads of them decode; 'tenax store recover --all' rebuilds them\n",
+                  r.plan.later.size());
+    }
+    for (const auto& u : r.unrecoverable) std::printf("  LOST: %s %s\n", datasets[i].c_str(), u.c_str());
+  }
+  if (a.json) Print({{"catalog", a.catalog}, {"results", out}});
+  if (unrecoverable) {
+    std::fprintf(stderr, "tenax %s: error: some stripes have more than m chunks lost and cannot be rebuilt (listed above)\n",
+                 cmd);
+    return 2;
+  }
+  return 0;
+}
+
+int RunFail(const StoreArgs& a) {
+  auto store = OpenStore(a);
+  if (!store.ok()) return ReportError("store fail", store.status());
+  auto node = (*store)->Fail(a.node);
+  if (!node.ok()) return ReportError("store fail", node.status());
+  if (a.json) {
+    Print({{"node", node->name}, {"id", node->id}, {"location", node->location}, {"state", store::ToString(node->state)}});
+  } else {
+    std::printf("data node %s failed: %s wiped; reads of its chunks decode from their stripes until 'tenax store "
+                "recover'\n",
+                node->name.c_str(), node->location.c_str());
+  }
+  return 0;
+}
+
+void AddCatalog(CLI::App* cmd, StoreArgs& a) {
+  cmd->add_option("--catalog", a.catalog, "The store's SQLite catalog (may be the coordinator's --state file)")
+      ->required()
+      ->type_name("FILE");
+  cmd->add_flag("--json", a.json, "Print one JSON object instead of sentences");
+}
+
+}  // namespace
+
+void AddStoreCommand(CLI::App& root, int& exit_code) {
+  auto a = std::make_shared<StoreArgs>();
+  CLI::App* store = root.add_subcommand("store", "The erasure-coded training-data store (data nodes as directories)");
+  store->require_subcommand(1);
+
+  CLI::App* put = store->add_subcommand("put", "Split a dataset into records, chunks and RS k+m stripes onto the data nodes");
+  AddCatalog(put, *a);
+  put->add_option("--root", a->root, "Create the store's data nodes as directories under DIR (first put only)")
+      ->type_name("DIR");
+  put->add_option("--nodes", a->nodes, "Data nodes to create with --root")->check(CLI::Range(1, 255))->capture_default_str();
+  put->add_option("--zones", a->zones, "Zones the created nodes are spread over (0 = none)")
+      ->check(CLI::Range(0, 255))
+      ->capture_default_str();
+  put->add_option("--dataset", a->dataset, "Name in the store (default: fashion-mnist-SPLIT)");
+  auto* images = put->add_option("--images", a->images, "An idx file of samples (any shape; with --labels)")->type_name("IDX");
+  put->add_option("--labels", a->labels, "An idx file of one label byte per sample")->type_name("IDX")->needs(images);
+  put->add_option("--data", a->data_dir, "Directory of the Fashion-MNIST idx files")->capture_default_str();
+  put->add_option("--split", a->split, "Fashion-MNIST split")->check(CLI::IsMember({"train", "test"}))->capture_default_str();
+  put->add_option("--classes", a->classes, "Number of classes (default: the largest label + 1)")->check(CLI::Range(1, 256));
+  put->add_option("--k", a->k, "Data chunks per stripe")->check(CLI::Range(1, 254))->capture_default_str();
+  put->add_option("--m", a->m, "Parity chunks per stripe")->check(CLI::Range(0, 254))->capture_default_str();
+  put->add_option("--chunk-bytes", a->chunk_bytes, "Target bytes per data chunk (whole records)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))
+      ->capture_default_str();
+  put->callback([a, &exit_code] { exit_code = RunPut(*a); });
+
+  CLI::App* get = store->add_subcommand("get", "Read records back (degraded reads decode lost chunks) into a file");
+  AddCatalog(get, *a);
+  get->add_option("--dataset", a->dataset, "Dataset name")->required();
+  get->add_option("--out", a->out, "File for the records (each: sample bytes, then the label byte)")->required();
+  get->add_option("--first", a->first, "First record")->capture_default_str();
+  get->add_option("--count", a->count, "Records (default: to the end)")->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+  get->callback([a, &exit_code] { exit_code = RunGet(*a); });
+
+  CLI::App* status = store->add_subcommand("status", "Data nodes and what each dataset has lost (exit 2 if samples are unreadable)");
+  AddCatalog(status, *a);
+  status->callback([a, &exit_code] { exit_code = RunHealth(*a, false, "store status"); });
+
+  CLI::App* fail = store->add_subcommand("fail", "Fail a data node: wipe its directory (a dead disk) and mark it failed");
+  AddCatalog(fail, *a);
+  fail->add_option("NODE", a->node, "Node name (node-3) or id (3)")->required();
+  fail->callback([a, &exit_code] { exit_code = RunFail(*a); });
+
+  CLI::App* scrub = store->add_subcommand("scrub", "Verify every chunk's checksums and repair bad ones in place");
+  AddCatalog(scrub, *a);
+  scrub->add_option("--dataset", a->dataset, "Only this dataset (default: all)");
+  scrub->add_flag("--dry-run", a->dry_run, "Report only; repair nothing");
+  scrub->callback([a, &exit_code] { exit_code = RunRecover(*a, true); });
+
+  CLI::App* recover = store->add_subcommand("recover", "Rebuild the chunks of failed nodes onto live ones (full, approx or prm)");
+  AddCatalog(recover, *a);
+  recover->add_option("--dataset", a->dataset, "Only this dataset (default: all)");
+  recover->add_option("--policy", a->policy, "full: everything; approx: important tier first; prm: what keeps the class mix and the availability floor")
+      ->check(CLI::IsMember({"full", "approx", "prm"}))
+      ->capture_default_str();
+  recover->add_flag("--all", a->all, "Also rebuild what the plan leaves for later");
+  recover->add_option("--min-available", a->min_available, "prm: share of samples that must be available")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  recover->add_option("--class-tolerance", a->class_tolerance, "prm: largest allowed change of a class's share")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  recover->add_option("--important-classes", a->important_classes, "approx: classes whose chunks are rebuilt first (e.g. 0,6)");
+  recover->callback([a, &exit_code] { exit_code = RunRecover(*a, false); });
+}
+
+}  // namespace tenax::cli

@@ -1,0 +1,167 @@
+// End-to-end tests of `tenax store`: real Fashion-MNIST records on six data
+// node directories, real wiped directories and flipped bits, the SQLite
+// catalog, and what the user sees (exit codes, JSON, error lines).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "tenax/train/fashion_mnist.h"
+#include "testing.h"
+
+namespace tenax {
+namespace {
+
+using testing::ProcessResult;
+using testing::RunProcess;
+using testing::ScratchDir;
+using testing::TenaxBinary;
+
+class StoreCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto data = LoadFashionMnist(kDefaultFashionMnistDir, Split::kTest);
+    ASSERT_TRUE(data.ok()) << data.status().message();
+    for (int64_t i = 0; i < data->count; ++i) {
+      records_.insert(records_.end(), data->pixels.begin() + i * 784, data->pixels.begin() + (i + 1) * 784);
+      records_.push_back(data->labels[static_cast<size_t>(i)]);
+    }
+  }
+  ProcessResult Store(std::vector<std::string> args) {
+    std::vector<std::string> argv = {TenaxBinary(), "store"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.push_back("--catalog");
+    argv.push_back(catalog_);
+    return RunProcess(argv);
+  }
+  // Runs a --json command that must succeed and returns its JSON.
+  nlohmann::json Json(std::vector<std::string> args, int expected_exit = 0) {
+    args.push_back("--json");
+    ProcessResult r = Store(args);
+    EXPECT_EQ(r.exit_code, expected_exit) << r.err << r.out;
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "not JSON: " << r.out;
+    return j.is_discarded() ? nlohmann::json::object() : j;
+  }
+  // `tenax store get` of the whole dataset; checks the bytes against the
+  // idx files and returns how many chunks were decoded.
+  uint64_t GetAllAndCompare() {
+    const std::string out = dir_ / "records.bin";
+    auto j = Json({"get", "--dataset", "fmnist", "--out", out});
+    EXPECT_TRUE(testing::ReadBytes(out) == records_) << "the records read back differ from the idx files";
+    return j.value("degraded_chunks", uint64_t{999});
+  }
+  nlohmann::json Status() { return Json({"status"}); }
+
+  ScratchDir dir_;
+  std::string catalog_ = dir_ / "store.db";
+  std::vector<uint8_t> records_;
+};
+
+// 10000 records of 785 bytes, 250 per chunk: 40 data chunks, 10 stripes of
+// RS 4+2, 60 chunks on 6 nodes in 3 zones.
+TEST_F(StoreCliTest, PutFailReadDegradedRecoverWithPrmThenFullAndEveryByteIsBack) {
+  auto put = Json({"put", "--root", dir_ / "nodes", "--nodes", "6", "--zones", "3", "--split", "test", "--dataset",
+                   "fmnist", "--chunk-bytes", std::to_string(785 * 250)});
+  EXPECT_EQ(put["records"], 10000);
+  EXPECT_EQ(put["stripes"], 10);
+  EXPECT_EQ(put["classes"], 10);
+  ASSERT_EQ(put["nodes"].size(), 6u);
+  for (const auto& n : put["nodes"]) EXPECT_EQ(n["chunks"], 10) << n.dump();  // one chunk of every stripe each
+  EXPECT_EQ(GetAllAndCompare(), 0u);
+
+  auto failed = Json({"fail", "node-2"});
+  EXPECT_EQ(failed["state"], "failed");
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "nodes/node-2"));
+  auto st = Status();
+  const auto& ds = st["datasets"][0];
+  EXPECT_EQ(ds["lost_chunks"], 10);
+  EXPECT_EQ(ds["degraded_stripes"], 10);
+  EXPECT_EQ(ds["lost_stripes"], 0);
+  EXPECT_EQ(st["nodes"][2]["state"], "failed");
+  const uint64_t data_chunks_lost = [&] {
+    uint64_t n = 0;
+    for (const auto& l : ds["lost"]) n += l["parity"] ? 0 : 1;
+    return n;
+  }();
+  EXPECT_EQ(GetAllAndCompare(), data_chunks_lost);  // every byte, through degraded reads
+
+  auto prm = Json({"recover", "--policy", "prm", "--min-available", "0.95"})["results"][0];
+  EXPECT_EQ(prm["lost_chunks"], 10);
+  EXPECT_GT(prm["first_chunks"], 0);
+  EXPECT_GT(prm["later_chunks"], 0);
+  EXPECT_EQ(prm["chunks_rebuilt"], prm["first_chunks"]);
+  EXPECT_EQ(prm["bytes_written"], prm["first_bytes"]);
+  EXPECT_GE(prm["available_share"].get<double>(), 0.95);
+  EXPECT_EQ(Status()["datasets"][0]["lost_chunks"], prm["later_chunks"]);
+
+  auto full = Json({"recover", "--policy", "full", "--all"})["results"][0];
+  EXPECT_EQ(full["chunks_rebuilt"], prm["later_chunks"]);
+  EXPECT_EQ(Status()["datasets"][0]["lost_chunks"], 0);
+  EXPECT_EQ(GetAllAndCompare(), 0u);  // nothing degraded any more
+}
+
+TEST_F(StoreCliTest, AScrubFindsAFlippedBitAndRepairsIt) {
+  Json({"put", "--root", dir_ / "nodes", "--split", "test", "--dataset", "fmnist", "--chunk-bytes",
+        std::to_string(785 * 500)});
+  std::string path;  // whichever chunk of stripe 3 node-1 holds
+  for (const auto& e : std::filesystem::directory_iterator(dir_ / "nodes/node-1/fmnist")) {
+    if (e.path().filename().string().rfind("s00000003.", 0) == 0) path = e.path();
+  }
+  ASSERT_TRUE(std::filesystem::exists(path)) << path;
+  auto bytes = testing::ReadBytes(path);
+  bytes[bytes.size() - 7] ^= 0x10;
+  testing::WriteBytes(path, bytes);
+  EXPECT_EQ(Status()["datasets"][0]["lost_chunks"], 0);  // status trusts the disks; a scrub reads them
+  auto dry = Json({"scrub", "--dry-run"});
+  ASSERT_EQ(dry["datasets"][0]["lost_chunks"], 1);
+  EXPECT_NE(dry["datasets"][0]["lost"][0]["reason"].get<std::string>().find("CRC"), std::string::npos);
+  EXPECT_EQ(dry["datasets"][0]["lost"][0]["stripe"], 3);
+  auto fixed = Json({"scrub"})["results"][0];
+  EXPECT_EQ(fixed["chunks_rebuilt"], 1);
+  EXPECT_EQ(Json({"scrub", "--dry-run"})["datasets"][0]["lost_chunks"], 0);
+  EXPECT_EQ(GetAllAndCompare(), 0u);
+}
+
+TEST_F(StoreCliTest, MoreLossThanParityNamesTheLostSamplesAndNeverWritesWrongBytes) {
+  Json({"put", "--root", dir_ / "nodes", "--split", "test", "--dataset", "fmnist", "--chunk-bytes",
+        std::to_string(785 * 500)});
+  for (const char* n : {"node-0", "node-3", "node-5"}) Json({"fail", n});
+  auto st = Json({"status"}, 2);
+  EXPECT_EQ(st["datasets"][0]["lost_stripes"], 5);
+  EXPECT_EQ(st["datasets"][0]["unreadable_samples"], 10000);
+  const std::string out = dir_ / "records.bin";
+  ProcessResult get = Store({"get", "--dataset", "fmnist", "--out", out});
+  EXPECT_EQ(get.exit_code, 2) << get.err;
+  EXPECT_NE(get.err.find("fmnist stripe 0 is lost: only 3 of its 6 chunks are readable and 4 are needed; samples "
+                         "0..1999 cannot be read"),
+            std::string::npos)
+      << get.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  ProcessResult rec = Store({"recover", "--policy", "full"});
+  EXPECT_EQ(rec.exit_code, 2);
+  EXPECT_NE(rec.out.find("LOST: fmnist stripe 0 (samples 0..1999)"), std::string::npos) << rec.out;
+}
+
+TEST_F(StoreCliTest, BadInputIsOneClearErrorLine) {
+  auto one_error = [](const ProcessResult& r, const std::string& needle) {
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+  };
+  one_error(Store({"put", "--root", dir_ / "nodes", "--split", "test", "--k", "5", "--m", "2"}),
+            "only 6 are available");
+  Json({"put", "--split", "test", "--dataset", "fmnist", "--chunk-bytes", std::to_string(785 * 1000)});
+  one_error(Store({"put", "--split", "test", "--dataset", "fmnist"}), "dataset 'fmnist' is already in store catalog");
+  one_error(Store({"put", "--root", dir_ / "other", "--split", "test", "--dataset", "x"}), "already has 6 data nodes");
+  one_error(Store({"get", "--dataset", "cifar", "--out", dir_ / "x.bin"}), "no dataset 'cifar' (it has: fmnist)");
+  one_error(Store({"fail", "node-9"}), "no data node 'node-9' (the store has: node-0, node-1");
+  one_error(Store({"recover", "--policy", "fastest"}), "fastest");
+  one_error(Store({"put", "--split", "test", "--dataset", "../escape"}), "../escape");
+  testing::WriteBytes(dir_ / "notes.txt", std::vector<uint8_t>(300, 'x'));
+  std::vector<std::string> argv = {TenaxBinary(), "store", "status", "--catalog", dir_ / "notes.txt"};
+  one_error(RunProcess(argv), "not a database");
+}
+
+}  // namespace
+}  // namespace tenax
