@@ -143,6 +143,31 @@ TEST_F(StoreCliTest, MoreLossThanParityNamesTheLostSamplesAndNeverWritesWrongByt
   EXPECT_NE(rec.out.find("LOST: fmnist stripe 0 (samples 0..1999)"), std::string::npos) << rec.out;
 }
 
+// A job reading its data from the store, with a data node failed, trains
+// exactly the model the same job trains from the idx files.
+TEST_F(StoreCliTest, TrainingFromTheStoreWithAFailedNodeMatchesTrainingFromTheFiles) {
+  Json({"put", "--root", dir_ / "nodes", "--split", "train", "--chunk-bytes", std::to_string(785 * 256)});
+  Json({"put", "--split", "test", "--chunk-bytes", std::to_string(785 * 256)});
+  Json({"fail", "node-3"});
+  // The same job but for where its samples come from.
+  auto train = [&](const std::string& name, const std::string& data_section) {
+    const std::string job = dir_ / (name + ".toml");
+    const std::string text = "mode = \"single\"\n[data]\n" + data_section +
+                             "train_limit = 2048\ntest_limit = 1000\n[model]\nname = \"mlp\"\n"
+                             "[train]\nbatch_size = 64\nmax_steps = 48\nthreads = 1\nseed = 1\n";
+    testing::WriteBytes(job, std::vector<uint8_t>(text.begin(), text.end()));
+    ProcessResult r = RunProcess({TenaxBinary(), "train", "--config", job, "--out", dir_ / name});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    auto j = nlohmann::json::parse(testing::ReadText(dir_ / (name + "/summary.json")), nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << name;
+    return j.is_discarded() ? -1.0 : j.value("final_test_accuracy", -1.0);
+  };
+  const double from_files = train("files", "dir = \"" + std::string(kDefaultFashionMnistDir) + "\"\n");
+  const double from_store = train("store", "format = \"store\"\ncatalog = \"" + catalog_ + "\"\ncache_chunks = 8\n");
+  EXPECT_GT(from_files, 0.5);  // it learned something
+  EXPECT_EQ(from_store, from_files);
+}
+
 TEST_F(StoreCliTest, BadInputIsOneClearErrorLine) {
   auto one_error = [](const ProcessResult& r, const std::string& needle) {
     EXPECT_EQ(r.exit_code, 2) << r.err;

@@ -48,6 +48,7 @@ std::string Mib(uint64_t bytes) {
 struct Records {
   std::vector<uint8_t> bytes, labels;
   uint64_t count = 0, record_bytes = 0;
+  std::vector<uint64_t> sample_shape;  // the images' dims after the count
   int classes = 0;
 };
 
@@ -74,6 +75,8 @@ Result<Records> LoadRecords(const StoreArgs& a) {
   r.count = images.dims[0];
   if (r.count == 0) return InvalidArgument("the dataset holds no samples");
   const uint64_t sample = images.data.size() / r.count;
+  r.sample_shape.assign(images.dims.begin() + 1, images.dims.end());
+  if (r.sample_shape.size() == 2) r.sample_shape.insert(r.sample_shape.begin(), 1);  // H x W images: one channel
   r.record_bytes = sample + 1;
   int max_label = 0;
   for (uint8_t l : labels.data) max_label = std::max(max_label, int{l});
@@ -107,7 +110,7 @@ int RunPut(const StoreArgs& a) {
   layout.m = a.m;
   const auto& labels = records->labels;
   auto put = (*store)->Put(name, records->bytes, layout, records->classes,
-                           [&labels](uint64_t r) { return int{labels[r]}; });
+                           [&labels](uint64_t r) { return int{labels[r]}; }, records->sample_shape);
   if (!put.ok()) return ReportError("store put", put.status());
   const auto& m = put->manifest;
   std::vector<uint64_t> per_node((*store)->nodes().size(), 0);

@@ -23,7 +23,8 @@ CREATE TABLE IF NOT EXISTS store_dataset (
   chunk_bytes INTEGER NOT NULL,
   k INTEGER NOT NULL,
   m INTEGER NOT NULL,
-  class_totals TEXT NOT NULL
+  class_totals TEXT NOT NULL,
+  sample_shape TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS store_chunk (
   dataset TEXT NOT NULL REFERENCES store_dataset(name),
@@ -167,7 +168,7 @@ Status StoreCatalog::PutManifest(const DatasetManifest& m) {
   {
     SqliteStatement u(db_.get(),
                       "INSERT OR REPLACE INTO store_dataset (name, records, record_bytes, chunk_bytes, k, m, "
-                      "class_totals) VALUES (?, ?, ?, ?, ?, ?, ?)");
+                      "class_totals, sample_shape) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
     u.Bind(1, m.dataset);
     u.Bind(2, static_cast<int64_t>(m.layout.records));
     u.Bind(3, static_cast<int64_t>(m.layout.record_bytes));
@@ -175,6 +176,7 @@ Status StoreCatalog::PutManifest(const DatasetManifest& m) {
     u.Bind(5, static_cast<int64_t>(m.layout.k));
     u.Bind(6, static_cast<int64_t>(m.layout.m));
     u.Bind(7, JoinCounts(m.class_totals));
+    u.Bind(8, JoinCounts(m.sample_shape));
     if (!SqliteStatement::IsDone(u.Step())) return fail("write the layout");
   }
   for (size_t s = 0; s < m.stripes.size(); ++s) {
@@ -212,7 +214,8 @@ Result<DatasetManifest> StoreCatalog::Manifest(const std::string& dataset) {
   m.dataset = dataset;
   {
     SqliteStatement q(db_.get(),
-                      "SELECT records, record_bytes, chunk_bytes, k, m, class_totals FROM store_dataset WHERE name = ?");
+                      "SELECT records, record_bytes, chunk_bytes, k, m, class_totals, sample_shape FROM store_dataset "
+                      "WHERE name = ?");
     q.Bind(1, dataset);
     const int rc = q.Step();
     if (SqliteStatement::IsDone(rc)) {
@@ -232,6 +235,13 @@ Result<DatasetManifest> StoreCatalog::Manifest(const std::string& dataset) {
       return Damaged("dataset " + dataset + " has class totals '" + q.Text(5) + "'");
     }
     m.classes = static_cast<int>(m.class_totals.size());
+    uint64_t sample_bytes = 1;
+    const bool shape_ok = SplitCounts(q.Text(6), m.sample_shape) && m.sample_shape.size() <= 8;
+    for (uint64_t d : m.sample_shape) sample_bytes = d == 0 || sample_bytes > (uint64_t{1} << 40) ? 0 : sample_bytes * d;
+    if (!shape_ok || (!m.sample_shape.empty() && sample_bytes + 1 != m.layout.record_bytes)) {
+      return Damaged("dataset " + dataset + " has the sample shape '" + q.Text(6) + "' for records of " +
+                     std::to_string(m.layout.record_bytes) + " bytes");
+    }
   }
   auto layout = StripeLayout::Create(m.layout);
   if (!layout.ok()) return Damaged("dataset " + dataset + " has the layout: " + layout.status().message());

@@ -30,6 +30,7 @@ void ExpectSameManifest(const DatasetManifest& a, const DatasetManifest& b) {
   EXPECT_EQ(a.layout.m, b.layout.m);
   EXPECT_EQ(a.classes, b.classes);
   EXPECT_EQ(a.class_totals, b.class_totals);
+  EXPECT_EQ(a.sample_shape, b.sample_shape);
   ASSERT_EQ(a.stripes.size(), b.stripes.size());
   for (size_t s = 0; s < a.stripes.size(); ++s) {
     ASSERT_EQ(a.stripes[s].size(), b.stripes[s].size());
@@ -49,6 +50,7 @@ void ExpectSameManifest(const DatasetManifest& a, const DatasetManifest& b) {
 TEST_F(CatalogTest, AManifestAndTheNodesSurviveReopeningTheFile) {
   auto m = Put();
   ASSERT_TRUE(m.ok()) << m.status().message();
+  m->sample_shape = {1, 28, 28};
   {
     auto cat = StoreCatalog::Open(CatalogPath());
     ASSERT_TRUE(cat.ok()) << cat.status().message();
@@ -130,6 +132,15 @@ TEST_F(CatalogTest, ADamagedRowIsDataLossNamingTheChunkNeverAManifestWithHoles) 
   ASSERT_FALSE(holes.ok());
   EXPECT_NE(holes.status().message().find("has 89 chunk rows of the 90"), std::string::npos)
       << holes.status().message();
+  {
+    auto raw = SqliteDb::Open(CatalogPath(), "test");
+    ASSERT_TRUE(raw.ok());
+    ASSERT_TRUE(raw->Exec("UPDATE store_dataset SET sample_shape = '1,28,29'").ok());
+  }
+  auto shape = (*cat)->Manifest("fmnist-test");
+  ASSERT_FALSE(shape.ok());
+  EXPECT_NE(shape.status().message().find("sample shape '1,28,29' for records of 785 bytes"), std::string::npos)
+      << shape.status().message();
 }
 
 TEST_F(CatalogTest, AnotherProgramsDatabaseIsRefusedUntouched) {

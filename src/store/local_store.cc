@@ -85,9 +85,16 @@ Result<std::vector<StoreNode>> LocalStore::DetectFailures() {
 
 Result<PutReport> LocalStore::Put(const std::string& dataset, std::span<const uint8_t> records,
                                   const LayoutParams& layout, int classes,
-                                  const std::function<int(uint64_t)>& label_of) {
+                                  const std::function<int(uint64_t)>& label_of,
+                                  const std::vector<uint64_t>& sample_shape) {
   const auto start = std::chrono::steady_clock::now();
   TENAX_RETURN_IF_ERROR(CheckDatasetName(dataset));
+  uint64_t sample_bytes = 1;
+  for (uint64_t d : sample_shape) sample_bytes *= d;
+  if (!sample_shape.empty() && (sample_shape.size() > 8 || sample_bytes + 1 != layout.record_bytes)) {
+    return InvalidArgument(dataset + ": a sample shape of " + std::to_string(sample_bytes) + " bytes for records of " +
+                           std::to_string(layout.record_bytes) + " bytes (a record is the sample, then its label byte)");
+  }
   TENAX_ASSIGN_OR_RETURN(auto names, catalog_->Datasets());
   for (const auto& n : names) {
     if (n == dataset) {
@@ -110,6 +117,7 @@ Result<PutReport> LocalStore::Put(const std::string& dataset, std::span<const ui
     return FailedPrecondition("store catalog " + catalog_->path() + " has no data nodes (give --root DIR --nodes N)");
   }
   TENAX_ASSIGN_OR_RETURN(DatasetManifest m, PutDataset(dataset, records, layout, classes, label_of, infos, stores));
+  m.sample_shape = sample_shape;
   PutReport report;
   for (auto& stripe : m.stripes) {
     for (StoredChunk& c : stripe) {

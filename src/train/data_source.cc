@@ -1,6 +1,7 @@
 #include "tenax/train/data_source.h"
 
 #include "tenax/train/npy_source.h"
+#include "tenax/train/store_source.h"
 
 namespace tenax {
 namespace {
@@ -43,14 +44,7 @@ class InMemorySource final : public DataSource {
   }
 
   torch::Tensor Decode(const torch::Tensor& stored) const {
-    if (!table_.defined()) return stored;
-    const torch::Tensor in = stored.contiguous();
-    torch::Tensor out = torch::empty(in.sizes(), torch::TensorOptions().dtype(torch::kFloat32));
-    const float* t = table_.data_ptr<float>();
-    const uint8_t* p = in.data_ptr<uint8_t>();
-    float* o = out.data_ptr<float>();
-    for (int64_t i = 0, n = in.numel(); i < n; ++i) o[i] = t[p[i]];
-    return out;
+    return table_.defined() ? MapPixels(stored, table_) : stored;
   }
 
   Batch data_;
@@ -58,16 +52,29 @@ class InMemorySource final : public DataSource {
   DatasetInfo info_;
 };
 
-// (p / 255 - mean) / std for each of the 256 pixel values, computed with
-// the tensor ops a whole-array conversion would use (so the values are
-// bit-identical to it).
-torch::Tensor NormalizedPixelTable() {
+}  // namespace
+
+// Computed with the tensor ops a whole-array conversion would use (so the
+// values are bit-identical to it).
+torch::Tensor FashionMnistPixelTable() {
   return torch::arange(256, torch::TensorOptions().dtype(torch::kUInt8))
       .to(torch::kFloat32)
       .div_(255.0)
       .sub_(kFashionMnistMean)
       .div_(kFashionMnistStd);
 }
+
+torch::Tensor MapPixels(const torch::Tensor& bytes, const torch::Tensor& table) {
+  const torch::Tensor in = bytes.contiguous();
+  torch::Tensor out = torch::empty(in.sizes(), torch::TensorOptions().dtype(torch::kFloat32));
+  const float* t = table.data_ptr<float>();
+  const uint8_t* p = in.data_ptr<uint8_t>();
+  float* o = out.data_ptr<float>();
+  for (int64_t i = 0, n = in.numel(); i < n; ++i) o[i] = t[p[i]];
+  return out;
+}
+
+namespace {
 
 Result<std::unique_ptr<DataSource>> OpenFashionMnist(const std::string& dir, Split split, int64_t limit) {
   TENAX_ASSIGN_OR_RETURN(LabeledImages raw, LoadFashionMnist(dir, split));
@@ -82,7 +89,7 @@ Result<std::unique_ptr<DataSource>> OpenFashionMnist(const std::string& dir, Spl
   b.labels = torch::from_blob(data.labels.data(), {data.count}, torch::kUInt8).to(torch::kInt64);
   std::string what = std::string("fashion-mnist ") + (split == Split::kTrain ? "train" : "test") + " (" + dir + ")";
   return std::unique_ptr<DataSource>(
-      std::make_unique<InMemorySource>(std::move(b), kFashionMnistClasses, std::move(what), NormalizedPixelTable()));
+      std::make_unique<InMemorySource>(std::move(b), kFashionMnistClasses, std::move(what), FashionMnistPixelTable()));
 }
 
 }  // namespace
@@ -94,6 +101,7 @@ std::unique_ptr<DataSource> MakeInMemorySource(Batch data, int64_t classes, std:
 Result<std::unique_ptr<DataSource>> OpenDataSource(const TrainConfig& config, Split split, int64_t limit,
                                                    int64_t classes_from_train) {
   if (config.data_format == kNpyFormat) return OpenNpySource(config, split, limit, classes_from_train);
+  if (config.data_format == kStoreFormat) return OpenStoreSource(config, split, limit, classes_from_train);
   return OpenFashionMnist(config.data_dir, split, limit);
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "tenax/store/catalog.h"
 #include "tenax/train/npy.h"
 
 namespace tenax {
@@ -38,7 +39,11 @@ Result<SyncJob> ParseSyncJob(const std::string& toml_text, const std::string& so
 
 Result<int64_t> AsyncTotalSteps(const TrainConfig& c) {
   int64_t n = 60000;  // Fashion-MNIST's training split (its loader refuses any other count)
-  if (c.data_format == kNpyFormat) {
+  if (c.data_format == kStoreFormat) {
+    TENAX_ASSIGN_OR_RETURN(auto catalog, store::StoreCatalog::Open(c.store_catalog));
+    TENAX_ASSIGN_OR_RETURN(auto manifest, catalog->Manifest(c.store_train_dataset));
+    n = static_cast<int64_t>(manifest.layout.records);
+  } else if (c.data_format == kNpyFormat) {
     TENAX_ASSIGN_OR_RETURN(auto header, ReadNpyFileHeader(c.train_labels));
     if (header.shape.empty()) return InvalidArgument(c.train_labels + ": labels without a first dimension");
     n = header.shape[0];

@@ -20,6 +20,7 @@ namespace {
 // samples (its loader refuses any other count); an npy job's count is the
 // first dimension in its labels file's header (the data is not read).
 std::optional<int64_t> TotalSteps(const TrainConfig& c) {
+  if (c.data_format == kStoreFormat) return std::nullopt;  // the count is in the store's catalog
   int64_t n = 60000;
   if (c.data_format == kNpyFormat) {
     auto header = ReadNpyFileHeader(c.train_labels);
@@ -134,9 +135,26 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   TrainConfig c;
   c.mode = r.Choice("mode", c.mode, {"single", "sync", "async", "coded"});
   const bool cluster_mode = c.mode == "sync" || c.mode == "async" || c.mode == "coded";
-  c.data_format = r.Choice("data.format", c.data_format, {kFashionMnistFormat, kNpyFormat});
+  c.data_format = r.Choice("data.format", c.data_format, {kFashionMnistFormat, kNpyFormat, kStoreFormat});
   const bool npy = c.data_format == kNpyFormat;
-  if (npy) {
+  const bool store = c.data_format == kStoreFormat;
+  for (const char* key : {"data.catalog", "data.train_dataset", "data.test_dataset", "data.cache_chunks"}) {
+    if (!store && r.has(key)) r.Fail(key, "only applies to data.format = \"store\"");
+  }
+  if (store) {
+    c.store_catalog = r.String("data.catalog", "");
+    if (!r.has("data.catalog")) r.Fail("data.format", "is \"store\" but 'data.catalog' (the store's catalog file) is not set");
+    if (r.has("data.catalog") && c.store_catalog.empty()) r.Fail("data.catalog", "must name the store's catalog file");
+    c.store_train_dataset = r.String("data.train_dataset", c.store_train_dataset);
+    c.store_test_dataset = r.String("data.test_dataset", c.store_test_dataset);
+    for (const char* key : {"data.train_dataset", "data.test_dataset"}) {
+      if (r.has(key) && r.String(key, "").empty()) r.Fail(key, "must name a dataset in the store");
+    }
+    c.store_cache_chunks = r.Int("data.cache_chunks", c.store_cache_chunks, 1, 1 << 20);
+    for (const char* key : {"data.dir", "data.train_images", "data.train_labels", "data.test_images", "data.test_labels"}) {
+      if (r.has(key)) r.Fail(key, "does not apply to data.format = \"store\" (samples come from data.catalog)");
+    }
+  } else if (npy) {
     if (r.has("data.dir")) r.Fail("data.dir", "only applies to data.format = \"fashion-mnist\" (npy reads data.train_images etc.)");
     struct NpyKey {
       const char* key;
@@ -157,8 +175,8 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
     }
   }
   // Fashion-MNIST's sizes are known; an npy file's are checked when it loads.
-  c.train_limit = r.Int("data.train_limit", 0, 0, npy ? int64_t{1} << 40 : 60000);
-  c.test_limit = r.Int("data.test_limit", 0, 0, npy ? int64_t{1} << 40 : 10000);
+  c.train_limit = r.Int("data.train_limit", 0, 0, npy || store ? int64_t{1} << 40 : 60000);
+  c.test_limit = r.Int("data.test_limit", 0, 0, npy || store ? int64_t{1} << 40 : 10000);
   c.model_path = r.String("model.path", "");
   if (r.has("model.path") && c.model_path.empty()) r.Fail("model.path", "must name a TorchScript file");
   if (!c.model_path.empty() && r.has("model.name")) {
@@ -181,7 +199,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   c.log_every_steps = r.Int("log.every_steps", c.log_every_steps, 1, int64_t{1} << 40);
   c.log_level = r.Choice("log.level", c.log_level, {"trace", "debug", "info", "warn", "error"});
 
-  const int64_t train_samples = c.train_limit > 0 ? c.train_limit : npy ? int64_t{1} << 40 : 60000;
+  const int64_t train_samples = c.train_limit > 0 ? c.train_limit : npy || store ? int64_t{1} << 40 : 60000;
   if (c.batch_size > train_samples) {
     r.Fail("train.batch_size", "is " + std::to_string(c.batch_size) + ", more than the " +
                                    std::to_string(train_samples) + " training samples");

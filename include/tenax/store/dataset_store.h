@@ -67,6 +67,9 @@ struct DatasetManifest {
   LayoutParams layout;
   int classes = 0;
   std::vector<uint64_t> class_totals;
+  // One sample's shape as a loader builds tensors from it (e.g. {1, 28, 28}):
+  // a record is prod(shape) bytes then the label byte. Empty = unknown.
+  std::vector<uint64_t> sample_shape;
   std::vector<std::vector<StoredChunk>> stripes;  // [stripe][index]
 };
 

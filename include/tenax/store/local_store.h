@@ -61,13 +61,21 @@ class LocalStore {
   Result<std::vector<StoreNode>> DetectFailures();
 
   // Ingests records (see PutDataset) onto the live nodes and stores the
-  // manifest. FailedPrecondition when the dataset exists already or fewer
+  // manifest with `sample_shape` (InvalidArgument unless its product + 1
+  // is the record size). FailedPrecondition when the dataset exists already or fewer
   // than k+m nodes are live. Nothing enters the catalog unless every chunk
   // was written durably (a failed write names the node and chunk).
   Result<PutReport> Put(const std::string& dataset, std::span<const uint8_t> records, const LayoutParams& layout,
-                        int classes, const std::function<int(uint64_t)>& label_of);
+                        int classes, const std::function<int(uint64_t)>& label_of,
+                        const std::vector<uint64_t>& sample_shape = {});
 
   Result<std::vector<uint8_t>> Get(const std::string& dataset, uint64_t first, uint64_t count, ReadStats* stats);
+  // The same from a manifest the caller holds (a loader reads many ranges
+  // of one dataset without reading the catalog each time).
+  Result<std::vector<uint8_t>> Read(const DatasetManifest& manifest, uint64_t first, uint64_t count,
+                                    ReadStats* stats) const {
+    return ReadRecords(manifest, Stores(), first, count, stats);
+  }
   Result<DatasetManifest> Manifest(const std::string& dataset) { return catalog_->Manifest(dataset); }
   Result<std::vector<std::string>> Datasets() { return catalog_->Datasets(); }
 

@@ -58,6 +58,12 @@ class DataSource {
   virtual Result<Batch> ReadRange(int64_t begin, int64_t end) = 0;
 };
 
+// (p / 255 - mean) / std of Fashion-MNIST's training pixels for each of the
+// 256 byte values (float32 [256]); uint8 sources map pixels through it.
+torch::Tensor FashionMnistPixelTable();
+// `table` applied to every byte of a uint8 tensor: float32 of its shape.
+torch::Tensor MapPixels(const torch::Tensor& bytes, const torch::Tensor& table);
+
 // A source over tensors already in memory (normalised images, int64 labels).
 // `classes` is the class count of the dataset (labels are checked against it
 // when the source is built from decoded files).

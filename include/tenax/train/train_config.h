@@ -40,6 +40,7 @@ namespace tenax {
 // Where samples come from (see train/data_source.h).
 inline constexpr const char* kFashionMnistFormat = "fashion-mnist";
 inline constexpr const char* kNpyFormat = "npy";
+inline constexpr const char* kStoreFormat = "store";  // the erasure-coded store (docs/store.md)
 
 // Mode "async" (docs/async.md): leased work units, parameter-server shards,
 // a merge rule. Parsed from [async]; the merge and validator keys map onto
@@ -75,6 +76,10 @@ struct TrainConfig {
   std::string train_labels;  // npy: N integer labels
   std::string test_images;
   std::string test_labels;
+  std::string store_catalog;                              // store: the store's SQLite catalog
+  std::string store_train_dataset = "fashion-mnist-train";  // store: dataset names in it
+  std::string store_test_dataset = "fashion-mnist-test";
+  int64_t store_cache_chunks = 16;                        // store: decoded chunks a loader keeps
   int64_t train_limit = 0;  // 0 = the whole split
   int64_t test_limit = 0;
   std::string model = "cnn";  // a built-in model; ignored when model_path is set

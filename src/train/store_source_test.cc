@@ -1,0 +1,152 @@
+#include "tenax/train/store_source.h"
+
+#include <gtest/gtest.h>
+
+#include "tenax/store/local_store.h"
+#include "testing.h"
+
+namespace tenax {
+namespace {
+
+// The Fashion-MNIST test split in a store of 6 node directories (RS 4+2,
+// 250 records per chunk), read through the store and from the idx files.
+class StoreSourceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto data = LoadFashionMnist(kDefaultFashionMnistDir, Split::kTest);
+    ASSERT_TRUE(data.ok()) << data.status().message();
+    std::vector<uint8_t> records;
+    for (int64_t i = 0; i < data->count; ++i) {
+      records.insert(records.end(), data->pixels.begin() + i * 784, data->pixels.begin() + (i + 1) * 784);
+      records.push_back(data->labels[static_cast<size_t>(i)]);
+    }
+    auto st = store::LocalStore::Open(dir_ / "store.db");
+    ASSERT_TRUE(st.ok()) << st.status().message();
+    store_ = std::move(*st);
+    ASSERT_TRUE(store_->CreateNodes(dir_ / "nodes", 6, 3).ok());
+    store::LayoutParams layout;
+    layout.records = 10000;
+    layout.record_bytes = 785;
+    layout.chunk_bytes = 785 * 250;
+    const auto& labels = data->labels;
+    auto put = store_->Put("fashion-mnist-test", records, layout, 10, [&](uint64_t r) { return int{labels[r]}; },
+                           {1, 28, 28});
+    ASSERT_TRUE(put.ok()) << put.status().message();
+    config_.data_format = kStoreFormat;
+    config_.store_catalog = dir_ / "store.db";
+    config_.store_cache_chunks = 4;
+    files_.data_dir = kDefaultFashionMnistDir;
+  }
+
+  void ExpectSameSamples(DataSource& a, DataSource& b, const torch::Tensor& indices) {
+    auto x = a.Read(indices);
+    auto y = b.Read(indices);
+    ASSERT_TRUE(x.ok()) << x.status().message();
+    ASSERT_TRUE(y.ok()) << y.status().message();
+    EXPECT_TRUE(torch::equal(x->images, y->images));
+    EXPECT_TRUE(torch::equal(x->labels, y->labels));
+  }
+
+  testing::ScratchDir dir_;
+  std::unique_ptr<store::LocalStore> store_;
+  TrainConfig config_, files_;
+};
+
+TEST_F(StoreSourceTest, ReadsTheSameTensorsAsTheIdxFilesAlsoWithTwoNodesFailed) {
+  auto from_store = OpenDataSource(config_, Split::kTest, 0);
+  auto from_files = OpenDataSource(files_, Split::kTest, 0);
+  ASSERT_TRUE(from_store.ok()) << from_store.status().message();
+  ASSERT_TRUE(from_files.ok()) << from_files.status().message();
+  const DatasetInfo& info = (*from_store)->info();
+  EXPECT_EQ(info.size, 10000);
+  EXPECT_EQ(info.classes, 10);
+  EXPECT_EQ(info.sample_shape, (std::vector<int64_t>{1, 28, 28}));
+  const torch::Tensor picks = torch::randperm(10000, torch::TensorOptions().dtype(torch::kInt64)).slice(0, 0, 700);
+  ExpectSameSamples(**from_store, **from_files, picks);
+  EXPECT_EQ(StoreReadStats(**from_store).degraded_chunks, 0u);
+  auto range = (*from_store)->ReadRange(4990, 5010);
+  auto range_files = (*from_files)->ReadRange(4990, 5010);
+  ASSERT_TRUE(range.ok() && range_files.ok());
+  EXPECT_TRUE(torch::equal(range->images, range_files->images));
+
+  // Two wiped disks: a fresh source decodes what they held, bit-exact.
+  ASSERT_TRUE(store_->Fail("node-1").ok());
+  ASSERT_TRUE(store_->Fail("node-4").ok());
+  auto degraded = OpenDataSource(config_, Split::kTest, 0);
+  ASSERT_TRUE(degraded.ok()) << degraded.status().message();
+  ExpectSameSamples(**degraded, **from_files, torch::arange(0, 10000, torch::TensorOptions().dtype(torch::kInt64)));
+  const store::ReadStats s = StoreReadStats(**degraded);
+  // 40 data chunks, a third of them on the two failed nodes.
+  EXPECT_GT(s.degraded_chunks, 0u);
+  EXPECT_LT(s.degraded_chunks, 40u);
+  EXPECT_EQ(s.chunks_read, 40u - s.degraded_chunks + 4 * s.degraded_chunks);
+
+  // A third: every stripe lost 3 chunks. Samples in chunks on live nodes
+  // still read; the first one on a failed node is DataLoss naming its
+  // stripe's samples.
+  ASSERT_TRUE(store_->Fail("node-2").ok());
+  auto lost = OpenDataSource(config_, Split::kTest, 0);
+  ASSERT_TRUE(lost.ok());
+  auto batch = (*lost)->ReadRange(0, 10000);
+  ASSERT_FALSE(batch.ok());
+  EXPECT_EQ(batch.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(batch.status().message().find("is lost: only 3 of its 6 chunks are readable and 4 are needed; samples "),
+            std::string::npos)
+      << batch.status().message();
+}
+
+TEST_F(StoreSourceTest, ACachedChunkIsNotReadAgainAndTheCacheIsBounded) {
+  auto src = OpenDataSource(config_, Split::kTest, 0);
+  ASSERT_TRUE(src.ok());
+  ASSERT_TRUE((*src)->ReadRange(0, 250).ok());  // chunk 0
+  ASSERT_TRUE((*src)->ReadRange(10, 20).ok());
+  EXPECT_EQ(StoreReadStats(**src).chunks_read, 1u);
+  ASSERT_TRUE((*src)->ReadRange(250, 1500).ok());  // chunks 1..5: chunk 0 falls out of 4
+  EXPECT_EQ(StoreReadStats(**src).chunks_read, 6u);
+  ASSERT_TRUE((*src)->ReadRange(0, 1).ok());
+  EXPECT_EQ(StoreReadStats(**src).chunks_read, 7u);
+  auto bad = (*src)->ReadRange(9990, 10001);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(StoreSourceTest, AnUnknownDatasetNamesTheOnesThereAre) {
+  config_.store_test_dataset = "cifar";
+  auto src = OpenDataSource(config_, Split::kTest, 0);
+  ASSERT_FALSE(src.ok());
+  EXPECT_EQ(src.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(src.status().message().find("no dataset 'cifar' (it has: fashion-mnist-test)"), std::string::npos)
+      << src.status().message();
+}
+
+}  // namespace
+}  // namespace tenax
+
+namespace tenax {
+namespace {
+
+TEST(StoreConfigTest, StoreKeysAreReadAndMisplacedOnesAreRefusedWithTheLine) {
+  auto parse = [](std::string_view text) -> Result<TrainConfig> {
+    auto doc = ConfigDoc::Parse(text, "job.toml");
+    if (!doc.ok()) return doc.status();
+    return ParseTrainConfig(*doc);
+  };
+  auto ok = parse("[data]\nformat = \"store\"\ncatalog = \"s.db\"\ntrain_dataset = \"a\"\ntest_dataset = \"b\"\n"
+                  "cache_chunks = 3\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->store_catalog, "s.db");
+  EXPECT_EQ(ok->store_train_dataset, "a");
+  EXPECT_EQ(ok->store_test_dataset, "b");
+  EXPECT_EQ(ok->store_cache_chunks, 3);
+  EXPECT_EQ(parse("[data]\nformat = \"store\"\n").status().message(),
+            "job.toml:2: 'data.format' is \"store\" but 'data.catalog' (the store's catalog file) is not set");
+  EXPECT_EQ(parse("[data]\nformat = \"store\"\ncatalog = \"s.db\"\ndir = \"/tmp\"\n").status().message(),
+            "job.toml:4: 'data.dir' does not apply to data.format = \"store\" (samples come from data.catalog)");
+  EXPECT_EQ(parse("[data]\ncatalog = \"s.db\"\n").status().message(),
+            "job.toml:2: 'data.catalog' only applies to data.format = \"store\"");
+  EXPECT_EQ(parse("[data]\nformat = \"store\"\ncatalog = \"s.db\"\ncache_chunks = 0\n").status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tenax
