@@ -86,5 +86,6 @@ add_library(tenax_store_input STATIC ${TENAX_STORE_PROTO_SRCS}
   src/store/placement.cc
   src/store/recovery_plan.cc
   src/store/dataset_store.cc
-  src/store/recovery.cc)
+  src/store/recovery.cc
+  src/store/storage_codec.cc)
 target_link_libraries(tenax_store_input PUBLIC tenax_net_wire PkgConfig::ISAL PRIVATE tenax_warnings)

@@ -27,5 +27,7 @@ void AddWorkerCommand(CLI::App& root, int& exit_code);
 void AddServerCommand(CLI::App& root, int& exit_code);
 // The erasure-coded dataset store (store/local_store.h).
 void AddStoreCommand(CLI::App& root, int& exit_code);
+// One data node of the store (store/storage_node.h).
+void AddStorageCommand(CLI::App& root, int& exit_code);
 
 }  // namespace tenax::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   tenax::cli::AddWorkerCommand(app, exit_code);
   tenax::cli::AddServerCommand(app, exit_code);
   tenax::cli::AddStoreCommand(app, exit_code);
+  tenax::cli::AddStorageCommand(app, exit_code);
   tenax::cli::AddBenchCommand(app);
   // CLI11 would report a mistyped command as "A subcommand is required".
   bool known_command = false;

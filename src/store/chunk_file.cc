@@ -63,21 +63,37 @@ Status CheckDatasetName(std::string_view name) {
   return Status::Ok();
 }
 
+ChunkMeta MetaOf(const wire::ChunkHeader& h) {
+  ChunkMeta m;
+  m.id = {h.dataset(), h.stripe(), h.index()};
+  m.k = h.k();
+  m.m = h.m();
+  m.payload_bytes = h.payload_bytes();
+  m.payload_crc32c = h.payload_crc32c();
+  return m;
+}
+
+wire::ChunkHeader HeaderOf(const ChunkMeta& m) {
+  wire::ChunkHeader h;
+  h.set_dataset(m.id.dataset);
+  h.set_stripe(m.id.stripe);
+  h.set_index(m.id.index);
+  h.set_k(m.k);
+  h.set_m(m.m);
+  h.set_payload_bytes(m.payload_bytes);
+  h.set_payload_crc32c(m.payload_crc32c);
+  return h;
+}
+
 Result<std::string> EncodeChunkFile(ChunkMeta meta, std::span<const uint8_t> payload) {
   TENAX_RETURN_IF_ERROR(CheckShape(meta));
   if (payload.size() > kMaxChunkPayloadBytes) {
     return InvalidArgument(meta.id.Describe() + ": " + std::to_string(payload.size()) +
                            " bytes exceed the chunk limit of 1 GiB");
   }
-  wire::ChunkHeader h;
-  h.set_dataset(meta.id.dataset);
-  h.set_stripe(meta.id.stripe);
-  h.set_index(meta.id.index);
-  h.set_k(meta.k);
-  h.set_m(meta.m);
-  h.set_payload_bytes(payload.size());
-  h.set_payload_crc32c(Crc32c(payload));
-  const std::string header = h.SerializeAsString();
+  meta.payload_bytes = payload.size();
+  meta.payload_crc32c = Crc32c(payload);
+  const std::string header = HeaderOf(meta).SerializeAsString();
   std::string out;
   out.reserve(sizeof kMagic + 8 + header.size() + payload.size());
   out.append(kMagic, sizeof kMagic);
@@ -109,11 +125,7 @@ Result<ChunkView> DecodeChunkFile(std::span<const uint8_t> bytes, std::string_vi
     return DataLoss(w + ": chunk header does not parse");
   }
   ChunkView v;
-  v.meta.id = {h.dataset(), h.stripe(), h.index()};
-  v.meta.k = h.k();
-  v.meta.m = h.m();
-  v.meta.payload_bytes = h.payload_bytes();
-  v.meta.payload_crc32c = h.payload_crc32c();
+  v.meta = MetaOf(h);
   if (Status st = CheckShape(v.meta); !st.ok()) return DataLoss(w + ": chunk header: " + st.message());
   const size_t offset = sizeof kMagic + 8 + header_len;
   if (v.meta.payload_bytes > kMaxChunkPayloadBytes || bytes.size() - offset != v.meta.payload_bytes) {

@@ -52,6 +52,11 @@ namespace tenax::net {
   X(kPsWelcome, 0x301, "ps")                                         \
   X(kResultReady, 0x302, "ps")                                       \
   X(kResultOutcome, 0x303, "ps")                                     \
+  /* store: clients and `tenax storage` data nodes (storage_codec.h) */ \
+  X(kStorageHello, 0x400, "store")                                   \
+  X(kStorageWelcome, 0x401, "store")                                 \
+  X(kChunkRequest, 0x402, "store")                                   \
+  X(kChunkReply, 0x403, "store")                                     \
   /* coding: workers and the decoder of coded training (coded_codec.h) */ \
   X(kCodedWelcome, 0x500, "coding")                                  \
   X(kCodedStep, 0x501, "coding")                                     \

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "store_wire.pb.h"
 #include "tenax/core/status.h"
 
 namespace tenax::store {
@@ -42,6 +43,10 @@ struct ChunkMeta {
   uint64_t payload_bytes = 0;
   uint32_t payload_crc32c = 0;
 };
+
+// A chunk's header as chunk files and the storage protocol carry it, and back.
+ChunkMeta MetaOf(const wire::ChunkHeader& h);
+wire::ChunkHeader HeaderOf(const ChunkMeta& m);
 
 // Limits on what a decoder accepts (a chunk is at most 1 GiB).
 inline constexpr size_t kMaxChunkHeaderBytes = 4096;
