@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "tenax/net/node.h"
@@ -60,14 +61,20 @@ class StorageClusterTest : public ::testing::Test {
         testing::TenaxBinary(), "storage", "--dir", Dir(i), "--name", "node-" + std::to_string(i)});
     Child& c = *children_[static_cast<size_t>(i)];
     ASSERT_TRUE(c.WaitForStderrLine("listening on", 60s)) << c.stderr_text();
-    std::smatch m;
-    const std::string text = c.stderr_text();
-    ASSERT_TRUE(std::regex_search(text, m, std::regex("listening on 127\\.0\\.0\\.1:([0-9]+)"))) << text;
-    auto store = NetChunkStore::Connect(client_.get(), "node-" + std::to_string(i), "127.0.0.1",
-                                        static_cast<uint16_t>(std::stoi(m[1])), 1 << 20, Deadline::After(30s));
+    ASSERT_GT(Port(i), 0) << c.stderr_text();
+    auto store = NetChunkStore::Connect(client_.get(), "node-" + std::to_string(i), "127.0.0.1", Port(i), 1 << 20,
+                                        Deadline::After(30s));
     ASSERT_TRUE(store.ok()) << store.status().message();
     (*store)->set_request_timeout(5000ms);
     stores_[static_cast<size_t>(i)] = std::move(*store);
+  }
+
+  // The port data node i said it listens on (0 if it did not).
+  uint16_t Port(int i) {
+    std::smatch m;
+    const std::string text = children_[static_cast<size_t>(i)]->stderr_text();
+    if (!std::regex_search(text, m, std::regex("listening on 127\\.0\\.0\\.1:([0-9]+)"))) return 0;
+    return static_cast<uint16_t>(std::stoi(m[1]));
   }
 
   void Kill(int i) {
@@ -191,10 +198,7 @@ TEST_F(StorageClusterTest, AClientThatBreaksTheProtocolIsDroppedAndOthersAreStil
   o.secret = kSecret;
   auto rogue = net::Node::Create(o);
   ASSERT_TRUE(rogue.ok());
-  std::smatch match;
-  const std::string text = children_[0]->stderr_text();
-  ASSERT_TRUE(std::regex_search(text, match, std::regex("listening on 127\\.0\\.0\\.1:([0-9]+)")));
-  auto peer = (*rogue)->Connect("127.0.0.1", static_cast<uint16_t>(std::stoi(match[1])), Deadline::After(10s));
+  auto peer = (*rogue)->Connect("127.0.0.1", Port(0), Deadline::After(10s));
   ASSERT_TRUE(peer.ok()) << peer.status().message();
   ASSERT_TRUE((*rogue)->SendControl(*peer, kChunkRequestKind, std::string("\xff\xff\xff garbage"), Deadline::After(5s)).ok());
   EXPECT_TRUE(children_[0]->WaitForStderrLine("dropping rogue", 30s)) << children_[0]->stderr_text();
@@ -203,6 +207,50 @@ TEST_F(StorageClusterTest, AClientThatBreaksTheProtocolIsDroppedAndOthersAreStil
   ASSERT_TRUE(all.ok()) << all.status().message();
   EXPECT_TRUE(*all == records_);
   EXPECT_EQ(stats.degraded_chunks, 0u);
+}
+
+// The `tenax store` commands against `tenax storage` processes: put over
+// the transport, a SIGKILLed node seen as failed, recovery that moves
+// bytes over the network (counted), and every record back.
+TEST_F(StorageClusterTest, StoreCommandsWorkAgainstStorageProcesses) {
+  const std::string catalog = dir_ / "store.db";
+  auto store = [&](std::vector<std::string> args, int expected_exit = 0) {
+    std::vector<std::string> argv = {testing::TenaxBinary(), "store"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"--catalog", catalog, "--json"});
+    testing::ProcessResult r = testing::RunProcess(argv);
+    EXPECT_EQ(r.exit_code, expected_exit) << r.err << r.out;
+    auto j = nlohmann::json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
+    return j.is_discarded() ? nlohmann::json::object() : j;
+  };
+  std::vector<std::string> put = {"put", "--split", "test", "--dataset", "fmnist", "--chunk-bytes",
+                                  std::to_string(785 * 500)};
+  for (int i = 0; i < 6; ++i) put.insert(put.end(), {"--node", "127.0.0.1:" + std::to_string(Port(i))});
+  auto p = store(put);
+  EXPECT_EQ(p["stripes"], 5);
+  EXPECT_EQ(p["transport_bytes"]["written"], p["bytes_written"]);  // every chunk crossed the transport
+  Kill(3);
+  auto st = store({"status"});
+  EXPECT_EQ(st["nodes"][3]["state"], "failed");
+  EXPECT_EQ(st["datasets"][0]["lost_chunks"], 5);
+  auto rec = store({"recover", "--policy", "full"});
+  const auto& r = rec["results"][0];
+  EXPECT_EQ(r["chunks_rebuilt"], 5);
+  EXPECT_EQ(rec["transport_bytes"]["read"], r["bytes_read"]);
+  EXPECT_EQ(rec["transport_bytes"]["written"], r["bytes_written"]);
+  EXPECT_EQ(store({"status"})["datasets"][0]["lost_chunks"], 0);
+  const std::string out = dir_ / "records.bin";
+  auto got = store({"get", "--dataset", "fmnist", "--out", out});
+  EXPECT_EQ(got["degraded_chunks"], 0);
+  auto data = LoadFashionMnist(kDefaultFashionMnistDir, Split::kTest);
+  ASSERT_TRUE(data.ok());
+  std::vector<uint8_t> all;
+  for (int64_t i = 0; i < data->count; ++i) {
+    all.insert(all.end(), data->pixels.begin() + i * 784, data->pixels.begin() + (i + 1) * 784);
+    all.push_back(data->labels[static_cast<size_t>(i)]);
+  }
+  EXPECT_TRUE(testing::ReadBytes(out) == all);
 }
 
 }  // namespace

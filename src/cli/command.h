@@ -25,7 +25,7 @@ void AddRunCommand(CLI::App& root, int& exit_code);
 void AddCoordinatorCommand(CLI::App& root, int& exit_code);
 void AddWorkerCommand(CLI::App& root, int& exit_code);
 void AddServerCommand(CLI::App& root, int& exit_code);
-// The erasure-coded dataset store (store/local_store.h).
+// The erasure-coded dataset store (store/store_client.h).
 void AddStoreCommand(CLI::App& root, int& exit_code);
 // One data node of the store (store/storage_node.h).
 void AddStorageCommand(CLI::App& root, int& exit_code);

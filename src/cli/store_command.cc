@@ -1,5 +1,6 @@
 // tenax store put|get|status|fail|scrub|recover: the erasure-coded dataset
-// store whose data nodes are local directories (store/local_store.h).
+// store, its data nodes local directories or `tenax storage` processes
+// (store/store_client.h).
 // Parsing and printing only; the work is in the store layer.
 #include <cstdio>
 #include <memory>
@@ -8,19 +9,22 @@
 
 #include "command.h"
 #include "tenax/core/files.h"
-#include "tenax/store/local_store.h"
+#include "tenax/core/log.h"
+#include "tenax/store/store_client.h"
 #include "tenax/train/fashion_mnist.h"
 #include "tenax/train/idx.h"
 
 namespace tenax::cli {
 namespace {
 
-using store::LocalStore;
+using store::StoreClient;
 
 struct StoreArgs {
   std::string catalog;
   bool json = false;
   // put
+  std::vector<std::string> node_addresses;
+  double link_gbps = 0;
   std::string root, dataset, images, labels, data_dir = kDefaultFashionMnistDir, split = "train";
   int nodes = 6, zones = 3, k = 4, m = 2, classes = 0;
   uint64_t chunk_bytes = 1 << 20;
@@ -91,13 +95,29 @@ Result<Records> LoadRecords(const StoreArgs& a) {
   return r;
 }
 
-Result<std::unique_ptr<LocalStore>> OpenStore(const StoreArgs& a) { return LocalStore::Open(a.catalog); }
+Result<std::unique_ptr<StoreClient>> OpenStore(const StoreArgs& a) {
+  InitLogging("store", "warn");  // to stderr: stdout is for the report (--json)
+  store::StoreClientOptions o;
+  o.link_bytes_per_second = a.link_gbps * 1e9 / 8;
+  return StoreClient::Open(a.catalog, o);
+}
+
+nlohmann::json TransportJson(const StoreClient& s) {
+  const store::TransportBytes t = s.transport_bytes();
+  return {{"read", t.read}, {"written", t.written}};
+}
 
 int RunPut(const StoreArgs& a) {
   auto store = OpenStore(a);
   if (!store.ok()) return ReportError("store put", store.status());
+  if (!a.root.empty() && !a.node_addresses.empty()) {
+    return ReportError("store put", InvalidArgument("--root (node directories) and --node (storage processes) exclude each other"));
+  }
   if (!a.root.empty()) {
     if (Status st = (*store)->CreateNodes(a.root, a.nodes, a.zones); !st.ok()) return ReportError("store put", st);
+  }
+  if (!a.node_addresses.empty()) {
+    if (Status st = (*store)->CreateNetworkNodes(a.node_addresses, a.zones); !st.ok()) return ReportError("store put", st);
   }
   auto records = LoadRecords(a);
   if (!records.ok()) return ReportError("store put", records.status());
@@ -125,7 +145,8 @@ int RunPut(const StoreArgs& a) {
     Print({{"dataset", name}, {"records", m.layout.records}, {"record_bytes", m.layout.record_bytes},
            {"classes", m.classes}, {"k", m.layout.k}, {"m", m.layout.m}, {"stripes", m.stripes.size()},
            {"chunks", m.stripes.size() * static_cast<size_t>(m.layout.k + m.layout.m)},
-           {"bytes_written", put->bytes_written}, {"seconds", put->seconds}, {"nodes", nodes}});
+           {"bytes_written", put->bytes_written}, {"seconds", put->seconds}, {"nodes", nodes},
+           {"transport_bytes", TransportJson(**store)}});
   } else {
     std::printf("stored %s: %llu records of %llu bytes, %d classes, RS %d+%d, %zu stripes, %s written in %.2f s\n",
                 name.c_str(), static_cast<unsigned long long>(m.layout.records),
@@ -156,7 +177,7 @@ int RunGet(const StoreArgs& a) {
   if (a.json) {
     Print({{"dataset", a.dataset}, {"first", a.first}, {"count", count}, {"bytes", bytes->size()}, {"out", a.out},
            {"chunks_read", stats.chunks_read}, {"degraded_chunks", stats.degraded_chunks},
-           {"bytes_read", stats.bytes_read}});
+           {"bytes_read", stats.bytes_read}, {"transport_bytes", TransportJson(**store)}});
   } else {
     std::printf("wrote %llu records of %s (%s) to %s; %llu chunks read, %llu rebuilt from their stripe (degraded)\n",
                 static_cast<unsigned long long>(count), a.dataset.c_str(), Mib(bytes->size()).c_str(), a.out.c_str(),
@@ -306,7 +327,7 @@ int RunRecover(const StoreArgs& a, bool scrub) {
     }
     for (const auto& u : r.unrecoverable) std::printf("  LOST: %s %s\n", datasets[i].c_str(), u.c_str());
   }
-  if (a.json) Print({{"catalog", a.catalog}, {"results", out}});
+  if (a.json) Print({{"catalog", a.catalog}, {"results", out}, {"transport_bytes", TransportJson(**store)}});
   if (unrecoverable) {
     std::fprintf(stderr, "tenax %s: error: some stripes have more than m chunks lost and cannot be rebuilt (listed above)\n",
                  cmd);
@@ -323,9 +344,9 @@ int RunFail(const StoreArgs& a) {
   if (a.json) {
     Print({{"node", node->name}, {"id", node->id}, {"location", node->location}, {"state", store::ToString(node->state)}});
   } else {
-    std::printf("data node %s failed: %s wiped; reads of its chunks decode from their stripes until 'tenax store "
-                "recover'\n",
-                node->name.c_str(), node->location.c_str());
+    const bool remote = node->location.rfind(store::kStorageScheme, 0) == 0;
+    std::printf("data node %s failed%s%s; reads of its chunks decode from their stripes until 'tenax store recover'\n",
+                node->name.c_str(), remote ? "" : ": wiped ", remote ? "" : node->location.c_str());
   }
   return 0;
 }
@@ -335,19 +356,23 @@ void AddCatalog(CLI::App* cmd, StoreArgs& a) {
       ->required()
       ->type_name("FILE");
   cmd->add_flag("--json", a.json, "Print one JSON object instead of sentences");
+  cmd->add_option("--link-gbps", a.link_gbps, "Emulated rate of this client's writes to each storage node, Gbit/s (0 = unshaped)")
+      ->check(CLI::Range(0.0, 400.0));
 }
 
 }  // namespace
 
 void AddStoreCommand(CLI::App& root, int& exit_code) {
   auto a = std::make_shared<StoreArgs>();
-  CLI::App* store = root.add_subcommand("store", "The erasure-coded training-data store (data nodes as directories)");
+  CLI::App* store = root.add_subcommand("store", "The erasure-coded training-data store (data nodes: directories or 'tenax storage' processes)");
   store->require_subcommand(1);
 
   CLI::App* put = store->add_subcommand("put", "Split a dataset into records, chunks and RS k+m stripes onto the data nodes");
   AddCatalog(put, *a);
   put->add_option("--root", a->root, "Create the store's data nodes as directories under DIR (first put only)")
       ->type_name("DIR");
+  put->add_option("--node", a->node_addresses, "A 'tenax storage' process at HOST:PORT (repeat; first put only)")
+      ->type_name("HOST:PORT");
   put->add_option("--nodes", a->nodes, "Data nodes to create with --root")->check(CLI::Range(1, 255))->capture_default_str();
   put->add_option("--zones", a->zones, "Zones the created nodes are spread over (0 = none)")
       ->check(CLI::Range(0, 255))

@@ -5,14 +5,14 @@
 #include <map>
 #include <numeric>
 
-#include "tenax/store/local_store.h"
+#include "tenax/store/store_client.h"
 #include "tenax/store/stripe_layout.h"
 
 namespace tenax {
 
 class StoreSource final : public DataSource {
  public:
-  StoreSource(std::unique_ptr<store::LocalStore> store, store::DatasetManifest manifest, store::StripeLayout layout,
+  StoreSource(std::unique_ptr<store::StoreClient> store, store::DatasetManifest manifest, store::StripeLayout layout,
               int64_t size, size_t cache_chunks, std::string description)
       : store_(std::move(store)),
         manifest_(std::move(manifest)),
@@ -86,7 +86,7 @@ class StoreSource final : public DataSource {
     return &it->second.first;
   }
 
-  std::unique_ptr<store::LocalStore> store_;
+  std::unique_ptr<store::StoreClient> store_;
   store::DatasetManifest manifest_;
   store::StripeLayout layout_;
   size_t cache_capacity_;
@@ -102,7 +102,7 @@ class StoreSource final : public DataSource {
 Result<std::unique_ptr<DataSource>> OpenStoreSource(const TrainConfig& config, Split split, int64_t limit,
                                                     int64_t classes_from_train) {
   const std::string& dataset = split == Split::kTrain ? config.store_train_dataset : config.store_test_dataset;
-  TENAX_ASSIGN_OR_RETURN(auto st, store::LocalStore::Open(config.store_catalog));
+  TENAX_ASSIGN_OR_RETURN(auto st, store::StoreClient::Open(config.store_catalog));
   TENAX_ASSIGN_OR_RETURN(store::DatasetManifest m, st->Manifest(dataset));
   if (m.sample_shape.empty()) {
     return FailedPrecondition("store dataset " + dataset + " in " + config.store_catalog +

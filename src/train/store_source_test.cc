@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tenax/store/local_store.h"
+#include "tenax/store/store_client.h"
 #include "testing.h"
 
 namespace tenax {
@@ -20,7 +20,7 @@ class StoreSourceTest : public ::testing::Test {
       records.insert(records.end(), data->pixels.begin() + i * 784, data->pixels.begin() + (i + 1) * 784);
       records.push_back(data->labels[static_cast<size_t>(i)]);
     }
-    auto st = store::LocalStore::Open(dir_ / "store.db");
+    auto st = store::StoreClient::Open(dir_ / "store.db");
     ASSERT_TRUE(st.ok()) << st.status().message();
     store_ = std::move(*st);
     ASSERT_TRUE(store_->CreateNodes(dir_ / "nodes", 6, 3).ok());
@@ -48,7 +48,7 @@ class StoreSourceTest : public ::testing::Test {
   }
 
   testing::ScratchDir dir_;
-  std::unique_ptr<store::LocalStore> store_;
+  std::unique_ptr<store::StoreClient> store_;
   TrainConfig config_, files_;
 };
 

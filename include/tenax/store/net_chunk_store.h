@@ -32,6 +32,9 @@
 
 namespace tenax::store {
 
+// The receive region a client registers per node: the largest chunk it reads.
+inline constexpr size_t kMaxNetChunkBytes = size_t{16} << 20;
+
 class NetChunkStore : public ChunkStore {
  public:
   static Result<std::unique_ptr<NetChunkStore>> Connect(net::Node* node, std::string name, const std::string& host,

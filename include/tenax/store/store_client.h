@@ -1,23 +1,30 @@
-// A store whose data nodes are local directories (layer `store`,
-// docs/store.md): what `tenax store put|get|status|fail|scrub|recover`
-// operate on until `tenax storage` nodes serve chunks over the transport.
+// The store as its users see it (layer `store`, docs/store.md): what
+// `tenax store put|get|status|fail|scrub|recover` and the training loader
+// operate on.
 //
-// The catalog (catalog.h) names every data node with its directory (its
-// "disk") and zone, and holds every dataset's manifest. A node is live
-// while the catalog says so and its directory exists: a directory that
-// vanished is a wiped disk, and the node is marked failed (its chunks are
-// then rebuilt elsewhere by `Recover`; a failed node stays failed).
+// The catalog (catalog.h) names every data node with its location and
+// zone, and holds every dataset's manifest. A location is either a local
+// directory (the node's "disk", read and written here) or
+// "storage://HOST:PORT", a `tenax storage` process reached over the
+// transport (NetChunkStore; the secret is $TENAX_SECRET). A node is live
+// while the catalog says so and it is there: a directory that vanished is
+// a wiped disk, a storage process that cannot be reached or stopped
+// answering is a lost machine; either way the node is marked failed (its
+// chunks are then rebuilt elsewhere by `Recover`; a failed node stays
+// failed).
 //
 // Every operation that moves chunks stores the updated manifest in the
 // catalog before it returns (also after a partial failure), so the catalog
 // never points at a chunk that is not where it says.
 //
-// Threading: one LocalStore per thread; several processes may use one
+// Threading: one StoreClient per thread; several processes may use one
 // catalog (SQLite serialises their writes) but not ingest one dataset twice.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -25,7 +32,9 @@
 
 #include "tenax/core/status.h"
 #include "tenax/store/catalog.h"
+#include "tenax/net/node.h"
 #include "tenax/store/dataset_store.h"
+#include "tenax/store/net_chunk_store.h"
 #include "tenax/store/recovery.h"
 
 namespace tenax::store {
@@ -46,15 +55,32 @@ struct PutReport {
   double seconds = 0;
 };
 
-class LocalStore {
+inline constexpr const char* kStorageScheme = "storage://";
+
+struct StoreClientOptions {
+  std::string secret;                          // "" = $TENAX_SECRET (network nodes only)
+  double link_bytes_per_second = 0;            // emulated rate of this client's writes to each node (0 = unshaped)
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds request_timeout{10000};
+};
+
+struct TransportBytes {
+  uint64_t read = 0, written = 0;  // chunk payload bytes to and from network nodes
+};
+
+class StoreClient {
  public:
-  static Result<std::unique_ptr<LocalStore>> Open(const std::string& catalog_path);
+  static Result<std::unique_ptr<StoreClient>> Open(const std::string& catalog_path, StoreClientOptions options = {});
+  ~StoreClient();
 
   // Creates `count` data nodes "node-0".. under `root` (directories
   // root/node-i, zones "zone-(i % zones)", or no zone when zones is 0).
   // FailedPrecondition when the catalog already has nodes; IoError naming
   // a directory that cannot be created.
   Status CreateNodes(const std::string& root, int count, int zones);
+  // Registers `tenax storage` processes at HOST:PORT as nodes "node-0"..,
+  // zones as above. FailedPrecondition when the catalog already has nodes.
+  Status CreateNetworkNodes(const std::vector<std::string>& addresses, int zones);
   const std::vector<StoreNode>& nodes() const { return nodes_; }
 
   // Marks live nodes whose directory vanished as failed; returns them.
@@ -74,13 +100,14 @@ class LocalStore {
   // of one dataset without reading the catalog each time).
   Result<std::vector<uint8_t>> Read(const DatasetManifest& manifest, uint64_t first, uint64_t count,
                                     ReadStats* stats) const {
-    return ReadRecords(manifest, Stores(), first, count, stats);
+    return ReadRecords(manifest, stores_, first, count, stats);
   }
   Result<DatasetManifest> Manifest(const std::string& dataset) { return catalog_->Manifest(dataset); }
   Result<std::vector<std::string>> Datasets() { return catalog_->Datasets(); }
 
-  // Wipes node `name_or_id`'s directory (a dead disk) and marks it failed.
-  // NotFound for an unknown node.
+  // Marks node `name_or_id` failed; a local node's directory is wiped (a
+  // dead disk; a network node's disk is its own machine's). NotFound for an
+  // unknown node.
   Result<StoreNode> Fail(const std::string& name_or_id);
 
   // What is lost per dataset: chunks on failed nodes, and with `verify`
@@ -91,20 +118,31 @@ class LocalStore {
   // (verified reads when `verify`) and rebuilds them per `options`,
   // storing the manifest. `only_live_nodes`: rebuild only chunks whose own
   // node is live (a scrub's repair), leaving failed nodes to `recover`.
+  // Payload bytes moved to and from network nodes so far.
+  TransportBytes transport_bytes() const;
+
   Result<std::vector<RecoveryReport>> Recover(const std::string& dataset, const RecoveryOptions& options, bool verify,
                                               bool only_live_nodes = false,
                                               const std::function<int(const StoredChunk&)>& tier_of = nullptr);
 
  private:
-  explicit LocalStore(std::unique_ptr<StoreCatalog> catalog) : catalog_(std::move(catalog)) {}
-  Status Reload();  // nodes_, stores_ from the catalog
+  StoreClient(std::unique_ptr<StoreCatalog> catalog, StoreClientOptions options);
+  Status Reload();  // nodes_, stores_ from the catalog (network connections are kept)
+  Status AddNodes(std::vector<StoreNode> nodes);
+  // Why node n is not there right now ("" when it is).
+  std::string Missing(const StoreNode& n);
   std::vector<bool> Alive() const;
   std::vector<DataNodeInfo> Infos() const;
   std::vector<ChunkStore*> Stores() const;
 
   std::unique_ptr<StoreCatalog> catalog_;
+  StoreClientOptions options_;
   std::vector<StoreNode> nodes_;
-  std::vector<std::unique_ptr<DirChunkStore>> stores_;
+  std::vector<ChunkStore*> stores_;  // by node id; null for an unreachable network node
+  std::map<std::string, std::unique_ptr<DirChunkStore>> dir_stores_;  // by location
+  std::unique_ptr<net::Node> net_;   // created with the first network node
+  std::map<std::string, std::unique_ptr<NetChunkStore>> net_stores_;  // by location
+  std::map<std::string, std::string> unreachable_;  // location -> why
 };
 
 }  // namespace tenax::store
