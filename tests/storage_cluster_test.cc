@@ -209,6 +209,37 @@ TEST_F(StorageClusterTest, AClientThatBreaksTheProtocolIsDroppedAndOthersAreStil
   EXPECT_EQ(stats.degraded_chunks, 0u);
 }
 
+// A data node killed during ingest (after the client connected to it):
+// its chunks go to the other nodes and the ingest completes; every byte
+// reads back without a degraded read. With too few nodes left the ingest
+// says exactly what was not stored.
+TEST_F(StorageClusterTest, ANodeKilledDuringIngestIsReplacedAndTheIngestCompletes) {
+  Kill(3);
+  std::vector<int> failed;
+  auto m = PutDataset("fmnist", records_, layout_, 10, [this](uint64_t r) { return int{labels_[r]}; }, nodes_, Stores(),
+                      &failed);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(failed, std::vector<int>{3});
+  for (const auto& stripe : m->stripes) {
+    for (const StoredChunk& c : stripe) EXPECT_NE(c.node, 3);
+  }
+  ReadStats stats;
+  auto all = ReadRecords(*m, Stores(), 0, 3000, &stats);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  EXPECT_TRUE(*all == records_);
+  EXPECT_EQ(stats.degraded_chunks, 0u);
+
+  for (int i : {0, 1, 2, 4, 5}) Kill(i);
+  auto none = PutDataset("fmnist2", records_, layout_, 10, [this](uint64_t r) { return int{labels_[r]}; }, nodes_,
+                         Stores());
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(none.status().message().find("fmnist2 was not stored: no live data node is left for fmnist2 stripe 0 chunk"),
+            std::string::npos)
+      << none.status().message();
+  EXPECT_NE(none.status().message().find("stripes 0..14 are not written"), std::string::npos) << none.status().message();
+}
+
 // The `tenax store` commands against `tenax storage` processes: put over
 // the transport, a SIGKILLed node seen as failed, recovery that moves
 // bytes over the network (counted), and every record back.

@@ -146,8 +146,12 @@ int RunPut(const StoreArgs& a) {
            {"classes", m.classes}, {"k", m.layout.k}, {"m", m.layout.m}, {"stripes", m.stripes.size()},
            {"chunks", m.stripes.size() * static_cast<size_t>(m.layout.k + m.layout.m)},
            {"bytes_written", put->bytes_written}, {"seconds", put->seconds}, {"nodes", nodes},
-           {"transport_bytes", TransportJson(**store)}});
+           {"transport_bytes", TransportJson(**store)}, {"nodes_failed", put->nodes_failed}});
   } else {
+    for (const auto& f : put->nodes_failed) {
+      std::printf("data node %s failed during the ingest: marked failed, its chunks were placed on other nodes\n",
+                  f.c_str());
+    }
     std::printf("stored %s: %llu records of %llu bytes, %d classes, RS %d+%d, %zu stripes, %s written in %.2f s\n",
                 name.c_str(), static_cast<unsigned long long>(m.layout.records),
                 static_cast<unsigned long long>(m.layout.record_bytes), m.classes, m.layout.k, m.layout.m,

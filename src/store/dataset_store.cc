@@ -19,7 +19,8 @@ Result<Chunk> DirChunkStore::Get(const ChunkId& id) { return ReadChunkFile(dir_ 
 Result<DatasetManifest> PutDataset(const std::string& dataset, std::span<const uint8_t> records,
                                    const LayoutParams& layout, int classes,
                                    const std::function<int(uint64_t)>& label_of,
-                                   const std::vector<DataNodeInfo>& nodes, const std::vector<ChunkStore*>& stores) {
+                                   const std::vector<DataNodeInfo>& nodes, const std::vector<ChunkStore*>& stores,
+                                   std::vector<int>* nodes_failed) {
   TENAX_RETURN_IF_ERROR(CheckDatasetName(dataset));
   TENAX_ASSIGN_OR_RETURN(StripeLayout plan, StripeLayout::Create(layout));
   if (records.size() != layout.records * layout.record_bytes) {
@@ -38,6 +39,12 @@ Result<DatasetManifest> PutDataset(const std::string& dataset, std::span<const u
   manifest.classes = classes;
   manifest.class_totals.assign(static_cast<size_t>(classes), 0);
   const int n = layout.k + layout.m;
+  // A node whose write fails is taken out for the rest of the ingest and
+  // its chunks go to replacements (placement.h), so ingest completes on the
+  // live nodes; with none left it stops, naming what is not stored.
+  std::vector<bool> alive(nodes.size(), true);
+  std::vector<uint64_t> load(nodes.size(), 0);
+  std::string failures;
   for (uint64_t s = 0; s < plan.stripes(); ++s) {
     const std::vector<ChunkRange> ranges = plan.ChunksOf(s);
     const uint64_t coded = plan.CodedBytes(s);
@@ -68,6 +75,7 @@ Result<DatasetManifest> PutDataset(const std::string& dataset, std::span<const u
     std::vector<uint8_t*> pointers(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) pointers[static_cast<size_t>(i)] = buffers[static_cast<size_t>(i)].data();
     rs.Encode(coded, pointers.data(), pointers.data() + layout.k);
+    std::vector<int> stripe_nodes(static_cast<size_t>(n), -1);
     for (int i = 0; i < n; ++i) {
       StoredChunk& c = stored[static_cast<size_t>(i)];
       const std::span<const uint8_t> payload(buffers[static_cast<size_t>(i)].data(), c.payload_bytes);
@@ -76,10 +84,28 @@ Result<DatasetManifest> PutDataset(const std::string& dataset, std::span<const u
       meta.id = {dataset, s, c.index};
       meta.k = static_cast<uint32_t>(layout.k);
       meta.m = static_cast<uint32_t>(layout.m);
-      ChunkStore* store = stores[static_cast<size_t>(c.node)];
-      if (Status st = store->Put(meta, payload); !st.ok()) {
-        return Status(st.code(), "put " + meta.id.Describe() + " on " + store->Describe() + ": " + st.message());
+      while (true) {
+        if (!alive[static_cast<size_t>(c.node)]) {
+          auto r = PlaceReplacement(stripe_nodes, nodes, alive, load);
+          if (!r.ok()) {
+            return Unavailable(dataset + " was not stored: no live data node is left for " + meta.id.Describe() +
+                               " (stripes " + std::to_string(s) + ".." + std::to_string(plan.stripes() - 1) +
+                               " are not written; nothing is in the catalog)" + failures);
+          }
+          c.node = r->node;
+        }
+        ChunkStore* store = stores[static_cast<size_t>(c.node)];
+        Status st = store ? store->Put(meta, payload) : Unavailable("not connected");
+        if (st.ok()) break;
+        if (st.code() == StatusCode::kInvalidArgument) {
+          return Status(st.code(), "put " + meta.id.Describe() + " on " + (store ? store->Describe() : "?") + ": " + st.message());
+        }
+        alive[static_cast<size_t>(c.node)] = false;
+        if (nodes_failed) nodes_failed->push_back(c.node);
+        failures += "; " + nodes[static_cast<size_t>(c.node)].name + ": " + st.message();
       }
+      stripe_nodes[static_cast<size_t>(i)] = c.node;
+      ++load[static_cast<size_t>(c.node)];
     }
     manifest.stripes.push_back(std::move(stored));
   }

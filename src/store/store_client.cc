@@ -204,9 +204,16 @@ Result<PutReport> StoreClient::Put(const std::string& dataset, std::span<const u
   if (nodes_.empty()) {
     return FailedPrecondition("store catalog " + catalog_->path() + " has no data nodes (give --root DIR --nodes N)");
   }
-  TENAX_ASSIGN_OR_RETURN(DatasetManifest m, PutDataset(dataset, records, layout, classes, label_of, infos, stores));
+  std::vector<int> failed;
+  auto put = PutDataset(dataset, records, layout, classes, label_of, infos, stores, &failed);
+  // Nodes that failed a write are failed in the catalog, whatever the outcome.
+  for (int f : failed) TENAX_RETURN_IF_ERROR(catalog_->SetNodeState(live_ids[static_cast<size_t>(f)], NodeState::kFailed));
+  if (!failed.empty()) TENAX_RETURN_IF_ERROR(Reload());
+  if (!put.ok()) return put.status();
+  DatasetManifest m = std::move(*put);
   m.sample_shape = sample_shape;
   PutReport report;
+  for (int f : failed) report.nodes_failed.push_back(infos[static_cast<size_t>(f)].name);
   for (auto& stripe : m.stripes) {
     for (StoredChunk& c : stripe) {
       c.node = live_ids[static_cast<size_t>(c.node)];

@@ -8,8 +8,8 @@
 //   encodes parity (reed_solomon.h), places chunks (placement.h) and writes
 //   every chunk durably; it returns the manifest: the global view of every
 //   chunk (node, sample range, class histogram, CRC) that degraded reads
-//   and recovery plans work from. It stops at the first failed write,
-//   naming the node and chunk (nothing is acknowledged that is not durable).
+//   and recovery plans work from. A node whose write fails is replaced for
+//   the rest of the ingest (nothing is acknowledged that is not durable).
 // - `ReadRecords` reads a range of records. A data chunk that is missing or
 //   fails its checksum is decoded from k surviving chunks of its stripe (a
 //   degraded read, counted); when fewer than k survive, DataLoss names the
@@ -76,12 +76,16 @@ struct DatasetManifest {
 // `records`: layout.records x layout.record_bytes bytes; `label_of(r)` the
 // class of record r (< classes). InvalidArgument for a size mismatch, a
 // label out of range or a bad dataset name; FailedPrecondition when there
-// are fewer nodes than k+m; the Put error (naming node and chunk) on a
-// failed write.
+// are fewer nodes than k+m. A node whose write fails (a lost machine, a
+// dead disk) is left out from then on and its chunks are placed on others
+// (`nodes_failed` lists it); when no node is left, Unavailable names the
+// chunk and the stripes not written. InvalidArgument from a store (a chunk
+// too large for it) stops at once.
 Result<DatasetManifest> PutDataset(const std::string& dataset, std::span<const uint8_t> records,
                                    const LayoutParams& layout, int classes,
                                    const std::function<int(uint64_t)>& label_of,
-                                   const std::vector<DataNodeInfo>& nodes, const std::vector<ChunkStore*>& stores);
+                                   const std::vector<DataNodeInfo>& nodes, const std::vector<ChunkStore*>& stores,
+                                   std::vector<int>* nodes_failed = nullptr);
 
 struct ReadStats {
   uint64_t chunks_read = 0;       // chunk files read (survivors of degraded reads too)

@@ -53,6 +53,7 @@ struct PutReport {
   DatasetManifest manifest;
   uint64_t bytes_written = 0;  // data and parity payloads
   double seconds = 0;
+  std::vector<std::string> nodes_failed;  // failed a write during the ingest; their chunks went elsewhere
 };
 
 inline constexpr const char* kStorageScheme = "storage://";
