@@ -149,6 +149,7 @@ TEST_F(StoreCliTest, TrainingFromTheStoreWithAFailedNodeMatchesTrainingFromTheFi
   Json({"put", "--root", dir_ / "nodes", "--split", "train", "--chunk-bytes", std::to_string(785 * 256)});
   Json({"put", "--split", "test", "--chunk-bytes", std::to_string(785 * 256)});
   Json({"fail", "node-3"});
+  nlohmann::json store_summary;
   // The same job but for where its samples come from.
   auto train = [&](const std::string& name, const std::string& data_section) {
     const std::string job = dir_ / (name + ".toml");
@@ -160,12 +161,17 @@ TEST_F(StoreCliTest, TrainingFromTheStoreWithAFailedNodeMatchesTrainingFromTheFi
     EXPECT_EQ(r.exit_code, 0) << r.err;
     auto j = nlohmann::json::parse(testing::ReadText(dir_ / (name + "/summary.json")), nullptr, false);
     EXPECT_FALSE(j.is_discarded()) << name;
+    if (!j.is_discarded() && j.contains("store")) store_summary = j["store"];
     return j.is_discarded() ? -1.0 : j.value("final_test_accuracy", -1.0);
   };
   const double from_files = train("files", "dir = \"" + std::string(kDefaultFashionMnistDir) + "\"\n");
   const double from_store = train("store", "format = \"store\"\ncatalog = \"" + catalog_ + "\"\ncache_chunks = 8\n");
   EXPECT_GT(from_files, 0.5);  // it learned something
   EXPECT_EQ(from_store, from_files);
+  // The run says what it read from the store, degraded reads included.
+  EXPECT_EQ(store_summary.value("dataset", ""), "fashion-mnist-train");
+  EXPECT_GT(store_summary.value("degraded_chunks", uint64_t{0}), 0u);
+  EXPECT_GT(store_summary.value("chunks_read", uint64_t{0}), store_summary.value("degraded_chunks", uint64_t{0}));
 }
 
 TEST_F(StoreCliTest, BadInputIsOneClearErrorLine) {

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <list>
 #include <map>
-#include <numeric>
+#include <nlohmann/json.hpp>
 
 #include "tenax/store/store_client.h"
 #include "tenax/store/stripe_layout.h"
@@ -66,6 +66,15 @@ class StoreSource final : public DataSource {
   }
 
   const store::ReadStats& stats() const { return stats_; }
+
+  void AddToSummary(nlohmann::json& summary) const override {
+    const store::TransportBytes t = store_->transport_bytes();
+    summary["store"] = {{"dataset", manifest_.dataset},
+                        {"chunks_read", stats_.chunks_read},
+                        {"degraded_chunks", stats_.degraded_chunks},
+                        {"bytes_read", stats_.bytes_read},
+                        {"transport_bytes_read", t.read}};
+  }
 
  private:
   // The records of data chunk `c`, from the cache or the store.

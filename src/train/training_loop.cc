@@ -305,6 +305,7 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
       {"tenax_version", kTenaxVersion},
   };
   exchange.DescribeInSummary(outcome.summary);
+  train.AddToSummary(outcome.summary);
   if (exchange.rank() == 0) {
     TENAX_RETURN_IF_ERROR(out.BecomeWriter());
     TENAX_RETURN_IF_ERROR(model->Save(out.model_path()));

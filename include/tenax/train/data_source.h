@@ -26,6 +26,8 @@
 
 #include <torch/torch.h>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +58,9 @@ class DataSource {
   virtual Result<Batch> Read(const torch::Tensor& indices) = 0;
   // Samples [begin, end) (evaluation reads contiguous ranges).
   virtual Result<Batch> ReadRange(int64_t begin, int64_t end) = 0;
+  // What the source did, under its own key of summary.json (the store's
+  // reads and degraded reads); nothing by default.
+  virtual void AddToSummary(nlohmann::json& /*summary*/) const {}
 };
 
 // (p / 255 - mean) / std of Fashion-MNIST's training pixels for each of the
