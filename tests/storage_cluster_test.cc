@@ -31,10 +31,7 @@ class StorageClusterTest : public ::testing::Test {
     ASSERT_TRUE(data.ok()) << data.status().message();
     const LabeledImages first = TakeFirst(std::move(*data), 3000);
     labels_ = first.labels;
-    for (int64_t i = 0; i < first.count; ++i) {
-      records_.insert(records_.end(), first.pixels.begin() + i * 784, first.pixels.begin() + (i + 1) * 784);
-      records_.push_back(first.labels[static_cast<size_t>(i)]);
-    }
+    records_ = testing::ImageLabelRecords(first.pixels, first.labels, 784);
     layout_.records = 3000;
     layout_.record_bytes = 785;
     layout_.chunk_bytes = 785 * 50;
@@ -276,12 +273,7 @@ TEST_F(StorageClusterTest, StoreCommandsWorkAgainstStorageProcesses) {
   EXPECT_EQ(got["degraded_chunks"], 0);
   auto data = LoadFashionMnist(kDefaultFashionMnistDir, Split::kTest);
   ASSERT_TRUE(data.ok());
-  std::vector<uint8_t> all;
-  for (int64_t i = 0; i < data->count; ++i) {
-    all.insert(all.end(), data->pixels.begin() + i * 784, data->pixels.begin() + (i + 1) * 784);
-    all.push_back(data->labels[static_cast<size_t>(i)]);
-  }
-  EXPECT_TRUE(testing::ReadBytes(out) == all);
+  EXPECT_TRUE(testing::ReadBytes(out) == testing::ImageLabelRecords(data->pixels, data->labels, 784));
 }
 
 }  // namespace

@@ -22,10 +22,7 @@ class StoreCliTest : public ::testing::Test {
   void SetUp() override {
     auto data = LoadFashionMnist(kDefaultFashionMnistDir, Split::kTest);
     ASSERT_TRUE(data.ok()) << data.status().message();
-    for (int64_t i = 0; i < data->count; ++i) {
-      records_.insert(records_.end(), data->pixels.begin() + i * 784, data->pixels.begin() + (i + 1) * 784);
-      records_.push_back(data->labels[static_cast<size_t>(i)]);
-    }
+    records_ = testing::ImageLabelRecords(data->pixels, data->labels, 784);
   }
   ProcessResult Store(std::vector<std::string> args) {
     std::vector<std::string> argv = {TenaxBinary(), "store"};

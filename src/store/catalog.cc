@@ -36,6 +36,7 @@ CREATE TABLE IF NOT EXISTS store_chunk (
   payload_bytes INTEGER NOT NULL,
   crc32c INTEGER NOT NULL,
   class_counts TEXT NOT NULL,
+  deferred INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (dataset, stripe, idx)
 );
 )sql";
@@ -183,7 +184,7 @@ Status StoreCatalog::PutManifest(const DatasetManifest& m) {
     for (const StoredChunk& c : m.stripes[s]) {
       SqliteStatement u(db_.get(),
                         "INSERT INTO store_chunk (dataset, stripe, idx, node, first_record, record_count, "
-                        "payload_bytes, crc32c, class_counts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+                        "payload_bytes, crc32c, class_counts, deferred) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
       u.Bind(1, m.dataset);
       u.Bind(2, static_cast<int64_t>(s));
       u.Bind(3, static_cast<int64_t>(c.index));
@@ -193,6 +194,7 @@ Status StoreCatalog::PutManifest(const DatasetManifest& m) {
       u.Bind(7, static_cast<int64_t>(c.payload_bytes));
       u.Bind(8, static_cast<int64_t>(c.payload_crc32c));
       u.Bind(9, JoinCounts(c.class_counts));
+      u.Bind(10, int64_t{c.deferred ? 1 : 0});
       if (!SqliteStatement::IsDone(u.Step())) return fail("write the chunks");
     }
   }
@@ -250,7 +252,7 @@ Result<DatasetManifest> StoreCatalog::Manifest(const std::string& dataset) {
   m.stripes.assign(layout->stripes(), std::vector<StoredChunk>(per_stripe));
   std::vector<std::vector<bool>> seen(layout->stripes(), std::vector<bool>(per_stripe, false));
   SqliteStatement q(db_.get(),
-                    "SELECT stripe, idx, node, first_record, record_count, payload_bytes, crc32c, class_counts "
+                    "SELECT stripe, idx, node, first_record, record_count, payload_bytes, crc32c, class_counts, deferred "
                     "FROM store_chunk WHERE dataset = ?");
   q.Bind(1, dataset);
   int rc;
@@ -270,6 +272,7 @@ Result<DatasetManifest> StoreCatalog::Manifest(const std::string& dataset) {
     c.payload_bytes = static_cast<uint64_t>(q.Int(5));
     c.payload_crc32c = static_cast<uint32_t>(q.Int(6));
     const bool counts_ok = SplitCounts(q.Text(7), c.class_counts);
+    c.deferred = q.Int(8) != 0;
     const bool parity = static_cast<int>(i) >= m.layout.k;
     if (q.Int(2) < 0 || static_cast<size_t>(q.Int(2)) >= nodes.size() || q.Int(6) < 0 || q.Int(6) > 0xffffffffLL ||
         c.first_record != r.first_record || c.record_count != r.record_count || c.payload_bytes != r.payload_bytes ||

@@ -43,6 +43,7 @@ void ExpectSameManifest(const DatasetManifest& a, const DatasetManifest& b) {
       EXPECT_EQ(x.payload_bytes, y.payload_bytes);
       EXPECT_EQ(x.payload_crc32c, y.payload_crc32c);
       EXPECT_EQ(x.class_counts, y.class_counts);
+      EXPECT_EQ(x.deferred, y.deferred);
     }
   }
 }
@@ -51,6 +52,7 @@ TEST_F(CatalogTest, AManifestAndTheNodesSurviveReopeningTheFile) {
   auto m = Put();
   ASSERT_TRUE(m.ok()) << m.status().message();
   m->sample_shape = {1, 28, 28};
+  m->stripes[2][1].deferred = true;
   {
     auto cat = StoreCatalog::Open(CatalogPath());
     ASSERT_TRUE(cat.ok()) << cat.status().message();

@@ -26,10 +26,7 @@ class FashionMnistStoreTest : public ::testing::Test {
     ASSERT_TRUE(data.ok()) << data.status().message();
     const LabeledImages first = TakeFirst(std::move(*data), 3000);
     labels_ = first.labels;
-    for (int64_t i = 0; i < first.count; ++i) {
-      records_.insert(records_.end(), first.pixels.begin() + i * 784, first.pixels.begin() + (i + 1) * 784);
-      records_.push_back(first.labels[static_cast<size_t>(i)]);
-    }
+    records_ = testing::ImageLabelRecords(first.pixels, first.labels, 784);
     layout_.records = 3000;
     layout_.record_bytes = 785;
     layout_.chunk_bytes = 785 * 50;

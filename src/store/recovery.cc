@@ -141,9 +141,19 @@ Result<RecoveryReport> RecoverChunks(DatasetManifest& m, const std::vector<Chunk
         ++load[static_cast<size_t>(target)];
       }
       c.node = target;
+      c.deferred = false;
       stripe_nodes[index] = target;
       ++report.chunks_rebuilt;
       report.bytes_written += payload.size();
+    }
+  }
+  // What the plan leaves for later stays lost: loaders skip its samples
+  // (PRM's partial view) until a later pass rebuilds it.
+  if (!options.rebuild_later) {
+    for (size_t i : report.plan.later) {
+      const LostChunk& c = report.lost[i].chunk;
+      StoredChunk& sc = m.stripes[static_cast<size_t>(c.stripe)][c.index];
+      sc.deferred = !c.parity && options.policy == "prm";
     }
   }
   report.bytes_read = reads.bytes_read;

@@ -94,6 +94,10 @@ Result<std::unique_ptr<DataSource>> OpenFashionMnist(const std::string& dir, Spl
 
 }  // namespace
 
+torch::Tensor DataSource::EpochOrder(at::Generator& gen) const {
+  return torch::randperm(info().size, gen, torch::TensorOptions().dtype(torch::kInt64));
+}
+
 std::unique_ptr<DataSource> MakeInMemorySource(Batch data, int64_t classes, std::string description) {
   return std::make_unique<InMemorySource>(std::move(data), classes, std::move(description));
 }

@@ -1,5 +1,7 @@
 #include "tenax/train/store_source.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <list>
 #include <map>
@@ -13,11 +15,12 @@ namespace tenax {
 class StoreSource final : public DataSource {
  public:
   StoreSource(std::unique_ptr<store::StoreClient> store, store::DatasetManifest manifest, store::StripeLayout layout,
-              int64_t size, size_t cache_chunks, std::string description)
+              int64_t size, size_t cache_chunks, int64_t shuffle_window, std::string description)
       : store_(std::move(store)),
         manifest_(std::move(manifest)),
         layout_(std::move(layout)),
         cache_capacity_(cache_chunks),
+        window_(shuffle_window),
         table_(FashionMnistPixelTable()) {
     info_.size = size;
     for (uint64_t d : manifest_.sample_shape) info_.sample_shape.push_back(static_cast<int64_t>(d));
@@ -38,13 +41,22 @@ class StoreSource final : public DataSource {
     torch::Tensor labels = torch::empty({k}, torch::TensorOptions().dtype(torch::kInt64));
     uint8_t* px = pixels.data_ptr<uint8_t>();
     int64_t* lb = labels.data_ptr<int64_t>();
+    TENAX_RETURN_IF_ERROR(MaybeRefresh());
     for (int64_t i = 0; i < k; ++i) {
-      const int64_t r = ids[i];
+      int64_t r = ids[i];
       if (r < 0 || r >= info_.size) {
         return InvalidArgument(info_.description + ": sample " + std::to_string(r) + " is outside [0, " +
                                std::to_string(info_.size) + ")");
       }
-      const store::ChunkRange c = layout_.ChunkOfRecord(static_cast<uint64_t>(r));
+      store::ChunkRange c = layout_.ChunkOfRecord(static_cast<uint64_t>(r));
+      if (const auto sub = substitutes_.find({c.stripe, c.index}); sub != substitutes_.end()) {
+        // PRM's partial view: a sample of a chunk left for later is
+        // replaced by the sample at the same position of a live chunk.
+        const store::ChunkRange& to = sub->second;
+        r = static_cast<int64_t>(to.first_record + (static_cast<uint64_t>(r) - c.first_record) % to.record_count);
+        c = to;
+        ++substituted_;
+      }
       TENAX_ASSIGN_OR_RETURN(const std::vector<uint8_t>* chunk, Chunk(c));
       const uint8_t* rec = chunk->data() + (static_cast<uint64_t>(r) - c.first_record) * manifest_.layout.record_bytes;
       std::memcpy(px + static_cast<uint64_t>(i) * sample_bytes_, rec, sample_bytes_);
@@ -66,6 +78,37 @@ class StoreSource final : public DataSource {
   }
 
   const store::ReadStats& stats() const { return stats_; }
+  uint64_t substituted() const { return substituted_; }
+
+  // Window 0: a uniform shuffle (the idx loader's order). Otherwise the data
+  // chunks (clipped to the split's size) in a shuffled order, and the
+  // samples of each window of `window_` consecutive chunks shuffled among
+  // themselves: a batch then reads at most two windows' chunks, and with
+  // the cache holding a window every chunk is read once per epoch.
+  torch::Tensor EpochOrder(at::Generator& gen) const override {
+    const auto i64 = torch::TensorOptions().dtype(torch::kInt64);
+    if (window_ <= 0) return torch::randperm(info_.size, gen, i64);
+    std::vector<std::pair<int64_t, int64_t>> chunks;  // [first, end) per data chunk
+    for (int64_t first = 0; first < info_.size;) {
+      const store::ChunkRange c = layout_.ChunkOfRecord(static_cast<uint64_t>(first));
+      const int64_t end = std::min(info_.size, static_cast<int64_t>(c.first_record + c.record_count));
+      chunks.emplace_back(first, end);
+      first = end;
+    }
+    const torch::Tensor chunk_order = torch::randperm(static_cast<int64_t>(chunks.size()), gen, i64);
+    const int64_t* co = chunk_order.data_ptr<int64_t>();
+    std::vector<torch::Tensor> parts;
+    for (size_t w = 0; w < chunks.size(); w += static_cast<size_t>(window_)) {
+      std::vector<torch::Tensor> members;
+      for (size_t j = w; j < std::min(chunks.size(), w + static_cast<size_t>(window_)); ++j) {
+        const auto [first, end] = chunks[static_cast<size_t>(co[j])];
+        members.push_back(torch::arange(first, end, i64));
+      }
+      const torch::Tensor samples = torch::cat(members);
+      parts.push_back(samples.index_select(0, torch::randperm(samples.size(0), gen, i64)));
+    }
+    return torch::cat(parts);
+  }
 
   void AddToSummary(nlohmann::json& summary) const override {
     const store::TransportBytes t = store_->transport_bytes();
@@ -73,10 +116,49 @@ class StoreSource final : public DataSource {
                         {"chunks_read", stats_.chunks_read},
                         {"degraded_chunks", stats_.degraded_chunks},
                         {"bytes_read", stats_.bytes_read},
-                        {"transport_bytes_read", t.read}};
+                        {"transport_bytes_read", t.read},
+                        {"substituted_samples", substituted_},
+                        {"manifest_refreshes", refreshes_}};
   }
 
  private:
+  // Re-reads the manifest from the catalog at most once a second: a
+  // recovery may have moved chunks (reads go to their new nodes) or left
+  // some for later (their samples are substituted). A catalog that cannot
+  // be read keeps the manifest we have.
+  Status MaybeRefresh() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_refresh_ < std::chrono::seconds(1)) return Status::Ok();
+    last_refresh_ = now;
+    auto fresh = store_->Manifest(manifest_.dataset);
+    if (!fresh.ok()) return Status::Ok();
+    fresh->sample_shape = manifest_.sample_shape;
+    fresh->classes = manifest_.classes;
+    manifest_ = std::move(*fresh);
+    ++refreshes_;
+    // Every deferred data chunk maps to the next live one (in record order).
+    substitutes_.clear();
+    std::vector<store::ChunkRange> live, deferred;
+    for (uint64_t s = 0; s < manifest_.stripes.size(); ++s) {
+      const std::vector<store::ChunkRange> ranges = layout_.ChunksOf(s);
+      for (int i = 0; i < manifest_.layout.k; ++i) {
+        const store::ChunkRange& r = ranges[static_cast<size_t>(i)];
+        if (r.record_count == 0 || r.first_record >= static_cast<uint64_t>(info_.size)) continue;
+        (manifest_.stripes[s][static_cast<size_t>(i)].deferred ? deferred : live).push_back(r);
+      }
+    }
+    if (live.empty()) return Status::Ok();  // nothing to substitute with: read (degraded) as before
+    for (const store::ChunkRange& d : deferred) {
+      auto next = std::find_if(live.begin(), live.end(),
+                               [&](const store::ChunkRange& l) { return l.first_record > d.first_record; });
+      store::ChunkRange to = next == live.end() ? live.front() : *next;
+      // Clip to the split (a trimmed split never reads past its size).
+      to.record_count = std::min<uint64_t>(to.record_count, static_cast<uint64_t>(info_.size) - to.first_record);
+      substitutes_[{d.stripe, d.index}] = to;
+    }
+    return Status::Ok();
+  }
+
   // The records of data chunk `c`, from the cache or the store.
   Result<const std::vector<uint8_t>*> Chunk(const store::ChunkRange& c) {
     const std::pair<uint64_t, uint32_t> key{c.stripe, c.index};
@@ -99,12 +181,16 @@ class StoreSource final : public DataSource {
   store::DatasetManifest manifest_;
   store::StripeLayout layout_;
   size_t cache_capacity_;
+  int64_t window_;
   torch::Tensor table_;
   DatasetInfo info_;
   uint64_t sample_bytes_ = 0;
   store::ReadStats stats_;
   using Key = std::pair<uint64_t, uint32_t>;
   std::list<Key> lru_;  // most recent first
+  std::map<Key, store::ChunkRange> substitutes_;  // deferred chunk -> the live chunk standing in
+  uint64_t substituted_ = 0, refreshes_ = 0;
+  std::chrono::steady_clock::time_point last_refresh_{};
   std::map<Key, std::pair<std::vector<uint8_t>, std::list<Key>::iterator>> cache_;
 };
 
@@ -133,7 +219,7 @@ Result<std::unique_ptr<DataSource>> OpenStoreSource(const TrainConfig& config, S
   std::string what = "store dataset " + dataset + " (" + config.store_catalog + ")";
   return std::unique_ptr<DataSource>(std::make_unique<StoreSource>(
       std::move(st), std::move(m), std::move(layout), size, static_cast<size_t>(config.store_cache_chunks),
-      std::move(what)));
+      split == Split::kTrain ? config.store_shuffle_window : 0, std::move(what)));
 }
 
 store::ReadStats StoreReadStats(const DataSource& source) {

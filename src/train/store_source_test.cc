@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+#include <set>
+
 #include "tenax/store/store_client.h"
 #include "testing.h"
 
@@ -15,11 +18,7 @@ class StoreSourceTest : public ::testing::Test {
   void SetUp() override {
     auto data = LoadFashionMnist(kDefaultFashionMnistDir, Split::kTest);
     ASSERT_TRUE(data.ok()) << data.status().message();
-    std::vector<uint8_t> records;
-    for (int64_t i = 0; i < data->count; ++i) {
-      records.insert(records.end(), data->pixels.begin() + i * 784, data->pixels.begin() + (i + 1) * 784);
-      records.push_back(data->labels[static_cast<size_t>(i)]);
-    }
+    const std::vector<uint8_t> records = testing::ImageLabelRecords(data->pixels, data->labels, 784);
     auto st = store::StoreClient::Open(dir_ / "store.db");
     ASSERT_TRUE(st.ok()) << st.status().message();
     store_ = std::move(*st);
@@ -110,6 +109,113 @@ TEST_F(StoreSourceTest, ACachedChunkIsNotReadAgainAndTheCacheIsBounded) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
 
+// Reads an epoch in `order` in batches of 64; returns the chunks read.
+uint64_t ChunksReadForAnEpoch(DataSource& src, const torch::Tensor& order) {
+  for (int64_t b = 0; b < order.size(0); b += 64) {
+    auto batch = src.Read(order.slice(0, b, std::min(order.size(0), b + 64)));
+    EXPECT_TRUE(batch.ok()) << batch.status().message();
+  }
+  return StoreReadStats(src).chunks_read;
+}
+
+TEST_F(StoreSourceTest, AWindowedShuffleReadsEachChunkOncePerEpochAndVisitsEverySampleOnce) {
+  config_.store_train_dataset = "fashion-mnist-test";  // the fixture's 40 chunks of 250 samples
+  config_.store_cache_chunks = 4;
+  config_.store_shuffle_window = 4;
+  auto windowed = OpenDataSource(config_, Split::kTrain, 0);
+  ASSERT_TRUE(windowed.ok()) << windowed.status().message();
+  auto gen = at::detail::createCPUGenerator(7);
+  const torch::Tensor order = (*windowed)->EpochOrder(gen);
+  EXPECT_TRUE(torch::equal(std::get<0>(order.sort()), torch::arange(10000, torch::TensorOptions().dtype(torch::kInt64))));
+  EXPECT_EQ(ChunksReadForAnEpoch(**windowed, order), 40u);
+  auto gen2 = at::detail::createCPUGenerator(8);
+  EXPECT_FALSE(torch::equal((*windowed)->EpochOrder(gen2), order));  // another epoch, another order
+
+  // The uniform shuffle (window 0) with the same cache misses on nearly
+  // every batch: what the window is for.
+  config_.store_shuffle_window = 0;
+  auto uniform = OpenDataSource(config_, Split::kTrain, 0);
+  ASSERT_TRUE(uniform.ok());
+  auto gen3 = at::detail::createCPUGenerator(7);
+  const torch::Tensor flat = (*uniform)->EpochOrder(gen3);
+  auto gen4 = at::detail::createCPUGenerator(7);
+  EXPECT_TRUE(torch::equal(flat, torch::randperm(10000, gen4, torch::TensorOptions().dtype(torch::kInt64))));
+  EXPECT_GT(ChunksReadForAnEpoch(**uniform, flat), 40u * 10);
+}
+
+// PRM's partial view: after a prm recovery the chunks it left for later
+// are not decoded on every read; their samples are stood in for by live
+// ones, and once everything is rebuilt nothing is substituted.
+TEST_F(StoreSourceTest, AfterAPrmRecoveryDeferredChunksAreSubstitutedNotDecoded) {
+  ASSERT_TRUE(store_->Fail("node-1").ok());
+  store::RecoveryOptions prm;
+  prm.policy = "prm";
+  prm.prm.min_available = 0.9;
+  auto first = store_->Recover("", prm, false);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  ASSERT_EQ(first->size(), 1u);
+  const store::RecoveryPlan& plan = (*first)[0].plan;
+  uint64_t deferred_data = 0, deferred_samples = 0;
+  for (size_t i : plan.later) {
+    if ((*first)[0].lost[i].chunk.parity) continue;
+    ++deferred_data;
+    for (uint64_t c : (*first)[0].lost[i].chunk.class_counts) deferred_samples += c;
+  }
+  ASSERT_GT(deferred_data, 0u) << "the plan rebuilt everything: nothing to test";
+
+  auto src = OpenDataSource(config_, Split::kTest, 0);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  auto all = (*src)->ReadRange(0, 10000);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  const store::ReadStats s = StoreReadStats(**src);
+  EXPECT_EQ(s.degraded_chunks, 0u);  // nothing decoded: the first set is back, the rest is stood in for
+  nlohmann::json summary;
+  (*src)->AddToSummary(summary);
+  EXPECT_EQ(summary["store"]["substituted_samples"].get<uint64_t>(), deferred_samples);
+  // A substituted sample is a real sample of the dataset (the live chunk's).
+  auto files = OpenDataSource(files_, Split::kTest, 0);
+  ASSERT_TRUE(files.ok());
+  auto truth = (*files)->ReadRange(0, 10000);
+  ASSERT_TRUE(truth.ok());
+  auto manifest = store_->Manifest("fashion-mnist-test");
+  ASSERT_TRUE(manifest.ok());
+  std::vector<bool> in_deferred(10000, false);
+  for (const auto& stripe : manifest->stripes) {
+    for (const store::StoredChunk& c : stripe) {
+      if (!c.deferred) continue;
+      for (uint64_t r = c.first_record; r < c.first_record + c.record_count; ++r) in_deferred[r] = true;
+    }
+  }
+  auto bytes_of = [](const torch::Tensor& t) {
+    const torch::Tensor c = t.contiguous();
+    return std::string(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel()) * c.element_size());
+  };
+  std::set<std::string> dataset_images;
+  for (int64_t i = 0; i < 10000; ++i) dataset_images.insert(bytes_of(truth->images[i]));
+  uint64_t kept = 0, stood_in = 0;
+  for (int64_t i = 0; i < 10000; ++i) {
+    if (!in_deferred[static_cast<size_t>(i)]) {
+      kept += torch::equal(all->images[i], truth->images[i]) && torch::equal(all->labels[i], truth->labels[i]) ? 1 : 0;
+    } else {
+      stood_in += dataset_images.count(bytes_of(all->images[i]));
+    }
+  }
+  EXPECT_EQ(kept, 10000 - deferred_samples);  // every other sample is itself
+  EXPECT_EQ(stood_in, deferred_samples);      // each stand-in is a real sample of the dataset
+
+  // The background pass rebuilds the rest: a loader substitutes nothing.
+  prm.rebuild_later = true;
+  ASSERT_TRUE(store_->Recover("", prm, false).ok());
+  auto after = OpenDataSource(config_, Split::kTest, 0);
+  ASSERT_TRUE(after.ok());
+  auto again = (*after)->ReadRange(0, 10000);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(torch::equal(again->images, truth->images));
+  nlohmann::json clean;
+  (*after)->AddToSummary(clean);
+  EXPECT_EQ(clean["store"]["substituted_samples"].get<uint64_t>(), 0u);
+}
+
 TEST_F(StoreSourceTest, AnUnknownDatasetNamesTheOnesThereAre) {
   config_.store_test_dataset = "cifar";
   auto src = OpenDataSource(config_, Split::kTest, 0);
@@ -146,6 +252,11 @@ TEST(StoreConfigTest, StoreKeysAreReadAndMisplacedOnesAreRefusedWithTheLine) {
             "job.toml:2: 'data.catalog' only applies to data.format = \"store\"");
   EXPECT_EQ(parse("[data]\nformat = \"store\"\ncatalog = \"s.db\"\ncache_chunks = 0\n").status().code(),
             StatusCode::kInvalidArgument);
+  EXPECT_EQ(parse("[data]\nformat = \"store\"\ncatalog = \"s.db\"\ncache_chunks = 4\nshuffle_window_chunks = 5\n")
+                .status()
+                .message(),
+            "job.toml:5: 'data.shuffle_window_chunks' is 5, more than data.cache_chunks (4): a window must fit the "
+            "cache or it evicts its own chunks");
 }
 
 }  // namespace

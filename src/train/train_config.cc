@@ -138,7 +138,8 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   c.data_format = r.Choice("data.format", c.data_format, {kFashionMnistFormat, kNpyFormat, kStoreFormat});
   const bool npy = c.data_format == kNpyFormat;
   const bool store = c.data_format == kStoreFormat;
-  for (const char* key : {"data.catalog", "data.train_dataset", "data.test_dataset", "data.cache_chunks"}) {
+  for (const char* key :
+       {"data.catalog", "data.train_dataset", "data.test_dataset", "data.cache_chunks", "data.shuffle_window_chunks"}) {
     if (!store && r.has(key)) r.Fail(key, "only applies to data.format = \"store\"");
   }
   if (store) {
@@ -151,6 +152,12 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
       if (r.has(key) && r.String(key, "").empty()) r.Fail(key, "must name a dataset in the store");
     }
     c.store_cache_chunks = r.Int("data.cache_chunks", c.store_cache_chunks, 1, 1 << 20);
+    c.store_shuffle_window = r.Int("data.shuffle_window_chunks", c.store_shuffle_window, 0, 1 << 20);
+    if (c.store_shuffle_window > c.store_cache_chunks) {
+      r.Fail("data.shuffle_window_chunks", "is " + std::to_string(c.store_shuffle_window) + ", more than data.cache_chunks (" +
+                                               std::to_string(c.store_cache_chunks) +
+                                               "): a window must fit the cache or it evicts its own chunks");
+    }
     for (const char* key : {"data.dir", "data.train_images", "data.train_labels", "data.test_images", "data.test_labels"}) {
       if (r.has(key)) r.Fail(key, "does not apply to data.format = \"store\" (samples come from data.catalog)");
     }

@@ -169,7 +169,7 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
     const int64_t epoch = global_step / steps_per_epoch + 1, step = global_step % steps_per_epoch + 1;
     if (perm_epoch != epoch) {
       auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(c.seed + epoch));
-      perm = torch::randperm(n, gen, torch::TensorOptions().dtype(torch::kInt64));
+      perm = train.EpochOrder(gen);
       perm_epoch = epoch;
     }
     const auto step_start = Clock::now();

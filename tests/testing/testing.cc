@@ -332,4 +332,16 @@ std::string TenaxBinary() {
 #endif
 }
 
+std::vector<uint8_t> ImageLabelRecords(const std::vector<uint8_t>& pixels, const std::vector<uint8_t>& labels,
+                                       size_t sample_bytes) {
+  std::vector<uint8_t> out;
+  out.reserve(labels.size() * (sample_bytes + 1));
+  for (size_t i = 0; i < labels.size(); ++i) {
+    out.insert(out.end(), pixels.begin() + static_cast<std::ptrdiff_t>(i * sample_bytes),
+               pixels.begin() + static_cast<std::ptrdiff_t>((i + 1) * sample_bytes));
+    out.push_back(labels[i]);
+  }
+  return out;
+}
+
 }  // namespace tenax::testing

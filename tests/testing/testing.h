@@ -93,6 +93,11 @@ class Child {
   int exit_code_ = -1;
 };
 
+// Store records as `tenax store put` makes them from an idx pair: each
+// sample's `sample_bytes` pixels, then its label byte.
+std::vector<uint8_t> ImageLabelRecords(const std::vector<uint8_t>& pixels, const std::vector<uint8_t>& labels,
+                                       size_t sample_bytes);
+
 // Path of the tenax binary under test (set by CMake).
 std::string TenaxBinary();
 

@@ -60,6 +60,9 @@ struct StoredChunk {
   uint64_t first_record = 0, record_count = 0, payload_bytes = 0;
   uint32_t payload_crc32c = 0;
   std::vector<uint64_t> class_counts;  // data chunks; empty for parity
+  // Lost and left for later by a recovery plan (PRM's partial view):
+  // loaders skip its samples instead of decoding them.
+  bool deferred = false;
 };
 
 struct DatasetManifest {

@@ -16,6 +16,9 @@
 //   (with the samples it held) and the others are still rebuilt.
 //   Bytes read and written are counted as they pass through the ChunkStore
 //   seam (for a network store: what crossed the network).
+//   prm: the data chunks its plan leaves for later are marked `deferred`
+//   in the manifest (loaders skip their samples: PRM's partial view); a
+//   rebuilt chunk is never deferred.
 //
 // Threading: not thread-safe on one manifest; the stores must be usable
 // from the calling thread.

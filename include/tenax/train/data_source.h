@@ -58,6 +58,12 @@ class DataSource {
   virtual Result<Batch> Read(const torch::Tensor& indices) = 0;
   // Samples [begin, end) (evaluation reads contiguous ranges).
   virtual Result<Batch> ReadRange(int64_t begin, int64_t end) = 0;
+  // The order in which an epoch visits the samples: a permutation of
+  // [0, size) drawn from `gen` (the loop seeds it per epoch, the same on
+  // every rank). Default: a uniform shuffle. A source that reads in units
+  // (the store's chunks) may shuffle within windows of units, so that a
+  // batch reads few units and each unit is read once per epoch.
+  virtual torch::Tensor EpochOrder(at::Generator& gen) const;
   // What the source did, under its own key of summary.json (the store's
   // reads and degraded reads); nothing by default.
   virtual void AddToSummary(nlohmann::json& /*summary*/) const {}

@@ -8,6 +8,11 @@
 //   or corrupt is decoded from its stripe: a degraded read, counted) and
 //   keeps the last data.cache_chunks decoded chunks (least recently used
 //   out first), so a rank reads only the chunks its samples lie in.
+// - Epoch order: with data.shuffle_window_chunks = W > 0, an epoch visits
+//   the chunks in a shuffled order and shuffles samples within windows of
+//   W chunks (as sharded loaders do), so each chunk is read once per epoch
+//   instead of on nearly every batch; W = 0 is the idx loader's uniform
+//   shuffle (and its exact order).
 // - Pixels are normalised with Fashion-MNIST's training statistics, the
 //   same table as the idx loader, so a job trains bit-identically from the
 //   store and from the idx files.

@@ -80,6 +80,7 @@ struct TrainConfig {
   std::string store_train_dataset = "fashion-mnist-train";  // store: dataset names in it
   std::string store_test_dataset = "fashion-mnist-test";
   int64_t store_cache_chunks = 16;                        // store: decoded chunks a loader keeps
+  int64_t store_shuffle_window = 0;  // store: shuffle within windows of this many chunks (0 = the whole split)
   int64_t train_limit = 0;  // 0 = the whole split
   int64_t test_limit = 0;
   std::string model = "cnn";  // a built-in model; ignored when model_path is set
