@@ -242,11 +242,13 @@ TEST_F(StorageClusterTest, ANodeKilledDuringIngestIsReplacedAndTheIngestComplete
 // bytes over the network (counted), and every record back.
 TEST_F(StorageClusterTest, StoreCommandsWorkAgainstStorageProcesses) {
   const std::string catalog = dir_ / "store.db";
+  std::string last_err;
   auto store = [&](std::vector<std::string> args, int expected_exit = 0) {
     std::vector<std::string> argv = {testing::TenaxBinary(), "store"};
     argv.insert(argv.end(), args.begin(), args.end());
     argv.insert(argv.end(), {"--catalog", catalog, "--json"});
     testing::ProcessResult r = testing::RunProcess(argv);
+    last_err = r.err;
     EXPECT_EQ(r.exit_code, expected_exit) << r.err << r.out;
     auto j = nlohmann::json::parse(r.out, nullptr, false);
     EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
@@ -261,6 +263,9 @@ TEST_F(StorageClusterTest, StoreCommandsWorkAgainstStorageProcesses) {
   Kill(3);
   auto st = store({"status"});
   EXPECT_EQ(st["nodes"][3]["state"], "failed");
+  EXPECT_NE(last_err.find("data node node-3 (storage://127.0.0.1:" + std::to_string(Port(3)) + "): marked failed: "),
+            std::string::npos)
+      << last_err;
   EXPECT_EQ(st["datasets"][0]["lost_chunks"], 5);
   auto rec = store({"recover", "--policy", "full"});
   const auto& r = rec["results"][0];

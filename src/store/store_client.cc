@@ -1,5 +1,7 @@
 #include "tenax/store/store_client.h"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <filesystem>
 #include <map>
@@ -163,6 +165,7 @@ Result<std::vector<StoreNode>> StoreClient::DetectFailures() {
     if (n.state != NodeState::kLive) continue;
     const std::string why = Missing(n);
     if (why.empty()) continue;
+    spdlog::warn("data node {} ({}): marked failed: {}", n.name, n.location, why);
     TENAX_RETURN_IF_ERROR(catalog_->SetNodeState(n.id, NodeState::kFailed));
     failed.push_back(n);
     failed.back().state = NodeState::kFailed;
