@@ -247,8 +247,8 @@ int RunHealth(const StoreArgs& a, bool verify, const char* cmd) {
   return unreadable ? 2 : 0;
 }
 
-nlohmann::json ReportJson(const std::string& dataset, const store::RecoveryReport& r) {
-  return {{"dataset", dataset},
+nlohmann::json ReportJson(const store::RecoveryReport& r) {
+  return {{"dataset", r.dataset},
           {"policy", r.plan.policy},
           {"lost_chunks", r.lost.size()},
           {"first_chunks", r.plan.first.size()},
@@ -303,20 +303,17 @@ int RunRecover(const StoreArgs& a, bool scrub) {
   };
   auto reports = (*store)->Recover(a.dataset, options, /*verify=*/scrub, /*only_live_nodes=*/scrub, tier_of);
   if (!reports.ok()) return ReportError(cmd, reports.status());
-  auto names = (*store)->Datasets();
-  std::vector<std::string> datasets = a.dataset.empty() && names.ok() ? *names : std::vector<std::string>{a.dataset};
   bool unrecoverable = false;
   nlohmann::json out = nlohmann::json::array();
-  for (size_t i = 0; i < reports->size(); ++i) {
-    const auto& r = (*reports)[i];
+  for (const store::RecoveryReport& r : *reports) {
     unrecoverable = unrecoverable || !r.unrecoverable.empty();
-    out.push_back(ReportJson(datasets[i], r));
+    out.push_back(ReportJson(r));
     if (a.json) continue;
     if (r.lost.empty()) {
-      std::printf("%s: nothing lost%s\n", datasets[i].c_str(), scrub ? " (every chunk verified)" : "");
+      std::printf("%s: nothing lost%s\n", r.dataset.c_str(), scrub ? " (every chunk verified)" : "");
       continue;
     }
-    std::printf("%s: %zu chunks lost; %s plan: %zu first (%s), %zu later (%s)\n", datasets[i].c_str(), r.lost.size(),
+    std::printf("%s: %zu chunks lost; %s plan: %zu first (%s), %zu later (%s)\n", r.dataset.c_str(), r.lost.size(),
                 r.plan.policy.c_str(), r.plan.first.size(), Mib(r.plan.first_bytes).c_str(), r.plan.later.size(),
                 Mib(r.plan.later_bytes).c_str());
     std::printf("  rebuilt %llu chunks in %.2f s: read %s, wrote %s; available samples %.1f%%, largest class share "
@@ -329,7 +326,7 @@ int RunRecover(const StoreArgs& a, bool scrub) {
       std::printf("  %zu chunks left for later: reads of them decode; 'tenax store recover --all' rebuilds them\n",
                   r.plan.later.size());
     }
-    for (const auto& u : r.unrecoverable) std::printf("  LOST: %s %s\n", datasets[i].c_str(), u.c_str());
+    for (const auto& u : r.unrecoverable) std::printf("  LOST: %s %s\n", r.dataset.c_str(), u.c_str());
   }
   if (a.json) Print({{"catalog", a.catalog}, {"results", out}, {"transport_bytes", TransportJson(**store)}});
   if (unrecoverable) {

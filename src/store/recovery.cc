@@ -46,6 +46,7 @@ Result<RecoveryReport> RecoverChunks(DatasetManifest& m, const std::vector<Chunk
                                      std::vector<FoundLoss> lost, const RecoveryOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   RecoveryReport report;
+  report.dataset = m.dataset;
   std::vector<LostChunk> plain;
   for (const FoundLoss& f : lost) plain.push_back(f.chunk);
   TENAX_ASSIGN_OR_RETURN(report.plan, PlanRecovery(options.policy, m.class_totals, plain, options.prm));

@@ -46,6 +46,7 @@ TEST_F(RecoveryTest, FullRecoveryOfTwoWipedNodesRebuildsEveryChunkOntoLiveNodesB
 
   auto report = RecoverChunks(*m, stores_, nodes_, alive, lost, {"full", {}, false});
   ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_EQ(report->dataset, "fmnist-test");
   EXPECT_EQ(report->chunks_rebuilt, lost.size());
   EXPECT_EQ(report->bytes_written, lost_bytes);
   EXPECT_TRUE(report->unrecoverable.empty());

@@ -148,8 +148,6 @@ std::vector<DataNodeInfo> StoreClient::Infos() const {
   return out;
 }
 
-std::vector<ChunkStore*> StoreClient::Stores() const { return stores_; }
-
 TransportBytes StoreClient::transport_bytes() const {
   TransportBytes t;
   for (const auto& [location, s] : net_stores_) {
@@ -232,7 +230,7 @@ Result<PutReport> StoreClient::Put(const std::string& dataset, std::span<const u
 Result<std::vector<uint8_t>> StoreClient::Get(const std::string& dataset, uint64_t first, uint64_t count,
                                              ReadStats* stats) {
   TENAX_ASSIGN_OR_RETURN(DatasetManifest m, catalog_->Manifest(dataset));
-  return ReadRecords(m, Stores(), first, count, stats);
+  return ReadRecords(m, stores_, first, count, stats);
 }
 
 Result<StoreNode> StoreClient::Fail(const std::string& name_or_id) {
@@ -269,7 +267,7 @@ Result<std::vector<DatasetHealth>> StoreClient::Health(bool verify) {
       h.chunks += stripe.size();
       for (const StoredChunk& c : stripe) h.bytes += c.payload_bytes;
     }
-    h.lost = FindLostChunks(m, Stores(), Alive(), verify);
+    h.lost = FindLostChunks(m, stores_, Alive(), verify);
     std::map<uint64_t, int> per_stripe;
     for (const FoundLoss& f : h.lost) ++per_stripe[f.chunk.stripe];
     for (auto [s, n] : per_stripe) {
@@ -299,14 +297,14 @@ Result<std::vector<RecoveryReport>> StoreClient::Recover(const std::string& data
   const std::vector<bool> alive = Alive();
   for (const auto& name : names) {
     TENAX_ASSIGN_OR_RETURN(DatasetManifest m, catalog_->Manifest(name));
-    std::vector<FoundLoss> lost = FindLostChunks(m, Stores(), alive, verify, tier_of);
+    std::vector<FoundLoss> lost = FindLostChunks(m, stores_, alive, verify, tier_of);
     if (only_live_nodes) {
       std::erase_if(lost, [&](const FoundLoss& f) {
         const int node = m.stripes[static_cast<size_t>(f.chunk.stripe)][f.chunk.index].node;
         return !alive[static_cast<size_t>(node)];
       });
     }
-    auto report = RecoverChunks(m, Stores(), Infos(), alive, std::move(lost), options);
+    auto report = RecoverChunks(m, stores_, Infos(), alive, std::move(lost), options);
     // The chunks written so far are where the manifest says: store it even
     // when the recovery stopped early.
     TENAX_RETURN_IF_ERROR(catalog_->PutManifest(m));

@@ -58,6 +58,7 @@ struct RecoveryOptions {
 };
 
 struct RecoveryReport {
+  std::string dataset;
   RecoveryPlan plan;
   std::vector<FoundLoss> lost;    // what was lost (plan indices point here)
   uint64_t chunks_rebuilt = 0;

@@ -134,7 +134,6 @@ class StoreClient {
   std::string Missing(const StoreNode& n);
   std::vector<bool> Alive() const;
   std::vector<DataNodeInfo> Infos() const;
-  std::vector<ChunkStore*> Stores() const;
 
   std::unique_ptr<StoreCatalog> catalog_;
   StoreClientOptions options_;
