@@ -254,6 +254,22 @@ void PeerGroup::Stop() {
   Reap();
 }
 
+bool PeerGroup::Exited(size_t i) { return children_.at(i)->Poll(); }
+
+void PeerGroup::Kill() {
+  for (auto& c : children_) {
+    if (!c->Poll()) ::kill(c->pid, SIGKILL);  // not reaped yet: the pid is still ours
+  }
+  const Deadline reaped = Deadline::After(10s);
+  while (!reaped.Expired()) {
+    bool all = true;
+    for (auto& c : children_) all &= c->Poll();
+    if (all) break;
+    std::this_thread::sleep_for(1ms);
+  }
+  Reap();
+}
+
 // For exited children: join the reader (the pipe is closed) and reap.
 void PeerGroup::Reap() {
   for (auto& c : children_) {

@@ -104,7 +104,13 @@ class PeerGroup {
   // The lines child `i` printed so far (all of them once Wait returned Ok).
   std::vector<std::string> Lines(size_t i);
 
+  // Has child `i` exited (without reaping it)?
+  bool Exited(size_t i);
+
   void Stop();
+  // SIGKILL to every child still running, then reaps them: a fault the
+  // benchmark injects (a lost machine), not a shutdown.
+  void Kill();
 
  private:
   struct Child;
@@ -188,5 +194,6 @@ void AddElasticBenchmark(CLI::App& bench, int& exit_code);
 void AddPreemptionBenchmark(CLI::App& bench, int& exit_code);
 void AddStragglersBenchmark(CLI::App& bench, int& exit_code);
 void AddEcBenchmark(CLI::App& bench, int& exit_code);
+void AddRecoveryBenchmark(CLI::App& bench, int& exit_code);
 
 }  // namespace tenax::bench

@@ -59,8 +59,7 @@ class StorageClusterTest : public ::testing::Test {
     Child& c = *children_[static_cast<size_t>(i)];
     ASSERT_TRUE(c.WaitForStderrLine("listening on", 60s)) << c.stderr_text();
     ASSERT_GT(Port(i), 0) << c.stderr_text();
-    auto store = NetChunkStore::Connect(client_.get(), "node-" + std::to_string(i), "127.0.0.1", Port(i), 1 << 20,
-                                        Deadline::After(30s));
+    auto store = NetChunkStore::Connect(client_.get(), "node-" + std::to_string(i), "127.0.0.1", Port(i), 1 << 20, 30000ms);
     ASSERT_TRUE(store.ok()) << store.status().message();
     (*store)->set_request_timeout(5000ms);
     stores_[static_cast<size_t>(i)] = std::move(*store);
@@ -184,6 +183,41 @@ TEST_F(StorageClusterTest, ARestartedNodeVerifiesItsDiskQuarantinesABadChunkAndS
   ASSERT_TRUE(all.ok()) << all.status().message();
   EXPECT_TRUE(*all == records_);
   EXPECT_EQ(stats.degraded_chunks, 1u);
+}
+
+// A client keeps its NetChunkStore when a connection goes away (a node
+// that timed out an idle client, as a test loader sees after an epoch):
+// the next call connects again and reads the chunk. A node that is gone
+// fails the call at once with its name, and within the back-off the next
+// call does not try to connect again.
+TEST_F(StorageClusterTest, AStoreConnectsAgainAfterALostConnectionAndBacksOffFromADeadNode) {
+  auto m = Put();
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const StoredChunk& c = m->stripes[3][0];
+  const ChunkId id{"fmnist", 3, c.index};
+  NetChunkStore& store = *stores_[c.node];
+  auto before = store.Get(id);
+  ASSERT_TRUE(before.ok()) << before.status().message();
+
+  client_->Disconnect(store.peer(), Deadline::After(5s));
+  auto again = store.Get(id);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(again->payload == before->payload);
+  EXPECT_EQ(store.reconnects(), 1u);
+
+  Kill(static_cast<int>(c.node));
+  const std::string name = "node-" + std::to_string(c.node);
+  auto lost = store.Get(id);
+  ASSERT_FALSE(lost.ok());
+  EXPECT_NE(lost.status().message().find(name), std::string::npos) << lost.status().message();
+  auto backing_off = store.Get(id);
+  ASSERT_FALSE(backing_off.ok());
+  EXPECT_EQ(backing_off.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(backing_off.status().message().find(name + " (127.0.0.1:" + std::to_string(Port(static_cast<int>(c.node))) +
+                                                "): not reachable"),
+            std::string::npos)
+      << backing_off.status().message();
+  EXPECT_EQ(store.reconnects(), 1u);
 }
 
 TEST_F(StorageClusterTest, AClientThatBreaksTheProtocolIsDroppedAndOthersAreStillServed) {

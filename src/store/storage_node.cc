@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <map>
+#include <thread>
 #include <vector>
 
 #include "tenax/core/checksum.h"
@@ -52,14 +53,27 @@ class StorageServer {
 
   Status Serve() {
     auto last_scrub = SteadyClock::now();
+    // An idle node sleeps between polls instead of spinning: six data nodes
+    // and a trainer share two cores, and a spinning node takes the
+    // trainer's. A request then waits at most one nap (kIdleNap) more;
+    // while requests keep coming the node polls without sleeping.
+    constexpr int kSpinPolls = 2000;
+    constexpr auto kIdleNap = 200us;
+    int idle_polls = 0;
     while (!(o_.stop && o_.stop())) {
+      node_->Progress();
       while (true) {
         auto peer = node_->Accept(Deadline::At(SteadyClock::now()));
         if (!peer.ok()) break;
         if (o_.link.bandwidth_bytes_per_second > 0 || o_.link.delay.count() > 0) node_->SetLinkShape(*peer, o_.link);
       }
-      auto msg = node_->ReceiveControl(Deadline::After(20ms));
-      if (msg.ok()) Handle(*msg);
+      auto msg = node_->ReceiveControl(Deadline::At(SteadyClock::now()));
+      if (msg.ok()) {
+        Handle(*msg);
+        idle_polls = 0;
+      } else if (++idle_polls > kSpinPolls) {
+        std::this_thread::sleep_for(kIdleNap);
+      }
       if (SteadyClock::now() - last_scrub >= o_.scrub_interval) {
         ScrubOne();
         last_scrub = SteadyClock::now();

@@ -54,8 +54,8 @@ Status StoreClient::Reload() {
       no.peer_timeout = std::chrono::milliseconds(3000);
       TENAX_ASSIGN_OR_RETURN(net_, net::Node::Create(no));
     }
-    auto store = NetChunkStore::Connect(net_.get(), n.name, hp->host, hp->port, kMaxNetChunkBytes,
-                                        Deadline::After(options_.connect_timeout));
+    auto store =
+        NetChunkStore::Connect(net_.get(), n.name, hp->host, hp->port, kMaxNetChunkBytes, options_.connect_timeout);
     if (!store.ok()) {
       unreachable_[n.location] = store.status().message();
       continue;
@@ -64,7 +64,7 @@ Status StoreClient::Reload() {
     if (options_.link_bytes_per_second > 0) {
       net::LinkShape shape;
       shape.bandwidth_bytes_per_second = options_.link_bytes_per_second;
-      net_->SetLinkShape((*store)->peer(), shape);
+      (*store)->set_link_shape(shape);
     }
     slot = store->get();
     net_stores_[n.location] = std::move(*store);
@@ -80,8 +80,10 @@ std::string StoreClient::Missing(const StoreNode& n) {
   if (auto it = unreachable_.find(n.location); it != unreachable_.end()) return "unreachable: " + it->second;
   auto it = net_stores_.find(n.location);
   if (it == net_stores_.end()) return "not connected";
-  Status st = net_->PeerStatus(it->second->peer());
-  return st.ok() ? "" : "stopped answering: " + st.message();
+  // A STATUS round trip (which reconnects a connection that was only
+  // idle too long).
+  auto st = it->second->QueryStatus();
+  return st.ok() ? "" : "stopped answering: " + st.status().message();
 }
 
 Status StoreClient::AddNodes(std::vector<StoreNode> nodes) {
