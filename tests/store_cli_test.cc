@@ -98,6 +98,27 @@ TEST_F(StoreCliTest, PutFailReadDegradedRecoverWithPrmThenFullAndEveryByteIsBack
   EXPECT_EQ(GetAllAndCompare(), 0u);  // nothing degraded any more
 }
 
+// PRM's background pass: the first set goes into the catalog, then the
+// rest is rebuilt no faster than the rate given, and everything is back.
+TEST_F(StoreCliTest, APrmBackgroundPassRebuildsTheRestAtItsRateAndEveryByteIsBack) {
+  Json({"put", "--root", dir_ / "nodes", "--nodes", "6", "--split", "test", "--dataset", "fmnist", "--chunk-bytes",
+        std::to_string(785 * 250)});
+  Json({"fail", "node-4"});
+  const double gbps = 0.05;
+  auto prm = Json({"recover", "--policy", "prm", "--min-available", "0.9", "--background-gbps", "0.05"})["results"][0];
+  EXPECT_EQ(prm["lost_chunks"], 10);
+  EXPECT_EQ(prm["chunks_rebuilt"], prm["first_chunks"]);
+  const auto& bg = prm["background"];
+  ASSERT_TRUE(bg["ran"].get<bool>()) << prm.dump();
+  EXPECT_EQ(bg["chunks_rebuilt"], prm["later_chunks"]);
+  EXPECT_EQ(bg["bytes_written"], prm["later_bytes"]);
+  const double moved = bg["bytes_read"].get<double>() + bg["bytes_written"].get<double>();
+  EXPECT_GE(bg["seconds"].get<double>(), moved / (gbps * 1e9 / 8)) << bg.dump();  // paced, never faster
+  EXPECT_EQ(Status()["datasets"][0]["lost_chunks"], 0);
+  EXPECT_EQ(GetAllAndCompare(), 0u);
+  EXPECT_NE(Store({"recover", "--all", "--background-gbps", "1"}).err.find("excludes"), std::string::npos);
+}
+
 TEST_F(StoreCliTest, AScrubFindsAFlippedBitAndRepairsIt) {
   Json({"put", "--root", dir_ / "nodes", "--split", "test", "--dataset", "fmnist", "--chunk-bytes",
         std::to_string(785 * 500)});

@@ -36,6 +36,7 @@ struct StoreArgs {
   std::string node;
   // scrub / recover
   bool dry_run = false, all = false;
+  double background_gbps = 0;
   std::string policy = "prm", important_classes;
   double min_available = 0.9, class_tolerance = 0.01;
 };
@@ -265,6 +266,11 @@ nlohmann::json ReportJson(const store::RecoveryReport& r) {
           {"shares_a_node", r.shares_a_node},
           {"unrecoverable", r.unrecoverable},
           {"unrecoverable_samples", r.unrecoverable_samples},
+          {"background", {{"ran", r.background.ran},
+                          {"chunks_rebuilt", r.background.chunks_rebuilt},
+                          {"bytes_read", r.background.bytes_read},
+                          {"bytes_written", r.background.bytes_written},
+                          {"seconds", r.background.seconds}}},
           {"lost", LostJson(r.lost)}};
 }
 
@@ -279,6 +285,7 @@ int RunRecover(const StoreArgs& a, bool scrub) {
   options.prm.min_available = a.min_available;
   options.prm.class_tolerance = a.class_tolerance;
   options.rebuild_later = scrub || a.all;
+  options.background_bytes_per_second = scrub ? 0 : a.background_gbps * 1e9 / 8;
   std::vector<int> important;
   if (!a.important_classes.empty()) {
     std::istringstream in(a.important_classes);
@@ -322,7 +329,11 @@ int RunRecover(const StoreArgs& a, bool scrub) {
                 Mib(r.bytes_written).c_str(), 100 * r.plan.available_share, 100 * r.plan.max_class_deviation,
                 100 * r.plan.max_class_deviation_before,
                 r.shares_a_node ? "; some stripes now share a node (fewer live nodes than k+m)" : "");
-    if (!options.rebuild_later && !r.plan.later.empty()) {
+    if (r.background.ran) {
+      std::printf("  background pass: rebuilt the other %llu chunks in %.2f s at %.3g Gbit/s: read %s, wrote %s\n",
+                  static_cast<unsigned long long>(r.background.chunks_rebuilt), r.background.seconds,
+                  a.background_gbps, Mib(r.background.bytes_read).c_str(), Mib(r.background.bytes_written).c_str());
+    } else if (!options.rebuild_later && !r.plan.later.empty()) {
       std::printf("  %zu chunks left for later: reads of them decode; 'tenax store recover --all' rebuilds them\n",
                   r.plan.later.size());
     }
@@ -420,7 +431,13 @@ void AddStoreCommand(CLI::App& root, int& exit_code) {
   recover->add_option("--policy", a->policy, "full: everything; approx: important tier first; prm: what keeps the class mix and the availability floor")
       ->check(CLI::IsMember({"full", "approx", "prm"}))
       ->capture_default_str();
-  recover->add_flag("--all", a->all, "Also rebuild what the plan leaves for later");
+  CLI::Option* all = recover->add_flag("--all", a->all, "Also rebuild what the plan leaves for later, now");
+  recover
+      ->add_option("--background-gbps", a->background_gbps,
+                   "Once the first set is in the catalog (training reads it), rebuild the rest in a second pass "
+                   "paced to this rate, Gbit/s (a low-priority background pass)")
+      ->check(CLI::Range(1e-6, 400.0))
+      ->excludes(all);
   recover->add_option("--min-available", a->min_available, "prm: share of samples that must be available")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "tenax/core/checksum.h"
 #include "tenax/store/reed_solomon.h"
@@ -146,6 +147,11 @@ Result<RecoveryReport> RecoverChunks(DatasetManifest& m, const std::vector<Chunk
       stripe_nodes[index] = target;
       ++report.chunks_rebuilt;
       report.bytes_written += payload.size();
+    }
+    if (options.pace_bytes_per_second > 0) {
+      const double moved = static_cast<double>(reads.bytes_read + report.bytes_written);
+      std::this_thread::sleep_until(start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                std::chrono::duration<double>(moved / options.pace_bytes_per_second)));
     }
   }
   // What the plan leaves for later stays lost: loaders skip its samples

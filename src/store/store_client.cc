@@ -311,6 +311,18 @@ Result<std::vector<RecoveryReport>> StoreClient::Recover(const std::string& data
     // when the recovery stopped early.
     TENAX_RETURN_IF_ERROR(catalog_->PutManifest(m));
     if (!report.ok()) return Status(report.status().code(), name + ": " + report.status().message());
+    if (options.background_bytes_per_second > 0 && !options.rebuild_later && !report->plan.later.empty()) {
+      // Training already reads the first set; the rest comes back slowly.
+      RecoveryOptions later;
+      later.policy = "full";
+      later.pace_bytes_per_second = options.background_bytes_per_second;
+      std::vector<FoundLoss> rest = FindLostChunks(m, stores_, alive, /*verify=*/false, tier_of);
+      auto pass = RecoverChunks(m, stores_, Infos(), alive, std::move(rest), later);
+      TENAX_RETURN_IF_ERROR(catalog_->PutManifest(m));
+      if (!pass.ok()) return Status(pass.status().code(), name + ": background pass: " + pass.status().message());
+      report->background = {true, pass->chunks_rebuilt, pass->bytes_read, pass->bytes_written, pass->seconds};
+      report->unrecoverable.insert(report->unrecoverable.end(), pass->unrecoverable.begin(), pass->unrecoverable.end());
+    }
     out.push_back(std::move(*report));
   }
   return out;

@@ -55,6 +55,22 @@ struct RecoveryOptions {
   std::string policy = "full";  // full | approx | prm
   PrmParams prm;
   bool rebuild_later = false;   // also rebuild the plan's `later` chunks now
+  // > 0: after each stripe, wait until the bytes moved so far (read +
+  // written) are at or under this rate since the start: a low-priority
+  // pass that leaves the links to training.
+  double pace_bytes_per_second = 0;
+  // > 0 (StoreClient::Recover, without rebuild_later): once the first set
+  // is in the catalog, rebuild the rest in a second pass paced at this
+  // rate (PRM's background pass). 0 = the rest waits for a later
+  // `recover --all` (or forever).
+  double background_bytes_per_second = 0;
+};
+
+// The paced second pass of StoreClient::Recover (background_bytes_per_second).
+struct BackgroundPass {
+  bool ran = false;
+  uint64_t chunks_rebuilt = 0, bytes_read = 0, bytes_written = 0;
+  double seconds = 0;
 };
 
 struct RecoveryReport {
@@ -68,6 +84,7 @@ struct RecoveryReport {
   bool shares_a_node = false;     // some stripe now has two chunks on one node
   std::vector<std::string> unrecoverable;  // "stripe S (samples A..B): only X of N chunks readable"
   uint64_t unrecoverable_samples = 0;
+  BackgroundPass background;
 };
 
 // InvalidArgument for a bad policy or parameters (from PlanRecovery);
