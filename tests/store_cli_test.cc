@@ -190,6 +190,32 @@ TEST_F(StoreCliTest, TrainingFromTheStoreWithAFailedNodeMatchesTrainingFromTheFi
   EXPECT_EQ(store_summary.value("dataset", ""), "fashion-mnist-train");
   EXPECT_GT(store_summary.value("degraded_chunks", uint64_t{0}), 0u);
   EXPECT_GT(store_summary.value("chunks_read", uint64_t{0}), store_summary.value("degraded_chunks", uint64_t{0}));
+
+  // The same job recovering the store itself (data.recovery_policy): the
+  // first degraded read starts a full recovery on a thread of the loader;
+  // training reads the same bytes, and when it ends the node's chunks are
+  // back on the others.
+  uint64_t lost_before = 0;
+  const nlohmann::json before = Status();
+  for (const auto& d : before["datasets"]) {
+    if (d["dataset"] == "fashion-mnist-train") lost_before = d["lost_chunks"].get<uint64_t>();
+  }
+  ASSERT_GT(lost_before, 0u) << before.dump();
+  const double recovering = train("recovering", "format = \"store\"\ncatalog = \"" + catalog_ +
+                                                    "\"\ncache_chunks = 8\nrecovery_policy = \"full\"\n");
+  EXPECT_EQ(recovering, from_files);
+  ASSERT_TRUE(store_summary.contains("recoveries")) << store_summary.dump();
+  ASSERT_EQ(store_summary["recoveries"].size(), 1u) << store_summary.dump();
+  const auto& rec = store_summary["recoveries"][0];
+  EXPECT_FALSE(rec.contains("error")) << rec.dump();
+  EXPECT_EQ(rec.value("policy", ""), "full");
+  EXPECT_EQ(rec.value("chunks_rebuilt", uint64_t{0}), lost_before) << rec.dump();
+  const nlohmann::json after = Status();
+  for (const auto& d : after["datasets"]) {
+    if (d["dataset"] == "fashion-mnist-train") {
+      EXPECT_EQ(d["lost_chunks"], 0) << d.dump();
+    }
+  }
 }
 
 TEST_F(StoreCliTest, BadInputIsOneClearErrorLine) {

@@ -1,5 +1,6 @@
 #include "tenax/store/catalog.h"
 
+#include <chrono>
 #include <set>
 #include <sstream>
 
@@ -38,6 +39,11 @@ CREATE TABLE IF NOT EXISTS store_chunk (
   class_counts TEXT NOT NULL,
   deferred INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (dataset, stripe, idx)
+);
+CREATE TABLE IF NOT EXISTS store_recovery (
+  dataset TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  started_unix INTEGER NOT NULL
 );
 )sql";
 
@@ -291,6 +297,53 @@ Result<DatasetManifest> StoreCatalog::Manifest(const std::string& dataset) {
                    std::to_string(layout->stripes() * per_stripe) + " its layout needs");
   }
   return m;
+}
+
+Result<std::string> StoreCatalog::ClaimRecovery(const std::string& dataset, const std::string& owner,
+                                                int64_t stale_seconds) {
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  // IMMEDIATE: the write lock first, so that two claimants serialise.
+  TENAX_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE;"));
+  auto fail = [&](const std::string& what) {
+    Status st = db_.Error(what);
+    (void)db_.Exec("ROLLBACK;");
+    return st;
+  };
+  {
+    SqliteStatement drop(db_.get(), "DELETE FROM store_recovery WHERE dataset = ? AND started_unix < ?");
+    if (!drop.ok()) return fail("claim the recovery of " + dataset);
+    drop.Bind(1, dataset);
+    drop.Bind(2, now - stale_seconds);
+    if (!SqliteStatement::IsDone(drop.Step())) return fail("claim the recovery of " + dataset);
+  }
+  {
+    SqliteStatement add(db_.get(), "INSERT OR IGNORE INTO store_recovery (dataset, owner, started_unix) VALUES (?, ?, ?)");
+    if (!add.ok()) return fail("claim the recovery of " + dataset);
+    add.Bind(1, dataset);
+    add.Bind(2, owner);
+    add.Bind(3, now);
+    if (!SqliteStatement::IsDone(add.Step())) return fail("claim the recovery of " + dataset);
+  }
+  std::string holder;
+  {
+    SqliteStatement q(db_.get(), "SELECT owner FROM store_recovery WHERE dataset = ?");
+    if (!q.ok()) return fail("claim the recovery of " + dataset);
+    q.Bind(1, dataset);
+    if (!SqliteStatement::IsRow(q.Step())) return fail("claim the recovery of " + dataset);
+    holder = q.Text(0);
+  }
+  TENAX_RETURN_IF_ERROR(db_.Exec("COMMIT;"));
+  return holder;
+}
+
+Status StoreCatalog::ReleaseRecovery(const std::string& dataset, const std::string& owner) {
+  SqliteStatement q(db_.get(), "DELETE FROM store_recovery WHERE dataset = ? AND owner = ?");
+  if (!q.ok()) return db_.Error("release the recovery of " + dataset);
+  q.Bind(1, dataset);
+  q.Bind(2, owner);
+  if (!SqliteStatement::IsDone(q.Step())) return db_.Error("release the recovery of " + dataset);
+  return Status::Ok();
 }
 
 }  // namespace tenax::store

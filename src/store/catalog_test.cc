@@ -87,6 +87,36 @@ TEST_F(CatalogTest, AManifestAndTheNodesSurviveReopeningTheFile) {
   EXPECT_EQ(*names, std::vector<std::string>{"fmnist-test"});
 }
 
+// Two processes (two catalog handles on one file) claim one dataset's
+// recovery: one wins until it releases, and a stale claim (its owner
+// died) is taken over.
+TEST_F(CatalogTest, OneRecoveryClaimPerDatasetAcrossHandlesAndAStaleOneIsTakenOver) {
+  auto a = StoreCatalog::Open(CatalogPath());
+  auto b = StoreCatalog::Open(CatalogPath());
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto first = (*a)->ClaimRecovery("train", "worker-0", 600);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  EXPECT_EQ(*first, "worker-0");
+  auto second = (*b)->ClaimRecovery("train", "worker-1", 600);
+  ASSERT_TRUE(second.ok()) << second.status().message();
+  EXPECT_EQ(*second, "worker-0");
+  auto other_dataset = (*b)->ClaimRecovery("test", "worker-1", 600);
+  ASSERT_TRUE(other_dataset.ok());
+  EXPECT_EQ(*other_dataset, "worker-1");
+  ASSERT_TRUE((*b)->ReleaseRecovery("train", "worker-1").ok());  // not its claim: no effect
+  auto still = (*b)->ClaimRecovery("train", "worker-1", 600);
+  ASSERT_TRUE(still.ok());
+  EXPECT_EQ(*still, "worker-0");
+  ASSERT_TRUE((*a)->ReleaseRecovery("train", "worker-0").ok());
+  auto after = (*b)->ClaimRecovery("train", "worker-1", 600);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*after, "worker-1");
+  // With a staleness bound below zero every claim is stale.
+  auto taken = (*a)->ClaimRecovery("train", "worker-2", -1);
+  ASSERT_TRUE(taken.ok());
+  EXPECT_EQ(*taken, "worker-2");
+}
+
 TEST_F(CatalogTest, MistakesAreClearErrors) {
   auto cat = StoreCatalog::Open(CatalogPath());
   ASSERT_TRUE(cat.ok());

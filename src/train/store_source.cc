@@ -1,22 +1,103 @@
 #include "tenax/train/store_source.h"
 
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <list>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
 
+#include "tenax/store/catalog.h"
 #include "tenax/store/store_client.h"
 #include "tenax/store/stripe_layout.h"
 
 namespace tenax {
 
+// A recovery a loader started (data.recovery_policy): its own store client
+// and catalog handle on a thread of its own, so training goes on reading
+// (degraded) meanwhile. One claim per dataset in the catalog makes the
+// workers of a job start one recovery between them.
+class LoaderRecovery {
+ public:
+  LoaderRecovery(std::string catalog, std::string dataset, store::RecoveryOptions options)
+      : catalog_(std::move(catalog)), dataset_(std::move(dataset)), options_(std::move(options)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~LoaderRecovery() { Join(); }
+  bool done() const { return done_.load(); }
+  // Waits for the recovery to end; its report.
+  const nlohmann::json& Join() {
+    if (thread_.joinable()) thread_.join();
+    return report_;
+  }
+
+ private:
+  void Run() {
+    const auto start = std::chrono::steady_clock::now();
+    report_ = {{"dataset", dataset_}, {"policy", options_.policy}};
+    char host[256] = {0};
+    ::gethostname(host, sizeof(host) - 1);
+    const std::string owner = "pid " + std::to_string(::getpid()) + " on " + host;
+    spdlog::warn("store dataset {}: a chunk was read around a lost one; starting a {} recovery", dataset_,
+                 options_.policy);
+    auto cat = store::StoreCatalog::Open(catalog_);
+    auto holder = cat.ok() ? (*cat)->ClaimRecovery(dataset_, owner, 3600) : Result<std::string>(cat.status());
+    if (!holder.ok()) {
+      report_["error"] = holder.status().message();
+    } else if (*holder != owner) {
+      report_["skipped"] = "recovered by " + *holder;
+    } else {
+      auto client = store::StoreClient::Open(catalog_);
+      auto reports = client.ok() ? (*client)->Recover(dataset_, options_, /*verify=*/false)
+                                 : Result<std::vector<store::RecoveryReport>>(client.status());
+      if (!reports.ok()) {
+        report_["error"] = reports.status().message();
+      } else if (!reports->empty()) {
+        const store::RecoveryReport& r = reports->front();
+        report_.update({{"lost_chunks", r.lost.size()},
+                        {"first_chunks", r.plan.first.size()},
+                        {"later_chunks", r.plan.later.size()},
+                        {"chunks_rebuilt", r.chunks_rebuilt + r.background.chunks_rebuilt},
+                        {"bytes_read", r.bytes_read + r.background.bytes_read},
+                        {"bytes_written", r.bytes_written + r.background.bytes_written},
+                        {"first_pass_seconds", r.seconds},
+                        {"background_seconds", r.background.seconds},
+                        {"unrecoverable", r.unrecoverable}});
+      }
+      if (Status st = (*cat)->ReleaseRecovery(dataset_, owner); !st.ok()) report_["release_error"] = st.message();
+    }
+    report_["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (report_.contains("error")) {
+      spdlog::error("store dataset {}: the {} recovery failed: {}", dataset_, options_.policy,
+                    report_["error"].get<std::string>());
+    } else {
+      spdlog::warn("store dataset {}: {} recovery done in {:.2f} s: {}", dataset_, options_.policy,
+                   report_["seconds"].get<double>(), report_.dump());
+    }
+    done_.store(true);
+  }
+
+  std::string catalog_, dataset_;
+  store::RecoveryOptions options_;
+  nlohmann::json report_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
 class StoreSource final : public DataSource {
  public:
   StoreSource(std::unique_ptr<store::StoreClient> store, store::DatasetManifest manifest, store::StripeLayout layout,
-              int64_t size, size_t cache_chunks, int64_t shuffle_window, std::string description)
-      : store_(std::move(store)),
+              int64_t size, size_t cache_chunks, int64_t shuffle_window, std::string description,
+              std::string catalog, std::optional<store::RecoveryOptions> recovery)
+      : catalog_(std::move(catalog)),
+        recovery_options_(std::move(recovery)),
+        store_(std::move(store)),
         manifest_(std::move(manifest)),
         layout_(std::move(layout)),
         cache_capacity_(cache_chunks),
@@ -110,7 +191,12 @@ class StoreSource final : public DataSource {
     return torch::cat(parts);
   }
 
+  // The job waits for a recovery it started (its report goes into the summary).
   void AddToSummary(nlohmann::json& summary) const override {
+    if (recovery_) {
+      recoveries_.push_back(recovery_->Join());
+      recovery_.reset();
+    }
     const store::TransportBytes t = store_->transport_bytes();
     summary["store"] = {{"dataset", manifest_.dataset},
                         {"chunks_read", stats_.chunks_read},
@@ -118,7 +204,8 @@ class StoreSource final : public DataSource {
                         {"bytes_read", stats_.bytes_read},
                         {"transport_bytes_read", t.read},
                         {"substituted_samples", substituted_},
-                        {"manifest_refreshes", refreshes_}};
+                        {"manifest_refreshes", refreshes_},
+                        {"recoveries", recoveries_}};
   }
 
  private:
@@ -159,6 +246,24 @@ class StoreSource final : public DataSource {
     return Status::Ok();
   }
 
+  // A degraded read: start the job's recovery unless one runs, or one
+  // started less than kRecoveryInterval ago (a chunk that is corrupt on a
+  // live node is read around every epoch; a recovery of failed nodes does
+  // not repair it, `tenax store scrub` does).
+  void MaybeStartRecovery() {
+    static constexpr auto kRecoveryInterval = std::chrono::seconds(30);
+    if (!recovery_options_) return;
+    if (recovery_) {
+      if (!recovery_->done()) return;
+      recoveries_.push_back(recovery_->Join());
+      recovery_.reset();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (recovery_started_ && now - *recovery_started_ < kRecoveryInterval) return;
+    recovery_started_ = now;
+    recovery_ = std::make_unique<LoaderRecovery>(catalog_, manifest_.dataset, *recovery_options_);
+  }
+
   // The records of data chunk `c`, from the cache or the store.
   Result<const std::vector<uint8_t>*> Chunk(const store::ChunkRange& c) {
     const std::pair<uint64_t, uint32_t> key{c.stripe, c.index};
@@ -168,6 +273,10 @@ class StoreSource final : public DataSource {
     }
     TENAX_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
                            store_->Read(manifest_, c.first_record, c.record_count, &stats_));
+    if (stats_.degraded_chunks > degraded_seen_) {
+      degraded_seen_ = stats_.degraded_chunks;
+      MaybeStartRecovery();
+    }
     while (cache_.size() >= cache_capacity_ && !lru_.empty()) {
       cache_.erase(lru_.back());
       lru_.pop_back();
@@ -177,6 +286,12 @@ class StoreSource final : public DataSource {
     return &it->second.first;
   }
 
+  std::string catalog_;
+  std::optional<store::RecoveryOptions> recovery_options_;  // none: the loader starts no recovery
+  mutable std::unique_ptr<LoaderRecovery> recovery_;        // the one running (or done, not yet reported)
+  mutable std::vector<nlohmann::json> recoveries_;          // reports of those that ended
+  std::optional<std::chrono::steady_clock::time_point> recovery_started_;
+  uint64_t degraded_seen_ = 0;
   std::unique_ptr<store::StoreClient> store_;
   store::DatasetManifest manifest_;
   store::StripeLayout layout_;
@@ -217,9 +332,19 @@ Result<std::unique_ptr<DataSource>> OpenStoreSource(const TrainConfig& config, S
   const int64_t records = static_cast<int64_t>(m.layout.records);
   const int64_t size = limit > 0 ? std::min(limit, records) : records;
   std::string what = "store dataset " + dataset + " (" + config.store_catalog + ")";
+  std::optional<store::RecoveryOptions> recovery;
+  if (config.store_recovery_policy != "none") {
+    recovery.emplace();
+    // A test split is never evaluated on stand-ins: it comes back whole.
+    recovery->policy = split == Split::kTrain ? config.store_recovery_policy : "full";
+    recovery->prm.min_available = config.store_recovery_min_available;
+    recovery->prm.class_tolerance = config.store_recovery_class_tolerance;
+    recovery->background_bytes_per_second = config.store_recovery_background_gbps * 1e9 / 8;
+  }
   return std::unique_ptr<DataSource>(std::make_unique<StoreSource>(
       std::move(st), std::move(m), std::move(layout), size, static_cast<size_t>(config.store_cache_chunks),
-      split == Split::kTrain ? config.store_shuffle_window : 0, std::move(what)));
+      split == Split::kTrain ? config.store_shuffle_window : 0, std::move(what), config.store_catalog,
+      std::move(recovery)));
 }
 
 store::ReadStats StoreReadStats(const DataSource& source) {

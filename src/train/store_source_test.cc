@@ -257,6 +257,20 @@ TEST(StoreConfigTest, StoreKeysAreReadAndMisplacedOnesAreRefusedWithTheLine) {
                 .message(),
             "job.toml:5: 'data.shuffle_window_chunks' is 5, more than data.cache_chunks (4): a window must fit the "
             "cache or it evicts its own chunks");
+  auto rec = parse("[data]\nformat = \"store\"\ncatalog = \"s.db\"\nrecovery_policy = \"prm\"\n"
+                   "recovery_min_available = 0.8\nrecovery_class_tolerance = 0.02\nrecovery_background_gbps = 0.5\n");
+  ASSERT_TRUE(rec.ok()) << rec.status().message();
+  EXPECT_EQ(rec->store_recovery_policy, "prm");
+  EXPECT_EQ(rec->store_recovery_min_available, 0.8);
+  EXPECT_EQ(rec->store_recovery_class_tolerance, 0.02);
+  EXPECT_EQ(rec->store_recovery_background_gbps, 0.5);
+  EXPECT_EQ(ok->store_recovery_policy, "none");
+  const std::string bad =
+      parse("[data]\nformat = \"store\"\ncatalog = \"s.db\"\nrecovery_policy = \"fast\"\n").status().message();
+  EXPECT_NE(bad.find("job.toml:4"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("prm"), std::string::npos) << bad;
+  EXPECT_EQ(parse("[data]\nrecovery_policy = \"full\"\n").status().message(),
+            "job.toml:2: 'data.recovery_policy' only applies to data.format = \"store\"");
 }
 
 }  // namespace

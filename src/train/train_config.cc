@@ -139,7 +139,9 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   const bool npy = c.data_format == kNpyFormat;
   const bool store = c.data_format == kStoreFormat;
   for (const char* key :
-       {"data.catalog", "data.train_dataset", "data.test_dataset", "data.cache_chunks", "data.shuffle_window_chunks"}) {
+       {"data.catalog", "data.train_dataset", "data.test_dataset", "data.cache_chunks", "data.shuffle_window_chunks",
+        "data.recovery_policy", "data.recovery_min_available", "data.recovery_class_tolerance",
+        "data.recovery_background_gbps"}) {
     if (!store && r.has(key)) r.Fail(key, "only applies to data.format = \"store\"");
   }
   if (store) {
@@ -158,6 +160,10 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
                                                std::to_string(c.store_cache_chunks) +
                                                "): a window must fit the cache or it evicts its own chunks");
     }
+    c.store_recovery_policy = r.Choice("data.recovery_policy", c.store_recovery_policy, {"none", "full", "approx", "prm"});
+    c.store_recovery_min_available = r.Real("data.recovery_min_available", c.store_recovery_min_available, 0, 1);
+    c.store_recovery_class_tolerance = r.Real("data.recovery_class_tolerance", c.store_recovery_class_tolerance, 0, 1);
+    c.store_recovery_background_gbps = r.Real("data.recovery_background_gbps", c.store_recovery_background_gbps, 0, 400);
     for (const char* key : {"data.dir", "data.train_images", "data.train_labels", "data.test_images", "data.test_labels"}) {
       if (r.has(key)) r.Fail(key, "does not apply to data.format = \"store\" (samples come from data.catalog)");
     }

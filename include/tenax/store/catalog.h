@@ -57,6 +57,14 @@ class StoreCatalog {
   Result<DatasetManifest> Manifest(const std::string& dataset);
   Result<std::vector<std::string>> Datasets();
 
+  // One recovery of `dataset` at a time across processes: the workers of
+  // a job that all saw a node fail start one recovery, not one each.
+  // Returns the owner holding the claim now: `owner` if this caller got
+  // it (there was none, or one older than `stale_seconds`, whose owner
+  // died), else the other owner. Release drops it if `owner` holds it.
+  Result<std::string> ClaimRecovery(const std::string& dataset, const std::string& owner, int64_t stale_seconds);
+  Status ReleaseRecovery(const std::string& dataset, const std::string& owner);
+
   const std::string& path() const { return db_.path(); }
 
  private:

@@ -81,6 +81,13 @@ struct TrainConfig {
   std::string store_test_dataset = "fashion-mnist-test";
   int64_t store_cache_chunks = 16;                        // store: decoded chunks a loader keeps
   int64_t store_shuffle_window = 0;  // store: shuffle within windows of this many chunks (0 = the whole split)
+  // store: the recovery a loader starts when it reads around a lost chunk
+  // ("none" = leave it to `tenax store recover`); the test split always
+  // recovers with "full" (it is never evaluated on stand-ins).
+  std::string store_recovery_policy = "none";
+  double store_recovery_min_available = 0.9;    // prm
+  double store_recovery_class_tolerance = 0.01;  // prm
+  double store_recovery_background_gbps = 0;    // > 0: rebuild the rest at this rate afterwards
   int64_t train_limit = 0;  // 0 = the whole split
   int64_t test_limit = 0;
   std::string model = "cnn";  // a built-in model; ignored when model_path is set
