@@ -237,36 +237,33 @@ std::vector<std::string> PeerGroup::Lines(size_t i) {
   return c.lines;
 }
 
-void PeerGroup::Stop() {
+void PeerGroup::Signal(int signal) {
   for (auto& c : children_) {
-    if (!c->Poll()) ::kill(c->pid, SIGTERM);
+    if (!c->Poll()) ::kill(c->pid, signal);  // not reaped yet: the pid is still ours
   }
-  const Deadline grace = Deadline::After(3s);
-  while (!grace.Expired()) {
+}
+
+void PeerGroup::WaitExited(Deadline deadline) {
+  while (!deadline.Expired()) {
     bool all = true;
     for (auto& c : children_) all &= c->Poll();
-    if (all) break;
-    std::this_thread::sleep_for(10ms);
+    if (all) return;
+    std::this_thread::sleep_for(1ms);
   }
-  for (auto& c : children_) {
-    if (!c->Poll()) ::kill(c->pid, SIGKILL);  // not reaped yet: the pid is still ours
-  }
+}
+
+void PeerGroup::Stop() {
+  Signal(SIGTERM);
+  WaitExited(Deadline::After(3s));
+  Signal(SIGKILL);
   Reap();
 }
 
 bool PeerGroup::Exited(size_t i) { return children_.at(i)->Poll(); }
 
 void PeerGroup::Kill() {
-  for (auto& c : children_) {
-    if (!c->Poll()) ::kill(c->pid, SIGKILL);  // not reaped yet: the pid is still ours
-  }
-  const Deadline reaped = Deadline::After(10s);
-  while (!reaped.Expired()) {
-    bool all = true;
-    for (auto& c : children_) all &= c->Poll();
-    if (all) break;
-    std::this_thread::sleep_for(1ms);
-  }
+  Signal(SIGKILL);
+  WaitExited(Deadline::After(10s));
   Reap();
 }
 

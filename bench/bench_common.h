@@ -114,6 +114,8 @@ class PeerGroup {
 
  private:
   struct Child;
+  void Signal(int signal);          // to every child still running
+  void WaitExited(Deadline deadline);  // until every child exited or the deadline
   void Reap();
   std::vector<std::unique_ptr<Child>> children_;
 };
