@@ -119,6 +119,41 @@ TEST_F(StoreCliTest, APrmBackgroundPassRebuildsTheRestAtItsRateAndEveryByteIsBac
   EXPECT_NE(Store({"recover", "--all", "--background-gbps", "1"}).err.find("excludes"), std::string::npos);
 }
 
+// The .npy files a job trains on (data.format = "npy", written here by
+// numpy itself) go into the store as they are: every record reads back.
+TEST_F(StoreCliTest, ANpyPairIsPutAndReadsBackRecordForRecord) {
+  constexpr size_t kSamples = 2000;
+  std::vector<uint8_t> pixels, labels;
+  for (size_t i = 0; i < kSamples; ++i) {
+    pixels.insert(pixels.end(), records_.begin() + static_cast<std::ptrdiff_t>(i * 785),
+                  records_.begin() + static_cast<std::ptrdiff_t>(i * 785 + 784));
+    labels.push_back(records_[i * 785 + 784]);
+  }
+  testing::WriteBytes(dir_ / "px.bin", pixels);
+  testing::WriteBytes(dir_ / "lb.bin", labels);
+  const std::string code =
+      "import sys\nimport numpy as np\nd = sys.argv[1]\n"
+      "np.save(d + '/x.npy', np.fromfile(d + '/px.bin', dtype=np.uint8).reshape(2000, 28, 28))\n"
+      "np.save(d + '/y.npy', np.fromfile(d + '/lb.bin', dtype=np.uint8).astype(np.int64))\n"
+      "np.save(d + '/xf.npy', np.zeros((4, 28, 28), dtype=np.float32))\n"
+      "np.save(d + '/yf.npy', np.zeros(4, dtype=np.int64))\n";
+  ProcessResult py =
+      RunProcess({"/usr/bin/timeout", "-s", "KILL", "120", "/usr/bin/python3", "-c", code, dir_.path()});
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  auto put = Json({"put", "--root", dir_ / "nodes", "--images", dir_ / "x.npy", "--labels", dir_ / "y.npy",
+                   "--dataset", "npyset", "--chunk-bytes", std::to_string(785 * 100)});
+  EXPECT_EQ(put["records"], 2000);
+  EXPECT_EQ(put["record_bytes"], 785);
+  EXPECT_EQ(put["classes"], 10);
+  const std::string out = dir_ / "npy-records.bin";
+  Json({"get", "--dataset", "npyset", "--out", out});
+  EXPECT_TRUE(testing::ReadBytes(out) ==
+              std::vector<uint8_t>(records_.begin(), records_.begin() + static_cast<std::ptrdiff_t>(kSamples * 785)));
+  ProcessResult floats = Store({"put", "--images", dir_ / "xf.npy", "--labels", dir_ / "yf.npy", "--dataset", "f"});
+  EXPECT_EQ(floats.exit_code, 2) << floats.err;
+  EXPECT_NE(floats.err.find("float32 samples; the store keeps uint8 samples"), std::string::npos) << floats.err;
+}
+
 TEST_F(StoreCliTest, AScrubFindsAFlippedBitAndRepairsIt) {
   Json({"put", "--root", dir_ / "nodes", "--split", "test", "--dataset", "fmnist", "--chunk-bytes",
         std::to_string(785 * 500)});

@@ -13,6 +13,7 @@
 #include "tenax/store/store_client.h"
 #include "tenax/train/fashion_mnist.h"
 #include "tenax/train/idx.h"
+#include "tenax/train/npy.h"
 
 namespace tenax::cli {
 namespace {
@@ -57,12 +58,49 @@ struct Records {
   int classes = 0;
 };
 
+bool IsNpy(const std::string& path) { return path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0; }
+
+// A .npy pair (the files data.format = "npy" trains on) as idx arrays: the
+// store keeps samples as bytes and labels as one byte.
+Status LoadNpyPair(const StoreArgs& a, IdxArray& images, IdxArray& labels) {
+  TENAX_ASSIGN_OR_RETURN(NpyArray img, ReadNpyFile(a.images));
+  TENAX_ASSIGN_OR_RETURN(NpyArray lab, ReadNpyFile(a.labels));
+  if (img.dtype != NpyDtype::kUint8) {
+    return InvalidArgument(a.images + ": " + NpyDtypeName(img.dtype) +
+                           " samples; the store keeps uint8 samples (convert with numpy's astype(np.uint8) if the "
+                           "values are pixels 0..255)");
+  }
+  if (img.shape.empty()) return InvalidArgument(a.images + ": a 0-d array holds no samples");
+  for (int64_t d : img.shape) {
+    if (d < 0 || d > int64_t{0xFFFFFFFF}) return InvalidArgument(a.images + ": a dimension of " + std::to_string(d));
+    images.dims.push_back(static_cast<uint32_t>(d));
+  }
+  images.data = std::move(img.data);
+  TENAX_ASSIGN_OR_RETURN(std::vector<int64_t> values, NpyLabels(lab, a.labels));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] > 255) {
+      return InvalidArgument(a.labels + ": label " + std::to_string(values[i]) + " at index " + std::to_string(i) +
+                             "; the store keeps labels 0..255");
+    }
+    labels.data.push_back(static_cast<uint8_t>(values[i]));
+  }
+  labels.dims = {static_cast<uint32_t>(labels.data.size())};
+  return Status::Ok();
+}
+
 Result<Records> LoadRecords(const StoreArgs& a) {
   IdxArray images, labels;
   if (!a.images.empty() || !a.labels.empty()) {
     if (a.images.empty() || a.labels.empty()) return InvalidArgument("--images and --labels go together");
-    TENAX_ASSIGN_OR_RETURN(images, ReadIdxFile(a.images));
-    TENAX_ASSIGN_OR_RETURN(labels, ReadIdxFile(a.labels));
+    if (IsNpy(a.images) != IsNpy(a.labels)) {
+      return InvalidArgument("--images and --labels must both be idx files or both .npy files");
+    }
+    if (IsNpy(a.images)) {
+      TENAX_RETURN_IF_ERROR(LoadNpyPair(a, images, labels));
+    } else {
+      TENAX_ASSIGN_OR_RETURN(images, ReadIdxFile(a.images));
+      TENAX_ASSIGN_OR_RETURN(labels, ReadIdxFile(a.labels));
+    }
   } else {
     const bool train = a.split == "train";
     TENAX_ASSIGN_OR_RETURN(LabeledImages fm, LoadFashionMnist(a.data_dir, train ? Split::kTrain : Split::kTest));
@@ -390,8 +428,13 @@ void AddStoreCommand(CLI::App& root, int& exit_code) {
       ->check(CLI::Range(0, 255))
       ->capture_default_str();
   put->add_option("--dataset", a->dataset, "Name in the store (default: fashion-mnist-SPLIT)");
-  auto* images = put->add_option("--images", a->images, "An idx file of samples (any shape; with --labels)")->type_name("IDX");
-  put->add_option("--labels", a->labels, "An idx file of one label byte per sample")->type_name("IDX")->needs(images);
+  auto* images = put->add_option("--images", a->images,
+                                 "An idx file of samples (any shape; with --labels), or a .npy file of uint8 samples "
+                                 "(N x C x H x W or N x H x W, as data.format = \"npy\" reads)")
+                     ->type_name("FILE");
+  put->add_option("--labels", a->labels, "An idx file of one label byte per sample, or a .npy file of integer labels")
+      ->type_name("FILE")
+      ->needs(images);
   put->add_option("--data", a->data_dir, "Directory of the Fashion-MNIST idx files")->capture_default_str();
   put->add_option("--split", a->split, "Fashion-MNIST split")->check(CLI::IsMember({"train", "test"}))->capture_default_str();
   put->add_option("--classes", a->classes, "Number of classes (default: the largest label + 1)")->check(CLI::Range(1, 256));
