@@ -133,13 +133,15 @@ Result<nlohmann::json> RunOne(const RecoveryArgs& a, const std::string& tenax_bi
   }
 
   // Ingest both splits (the catalog learns the nodes with the first).
+  int64_t train_records = 0;
   for (const std::string split : {"train", "test"}) {
     std::vector<std::string> argv = {tenax_bin, "store", "put", "--catalog", catalog, "--data", a.data_dir,
                                      "--split", split, "--k", std::to_string(a.k), "--m", std::to_string(a.m),
                                      "--chunk-bytes", std::to_string(a.chunk_kib * 1024), "--json"};
     if (split == "train") argv.insert(argv.end(), node_flags.begin(), node_flags.end());
     TENAX_ASSIGN_OR_RETURN(auto lines, RunToEnd("tenax store put (" + split + ")", argv, deadline));
-    TENAX_RETURN_IF_ERROR(ParseJsonLine(lines, "tenax store put").status());
+    TENAX_ASSIGN_OR_RETURN(nlohmann::json put, ParseJsonLine(lines, "tenax store put"));
+    if (split == "train") train_records = put.value("records", int64_t{0});
   }
 
   // The training.
@@ -152,8 +154,8 @@ Result<nlohmann::json> RunOne(const RecoveryArgs& a, const std::string& tenax_bi
 
   nlohmann::json result = {{"policy", name}};
   if (!policy.empty()) {
-    // steps per epoch: the whole batches of the training set.
-    const int64_t steps = a.epochs * (60000 / a.batch_size);
+    // steps per epoch: the whole batches of the training set as put.
+    const int64_t steps = a.epochs * (train_records / a.batch_size);
     const int64_t fail_step = std::max<int64_t>(1, static_cast<int64_t>(a.fail_at * static_cast<double>(steps)));
     while (StepReached(out + "/metrics.jsonl") < fail_step) {
       if (train.Exited(0)) return Internal("tenax train (" + name + ") ended before step " + std::to_string(fail_step));
