@@ -89,3 +89,13 @@ add_library(tenax_store_input STATIC ${TENAX_STORE_PROTO_SRCS}
   src/store/recovery.cc
   src/store/storage_codec.cc)
 target_link_libraries(tenax_store_input PUBLIC tenax_net_wire PkgConfig::ISAL PRIVATE tenax_warnings)
+
+# sched: link metrics, the time-decayed link matrix, the scorer and the gang
+# placer. Pure (no UCX, no libtorch), so the extender's JSON handling that
+# uses them can be fuzzed.
+add_library(tenax_sched_input STATIC
+  src/sched/link_metrics.cc
+  src/sched/link_matrix.cc
+  src/sched/scorer.cc
+  src/sched/placer.cc)
+target_link_libraries(tenax_sched_input PUBLIC tenax_core_base PRIVATE tenax_warnings)
