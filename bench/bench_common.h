@@ -197,5 +197,7 @@ void AddPreemptionBenchmark(CLI::App& bench, int& exit_code);
 void AddStragglersBenchmark(CLI::App& bench, int& exit_code);
 void AddEcBenchmark(CLI::App& bench, int& exit_code);
 void AddRecoveryBenchmark(CLI::App& bench, int& exit_code);
+// `sched`: network-aware placement against Kubernetes' schedulers (simulated) and one pod's latency.
+void AddSchedBenchmark(CLI::App& bench, int& exit_code);
 
 }  // namespace tenax::bench

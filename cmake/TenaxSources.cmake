@@ -18,7 +18,7 @@ target_link_libraries(tenax_core_base
 
 # net's parsing of addresses users write (host:port): needed by the train
 # config decoder, so it stays out of tenax_net (UCX) and in the fuzz build.
-add_library(tenax_net_address STATIC src/net/host_port.cc)
+add_library(tenax_net_address STATIC src/net/host_port.cc src/net/emulated_links.cc)
 target_link_libraries(tenax_net_address PUBLIC tenax_core_base PRIVATE tenax_warnings)
 
 # The decoders of outside input in train (idx and npy files, the train config
@@ -32,7 +32,7 @@ add_library(tenax_train_input STATIC
   src/train/batch_shares.cc
   src/train/price_table.cc)
 target_link_libraries(tenax_train_input
-  PUBLIC tenax_core_base tenax_net_address tenax_coding_input ZLIB::ZLIB
+  PUBLIC tenax_core_base tenax_net_address tenax_coding_input tenax_sched_input ZLIB::ZLIB
   PRIVATE tenax_warnings)
 
 # net's wire protocol and its decoder: protobuf only, no UCX, so the decoder
@@ -93,9 +93,17 @@ target_link_libraries(tenax_store_input PUBLIC tenax_net_wire PkgConfig::ISAL PR
 # sched: link metrics, the time-decayed link matrix, the scorer and the gang
 # placer. Pure (no UCX, no libtorch), so the extender's JSON handling that
 # uses them can be fuzzed.
-add_library(tenax_sched_input STATIC
+protobuf_generate_cpp(TENAX_SCHED_PROTO_SRCS TENAX_SCHED_PROTO_HDRS ${CMAKE_SOURCE_DIR}/proto/sched_wire.proto)
+add_library(tenax_sched_input STATIC ${TENAX_SCHED_PROTO_SRCS}
+  src/sched/sched_codec.cc
   src/sched/link_metrics.cc
   src/sched/link_matrix.cc
   src/sched/scorer.cc
-  src/sched/placer.cc)
-target_link_libraries(tenax_sched_input PUBLIC tenax_core_base PRIVATE tenax_warnings)
+  src/sched/placer.cc
+  src/sched/topology.cc)
+target_link_libraries(tenax_sched_input PUBLIC tenax_core_base tenax_net_wire PRIVATE tenax_warnings)
+# The Kubernetes extender's request handling (ExtenderArgs in, filter and
+# prioritize answers out) and the cluster-state file format: pure, fuzzed.
+target_sources(tenax_sched_input PRIVATE src/sched/cluster_state.cc src/sched/extender.cc)
+# The Kubernetes manifests of a job (`tenax k8s manifests`): pure JSON.
+target_sources(tenax_sched_input PRIVATE src/sched/k8s_manifests.cc)

@@ -21,6 +21,8 @@ PACKAGES=(
   python3 python3-torch python3-numpy
   # the RPC peer of the transport benchmark
   libgrpc++-dev protobuf-compiler-grpc
+  # sched: the Kubernetes scheduler extender's HTTP server (and the tests' client)
+  libcpp-httplib-dev
   # coord: the coordinator's state
   libsqlite3-dev
   # core checksums (CRC-32C) and the store's Reed-Solomon coding
@@ -28,6 +30,26 @@ PACKAGES=(
   # mpirun launches workers; MPI and Gloo are the allreduce benchmark's peers
   openmpi-bin libopenmpi-dev libgloo-dev
 )
+# tools/k8s-check (the Kubernetes schema test of `tenax k8s manifests`) runs
+# on Node.js with npm: the machine's own when it has both (they may come
+# from elsewhere than Debian's archive), else Debian's nodejs and npm.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  PACKAGES+=(nodejs npm)
+fi
+
+# The npm packages of tools/k8s-check, exactly as its package-lock.json pins
+# them; skipped (no network) when node_modules came from this very lock file.
+install_npm_deps() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/tools/k8s-check"
+  if [ -f "$dir/node_modules/.tenax-lock" ] && cmp -s "$dir/node_modules/.tenax-lock" "$dir/package-lock.json"; then
+    echo "install-deps: tools/k8s-check npm packages present"
+    return
+  fi
+  echo "install-deps: npm ci in tools/k8s-check"
+  npm ci --prefix "$dir" --no-audit --no-fund
+  cp "$dir/package-lock.json" "$dir/node_modules/.tenax-lock"
+}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -38,6 +60,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
+  install_npm_deps
   exit 0
 fi
 
@@ -50,3 +73,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"
+install_npm_deps

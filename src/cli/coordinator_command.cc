@@ -5,6 +5,7 @@
 #include "tenax/core/signals.h"
 #include "tenax/net/auth.h"
 #include "tenax/net/host_port.h"
+#include "tenax/sched/link_book.h"
 #include "tenax/train/sync_job.h"
 
 namespace tenax::cli {
@@ -57,6 +58,9 @@ int RunCoordinatorCommand(const CoordinatorArgs& a) {
     o.lease = std::chrono::milliseconds(static_cast<int64_t>(x.lease_seconds * 1000));
     o.max_attempts = static_cast<int>(x.max_attempts);
   }
+  // Network probes (`tenax probe`) report here; placement and the
+  // Kubernetes extender read the matrix back (docs/placement.md).
+  o.services.push_back(std::make_shared<sched::LinkBook>());
   Status st = coord::RunCoordinator(o);
   return st.ok() ? 0 : ReportError("coordinator", st);
 }

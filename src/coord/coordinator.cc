@@ -31,8 +31,13 @@ CoordTime Now() {
 // the JobStateMachine, and carries out the actions it answers with.
 class Coordinator {
  public:
-  Coordinator(net::Node& node, JobStore& store, JobStateMachine machine, std::unique_ptr<AsyncUnits> async)
-      : node_(node), store_(store), machine_(std::move(machine)), async_(std::move(async)) {}
+  Coordinator(net::Node& node, JobStore& store, JobStateMachine machine, std::unique_ptr<AsyncUnits> async,
+              std::vector<std::shared_ptr<net::ControlService>> services)
+      : node_(node),
+        store_(store),
+        machine_(std::move(machine)),
+        async_(std::move(async)),
+        services_(std::move(services)) {}
 
   Status Serve();
 
@@ -53,6 +58,7 @@ class Coordinator {
   JobStore& store_;
   JobStateMachine machine_;
   std::unique_ptr<AsyncUnits> async_;  // async jobs only
+  std::vector<std::shared_ptr<net::ControlService>> services_;
   SteadyClock::time_point next_unit_timer_{};
 };
 
@@ -170,6 +176,13 @@ Actions Coordinator::Handle(const net::ControlMessage& m) {
     Status st = async_->Handle(m, MemberLabel(m.from));
     if (st.code() == StatusCode::kProtocolError) return refuse(st);
     if (!st.ok()) return machine_.OnJobFailure("the work queue failed: " + st.message());
+    return {};
+  }
+  for (const auto& service : services_) {
+    if (!service->Handles(m.kind)) continue;
+    Status st = service->Handle(node_, m);
+    if (st.code() == StatusCode::kProtocolError) return refuse(st);
+    if (!st.ok()) spdlog::warn("job {}: message from {}: {}", job_id(), label, st.message());
     return {};
   }
   switch (m.kind) {
@@ -315,7 +328,7 @@ Status RunCoordinator(const CoordinatorOptions& o) {
     async = std::make_unique<AsyncUnits>(*node, job.job_id, std::move(queue), o.shards, o.total_steps);
   }
   JobStateMachine machine(so, std::move(job), std::move(members), Now());
-  Coordinator c(*node, *store, std::move(machine), std::move(async));
+  Coordinator c(*node, *store, std::move(machine), std::move(async), o.services);
   return c.Serve();
 }
 

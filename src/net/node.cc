@@ -57,6 +57,15 @@ Node::Node(NodeOptions options) : impl_(std::make_unique<Impl>()), options_(std:
 
 Node::~Node() {
   if (!impl_) return;
+  // No new connections while closing: a peer connecting during the close
+  // below (a probe reconnecting to a coordinator that is done) would get an
+  // endpoint nobody closes before the worker is destroyed.
+  if (impl_->listener) {
+    for (ucp_conn_request_h r : impl_->conn_requests) ucp_listener_reject(impl_->listener, r);
+    ucp_listener_destroy(impl_->listener);
+  }
+  impl_->conn_requests.clear();
+  impl_->listener = nullptr;
   // Live peers get a flushing close, so messages sent just before (a
   // barrier's release, a final report) still reach them; dead ones a
   // forced close. The wait below bounds both.
@@ -75,7 +84,6 @@ Node::~Node() {
   for (auto& s : impl_->pending_sends) ucp_request_free(s.request);
   for (void* r : impl_->closing) ucp_request_free(r);
   for (auto& r : impl_->graveyard) ucp_mem_unmap(impl_->context, r.memh);  // every peer is closed now
-  if (impl_->listener) ucp_listener_destroy(impl_->listener);
   if (impl_->worker) ucp_worker_destroy(impl_->worker);
   if (impl_->context) ucp_cleanup(impl_->context);
   if (impl_->ctrl_worker) ucp_worker_destroy(impl_->ctrl_worker);
@@ -84,6 +92,13 @@ Node::~Node() {
 
 Result<std::unique_ptr<Node>> Node::Create(NodeOptions options) {
   TENAX_ASSIGN_OR_RETURN(options.secret, ResolveSecret(options.secret));
+  if (options.emulated_host.empty()) {
+    TENAX_ASSIGN_OR_RETURN(auto emulated, EmulatedLinksFromEnvironment());
+    if (emulated) {
+      options.emulated_host = emulated->first;
+      options.emulated_links = emulated->second;
+    }
+  }
   std::unique_ptr<Node> node(new Node(options));
   Impl& im = *node->impl_;
 

@@ -83,6 +83,15 @@ void Node::Impl::Refuse(PeerState& p, const std::string& reason, Status why) {
   LosePeer(p.id, std::move(why), /*close_ep=*/true, /*flush_close=*/true);
 }
 
+void Node::Impl::ShapeEmulatedLink(PeerState& p) {
+  if (!options.emulated_links || options.emulated_host.empty() || p.emulated_host.empty()) return;
+  const LinkShape shape = options.emulated_links->Between(options.emulated_host, p.emulated_host);
+  if (shape.is_ideal()) return;
+  p.shaper.emplace(shape, p.id);
+  spdlog::debug("[{}] emulated link {} -> {} ({}): delay {} us, loss {}, {} B/s", options.name, options.emulated_host,
+                p.emulated_host, p.Label(), shape.delay.count(), shape.loss, shape.bandwidth_bytes_per_second);
+}
+
 void Node::Impl::HandleControl(PeerState& p, const std::vector<uint8_t>& bytes) {
   auto decoded = DecodeEnvelope(bytes, options.max_control_bytes, p.Label());
   if (!decoded.ok()) {
@@ -99,12 +108,14 @@ void Node::Impl::HandleControl(PeerState& p, const std::vector<uint8_t>& bytes) 
       if (!env.has_hello()) return Refuse(p, "expected hello", ProtocolError("message before hello"));
       p.their_nonce = env.hello().client_nonce();
       p.name = env.hello().node_name();
+      p.emulated_host = env.hello().emulated_host();
       p.my_nonce = RandomNonce();
       wire::Envelope reply;
       auto* c = reply.mutable_challenge();
       c->set_server_nonce(p.my_nonce);
       c->set_server_proof(ServerProof(options.secret, p.their_nonce, p.my_nonce));
       c->set_node_name(options.name);
+      c->set_emulated_host(options.emulated_host);
       p.phase = Phase::kAwaitAuth;
       if (Status st = SendEnvelope(p, std::move(reply)); !st.ok()) LosePeer(p.id, st, true);
       return;
@@ -113,6 +124,7 @@ void Node::Impl::HandleControl(PeerState& p, const std::vector<uint8_t>& bytes) 
       if (!env.has_challenge()) return Refuse(p, "expected challenge", ProtocolError("message before challenge"));
       p.their_nonce = env.challenge().server_nonce();
       p.name = env.challenge().node_name();
+      p.emulated_host = env.challenge().emulated_host();
       if (!ConstantTimeEqual(env.challenge().server_proof(), ServerProof(options.secret, p.my_nonce, p.their_nonce))) {
         return Refuse(p, "server failed to prove the cluster secret",
                       tenax::Refused("server does not know the cluster secret"));
@@ -136,6 +148,7 @@ void Node::Impl::HandleControl(PeerState& p, const std::vector<uint8_t>& bytes) 
       reply.mutable_welcome()->set_worker_address(worker_address);
       if (Status st = SendEnvelope(p, std::move(reply)); !st.ok()) return LosePeer(p.id, st, true);
       p.phase = Phase::kReady;
+      ShapeEmulatedLink(p);
       accepted.push_back(p.id);
       spdlog::debug("[{}] accepted peer {}", options.name, p.Label());
       return;
@@ -146,6 +159,7 @@ void Node::Impl::HandleControl(PeerState& p, const std::vector<uint8_t>& bytes) 
         return Refuse(p, "unusable worker address", st);
       }
       p.phase = Phase::kReady;
+      ShapeEmulatedLink(p);
       return;
     case Phase::kReady:
       if (env.has_heartbeat()) return;
@@ -203,6 +217,7 @@ Result<PeerId> Node::Connect(const std::string& host, uint16_t port, Deadline de
   wire::Envelope hello;
   hello.mutable_hello()->set_client_nonce(p.my_nonce);
   hello.mutable_hello()->set_node_name(options_.name);
+  hello.mutable_hello()->set_emulated_host(options_.emulated_host);
   if (Status st = impl_->SendEnvelope(p, std::move(hello)); !st.ok()) {
     impl_->LosePeer(id, st, true);
     return st;

@@ -45,6 +45,7 @@ struct PeerState {
   ucp_ep_h ep = nullptr;       // control: handshake, messages, failure detection (error mode PEER)
   ucp_ep_h data_ep = nullptr;  // one-sided traffic (error mode NONE: UCX keeps its fast shm lanes)
   std::string name;            // the peer's own name, once known
+  std::string emulated_host;   // the peer's emulated host ("" = none)
   std::string address;         // host:port
   Phase phase = Phase::kAwaitHello;
   std::string my_nonce;
@@ -157,6 +158,8 @@ struct Node::Impl {
   // Runs the handshake state machine on a control frame; a ready peer's user
   // messages go to QueueControl.
   void HandleControl(PeerState& p, const std::vector<uint8_t>& bytes);
+  // Shapes a peer on another emulated host (emulated_links.h); no-op otherwise.
+  void ShapeEmulatedLink(PeerState& p);
 
   // --- node_messages.cc: active messages, control and bulk ---
   static ucs_status_t OnAm(void* arg, const void* header, size_t header_length, void* data, size_t length,

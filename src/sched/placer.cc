@@ -11,10 +11,6 @@ namespace {
 
 // Candidate zone sets tried for a soft job that fits no single zone.
 constexpr size_t kMaxZoneSets = 64;
-// Before the first slot of a gang without storage nodes, a candidate is
-// scored against at most this many others (evenly spaced), so that one pod
-// on 5,000 nodes costs a few hundred thousand link reads, not 25 million.
-constexpr size_t kMaxCentralityPeers = 32;
 
 struct ZoneFree {
   std::string zone;
@@ -35,11 +31,8 @@ Result<std::vector<int>> Fill(const std::vector<NodeState>& nodes, const LinkVie
       if (free[n] > 0) candidates.push_back(n);
     }
     if (candidates.empty()) return Unavailable("not enough free slots in the chosen zones");
-    std::vector<int> score_against = peers;
-    if (score_against.empty()) {
-      const size_t step = std::max<size_t>(1, candidates.size() / kMaxCentralityPeers);
-      for (size_t i = 0; i < candidates.size(); i += step) score_against.push_back(candidates[i]);
-    }
+    // Before the first slot of a gang without storage nodes: centrality.
+    const std::vector<int> score_against = peers.empty() ? CentralityPeers(candidates) : peers;
     std::vector<ScoredNode> scored = ScoreNodes(nodes, candidates, score_against, links, options.weights,
                                                 options.unmeasured);
     const ScoredNode* best = nullptr;
@@ -277,10 +270,26 @@ std::vector<int> DegradedSlots(const std::vector<NodeState>& nodes, const LinkVi
       }
     }
   }
+  // A tie among the job's own links: the node with more bad links to the
+  // rest of the cluster (a bad NIC shows on every link) is the one to move.
+  std::map<int, int> cluster_bad;
+  auto bad_in_cluster = [&](int n) {
+    auto it = cluster_bad.find(n);
+    if (it != cluster_bad.end()) return it->second;
+    int count = 0;
+    for (size_t o = 0; o < nodes.size(); ++o) {
+      if (static_cast<int>(o) != n && bad(EffectiveLink(nodes[n], nodes[o], links, unmeasured))) ++count;
+    }
+    return cluster_bad[n] = count;
+  };
   std::set<int> blamed;
   for (auto [a, b] : bad_pairs) {
     if (blamed.count(a) || blamed.count(b)) continue;  // already moving one end
-    const bool blame_a = bad_count[a] > bad_count[b] || (bad_count[a] == bad_count[b] && highest_rank[a] > highest_rank[b]);
+    bool blame_a = bad_count[a] > bad_count[b];
+    if (bad_count[a] == bad_count[b]) {
+      const int ca = bad_in_cluster(a), cb = bad_in_cluster(b);
+      blame_a = ca > cb || (ca == cb && highest_rank[a] > highest_rank[b]);
+    }
     blamed.insert(blame_a ? a : b);
   }
   std::vector<int> out;

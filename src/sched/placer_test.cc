@@ -192,5 +192,16 @@ TEST(PlacerTest, ADegradedLinkNamesTheNodeWithMoreBadLinksAndReplacementFixesIt)
   EXPECT_TRUE(DegradedSlots(nodes, links, r.value(), DegradationThresholds{}).empty());
 }
 
+TEST(PlacerTest, InATwoNodeJobTheNodeWithTheBadNicIsTheOneToMove) {
+  auto nodes = ZonedNodes({{"a", 4}}, 1);
+  TableLinks links;
+  for (int other : {0, 2, 3}) links.Set("a-1", "a-" + std::to_string(other), {0.3, 0.03, 0.2, true});  // a-1's NIC
+  Placement p;
+  p.slots = {SlotAssignment{"worker", 0, 1}, SlotAssignment{"worker", 1, 0}};  // the bad node has rank 0
+  EXPECT_EQ(DegradedSlots(nodes, links, p, DegradationThresholds{}), std::vector<int>{0});
+  p.slots = {SlotAssignment{"worker", 0, 0}, SlotAssignment{"worker", 1, 1}};
+  EXPECT_EQ(DegradedSlots(nodes, links, p, DegradationThresholds{}), std::vector<int>{1});
+}
+
 }  // namespace
 }  // namespace tenax::sched

@@ -40,6 +40,13 @@ Status ValidateWeights(const ScoreWeights& w) {
   return Status::Ok();
 }
 
+std::vector<int> CentralityPeers(const std::vector<int>& candidates, size_t max_peers) {
+  std::vector<int> out;
+  const size_t step = std::max<size_t>(1, candidates.size() / std::max<size_t>(1, max_peers));
+  for (size_t i = 0; i < candidates.size(); i += step) out.push_back(candidates[i]);
+  return out;
+}
+
 LinkMetrics EffectiveLink(const NodeState& a, const NodeState& b, const LinkView& links,
                           const UnmeasuredLinks& unmeasured) {
   if (a.name == b.name) return Perfect();

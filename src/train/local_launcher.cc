@@ -8,14 +8,17 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <signal.h>
 #include <thread>
 
 #include "fault_injector.h"
+#include "job_topology.h"
 #include "tenax/coord/job_watcher.h"
 #include "tenax/coord/work_queue.h"
 #include "tenax/core/files.h"
 #include "tenax/core/log.h"
 #include "tenax/core/process_supervisor.h"
+#include "tenax/core/subprocess.h"
 #include "tenax/core/signals.h"
 #include "tenax/net/auth.h"
 #include "tenax/net/host_port.h"
@@ -137,6 +140,42 @@ class DecoderEventTail {
   SteadyClock::time_point last_{};
 };
 
+// Runs this launcher again inside the switch namespace of `network`
+// (emulated_network.h says why), forwarding a stop signal, and removes the
+// namespaces when it is done. Its output is the user's.
+Result<LaunchOutcome> RunInsideTopology(sched::EmulatedNetwork& network, const LaunchOptions& options,
+                                        const std::string& self, const std::vector<std::string>& sets,
+                                        int64_t workers) {
+  std::vector<std::string> argv = {"env", std::string(kTopologyPrefixEnvVar) + "=" + network.prefix(), self, "run",
+                                   options.job_path, "--out", options.out_dir};
+  argv.insert(argv.end(), sets.begin(), sets.end());
+  TENAX_ASSIGN_OR_RETURN(auto child, ChildProcess::StartWithOutput(network.InControlNamespace(argv), -1, -1));
+  bool forwarded = false;
+  std::optional<int> code;
+  while (!(code = child->TryWait())) {
+    if (StopRequested() && !forwarded) {
+      child->Signal(SIGTERM);  // it stops its own children and reaps them
+      forwarded = true;
+    }
+    std::this_thread::sleep_for(20ms);  // waiting for a child that prints its own progress
+  }
+  network.Remove();
+  if (*code == 0) {
+    std::ifstream in(options.out_dir + "/summary.json");
+    LaunchOutcome outcome;
+    outcome.workers = workers;
+    outcome.reported_by_child = true;
+    outcome.summary = nlohmann::json::parse(in, nullptr, false);
+    if (outcome.summary.is_discarded()) return Internal(options.out_dir + "/summary.json is missing after the job");
+    return outcome;
+  }
+  const std::string why = "the launcher inside the emulated topology exited with " + std::to_string(*code) +
+                          " (its error is above)";
+  if (*code == 2) return InvalidArgument(why);
+  if (*code == 130) return Cancelled(why);
+  return PeerLost(why);
+}
+
 }  // namespace
 
 Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
@@ -168,6 +207,24 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   // Start order: the coordinator, its port, then the workers pointed at it.
   std::vector<std::string> sets;
   for (const auto& o : options.overrides) sets.insert(sets.end(), {"--set", o});
+  // An emulated topology (docs/placement.md): the hosts exist before any
+  // child, and this thread moves into their control namespace, where the
+  // coordinator listens.
+  std::unique_ptr<JobTopology> topology;
+  if (job.config.topology.enabled()) {
+    std::unique_ptr<sched::EmulatedNetwork> network;
+    if (std::getenv(kTopologyPrefixEnvVar) == nullptr) {
+      TENAX_ASSIGN_OR_RETURN(network, MakeEmulatedNetwork(job.config, notice));
+      if (network->namespaces()) {
+        const std::string self = options.tenax_binary.empty() ? SelfPath() : options.tenax_binary;
+        return RunInsideTopology(*network, options, self, sets, k.workers);
+      }
+    }
+    TENAX_ASSIGN_OR_RETURN(topology, JobTopology::Create(job.config, out, std::move(network)));
+    hp.host = topology->ControlHost();
+    sets.insert(sets.end(), {"--set", "cluster.coordinator=" + hp.host + ":" + std::to_string(hp.port)});
+    for (const auto& s : topology->ChildSets()) sets.push_back(s);
+  }
   const std::string self = options.tenax_binary.empty() ? SelfPath() : options.tenax_binary;
   ProcessSupervisor children("job " + k.job_id, 5s);
   std::vector<std::string> coord_argv = {self,      "coordinator",           "--job",       options.job_path,
@@ -177,6 +234,17 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   const Deadline join_deadline = Deadline::After(k.join_timeout());
   TENAX_ASSIGN_OR_RETURN(uint16_t port, WaitForPortFile(out + "/coordinator.port", children, join_deadline));
   const std::string coordinator = hp.host + ":" + std::to_string(port);
+  if (topology) {
+    TENAX_RETURN_IF_ERROR(topology->ProbeAndPlace(
+        self, hp.host, port, secret, logs,
+        static_cast<int>(k.workers) + (job.config.mode == "coded" ? 1 : 0),
+        async ? static_cast<int>(job.config.async.servers) : 0));
+  }
+  // Process `slot` of the placement runs on its emulated host (as is, without a topology).
+  auto on_slot = [&](int slot, std::vector<std::string> argv) {
+    return topology ? topology->OnSlot(slot, argv) : argv;
+  };
+  const int first_server_slot = static_cast<int>(k.workers) + (job.config.mode == "coded" ? 1 : 0);
   // role of every child by supervisor index, for the cost
   std::vector<std::string> roles = {"coordinator"};
   std::vector<size_t> servers;
@@ -190,7 +258,8 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     argv.insert(argv.end(), sets.begin(), sets.end());
     const int restart = server_restarts[s];
     const std::string log = logs + "/server-" + id + (restart > 0 ? "-" + std::to_string(restart) : "") + ".log";
-    TENAX_ASSIGN_OR_RETURN(size_t index, children.StartLogged("server " + id, argv, log));
+    TENAX_ASSIGN_OR_RETURN(size_t index,
+                           children.StartLogged("server " + id, on_slot(first_server_slot + static_cast<int>(s), argv), log));
     roles.push_back("server");
     return index;
   };
@@ -207,7 +276,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     argv.insert(argv.end(), sets.begin(), sets.end());
     const std::string name = "worker " + std::to_string(r);
     TENAX_ASSIGN_OR_RETURN(size_t index,
-                           children.StartLogged(name, argv, logs + "/worker-" + std::to_string(r) + ".log"));
+                           children.StartLogged(name, on_slot(r, argv), logs + "/worker-" + std::to_string(r) + ".log"));
     // In an elastic job a worker that dies is the coordinator's to judge
     // (the others go on): its exit is not the launcher's failure.
     if (elastic) children.ExpectExit(index);
@@ -220,7 +289,9 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     std::vector<std::string> argv = {self, "worker", "--job", options.job_path, "--coordinator", coordinator,
                                      "--rank", rank, "--out", out};
     argv.insert(argv.end(), sets.begin(), sets.end());
-    TENAX_ASSIGN_OR_RETURN(size_t index, children.StartLogged("decoder (rank " + rank + ")", argv, logs + "/decoder.log"));
+    TENAX_ASSIGN_OR_RETURN(size_t index, children.StartLogged("decoder (rank " + rank + ")",
+                                                              on_slot(static_cast<int>(k.workers), argv),
+                                                              logs + "/decoder.log"));
     (void)index;
     roles.push_back("worker");
   }
@@ -237,7 +308,8 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
                                      coordinator, "--out",  out};
     argv.insert(argv.end(), sets.begin(), sets.end());
     const std::string id = std::to_string(n);
-    auto index = children.StartLogged("joiner " + id, argv, logs + "/joiner-" + id + ".log");
+    auto index = children.StartLogged("joiner " + id, topology ? topology->OnNewHost(argv) : argv,
+                                      logs + "/joiner-" + id + ".log");
     if (index.ok()) {
       children.ExpectExit(*index);
       roles.push_back("worker");
@@ -365,6 +437,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   }
   outcome.summary["launcher_wall_seconds"] = std::chrono::duration<double>(SteadyClock::now() - wall_start).count();
   if (!job.config.faults.empty()) outcome.summary["faults"] = faults.Executed();
+  if (topology) outcome.summary["placement"] = topology->Summary();
   if (async) {
     int64_t preemptions = 0;
     for (const auto& f : faults.Executed()) {

@@ -306,6 +306,14 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
     }
   }
   ParseCoded(r, c);
+  if (cluster_mode) {
+    const int64_t processes = c.cluster.workers + (c.mode == "coded" ? 1 : 0) + (c.mode == "async" ? c.async.servers : 0);
+    sched::ParseTopology(doc, r, processes, c.topology, c.placement);
+  } else {
+    for (const char* key : {"topology", "placement"}) {
+      if (r.has(key)) r.Fail(key, "only applies to modes \"sync\", \"async\" and \"coded\" (run by `tenax run`)");
+    }
+  }
   c.cost.prices = r.String("cost.prices", "");
   if (r.has("cost.prices")) {
     if (c.cost.prices.empty()) {

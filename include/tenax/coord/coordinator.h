@@ -21,9 +21,12 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "tenax/core/status.h"
+#include "tenax/net/control_service.h"
 
 namespace tenax::coord {
 
@@ -50,6 +53,10 @@ struct CoordinatorOptions {
   int shards = 1;
   std::chrono::milliseconds lease{30000};
   int max_attempts = 5;
+  // Other protocols served on the coordinator's node (e.g. sched's link
+  // book for network probes); a message of a kind one of them Handles goes
+  // to it, from members and strangers alike.
+  std::vector<std::shared_ptr<net::ControlService>> services;
 };
 
 // Serves until the job finished (OK) or failed (the failure, as

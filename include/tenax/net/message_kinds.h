@@ -61,6 +61,13 @@ namespace tenax::net {
   X(kCodedWelcome, 0x500, "coding")                                  \
   X(kCodedStep, 0x501, "coding")                                     \
   X(kCodedReady, 0x502, "coding")                                    \
+  /* sched: probe agents and the coordinator's link matrix (sched_codec.h) */ \
+  X(kProbeReport, 0x600, "sched")                                    \
+  X(kProbeRoster, 0x601, "sched")                                    \
+  X(kLinkQuery, 0x602, "sched")                                      \
+  X(kLinkAnswer, 0x603, "sched")                                     \
+  X(kProbeOfferRequest, 0x604, "sched")                              \
+  X(kProbeOffer, 0x605, "sched")                                     \
   /* bench: `tenax bench transport` between its own two processes */ \
   X(kBenchRun, 0x7e00, "bench")                                      \
   X(kBenchDone, 0x7e01, "bench")                                     \

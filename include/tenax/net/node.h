@@ -34,6 +34,7 @@
 
 #include "tenax/core/deadline.h"
 #include "tenax/core/status.h"
+#include "tenax/net/emulated_links.h"
 #include "tenax/net/link_shaper.h"
 
 namespace tenax::net {
@@ -66,6 +67,11 @@ struct NodeOptions {
   size_t max_unread_control_messages = 4096;
   size_t max_unread_control_bytes = size_t{64} << 20;
   size_t max_bulk_bytes = size_t{1} << 30;
+  // Emulated topology (emulated_links.h): this node's host and the links.
+  // Left empty, Create reads them from TENAX_EMULATED_HOST/_LINKS. A ready
+  // peer on another emulated host gets the shape between the two hosts.
+  std::string emulated_host;
+  std::shared_ptr<const EmulatedLinks> emulated_links;
 };
 
 // Describes a region to a peer: where it lives in the owner's address space,

@@ -80,9 +80,10 @@ struct DegradationThresholds {
   double min_throughput_gbps = 1.0;
 };
 // Indices into placement.slots of workers whose links now break the
-// thresholds. When a link between two workers is bad, the one whose other
-// links are worse (then the higher rank) is listed, so one bad node does not
-// move the whole gang.
+// thresholds. When a link between two workers is bad, the one with more bad
+// links to the job's other workers is listed, then the one with more bad
+// links to the rest of the cluster (a bad NIC), then the higher rank, so one
+// bad node does not move the whole gang.
 std::vector<int> DegradedSlots(const std::vector<NodeState>& nodes, const LinkView& links,
                                const Placement& placement, const DegradationThresholds& thresholds,
                                const UnmeasuredLinks& unmeasured = {});

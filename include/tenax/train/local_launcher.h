@@ -55,6 +55,9 @@ struct LaunchOptions {
 struct LaunchOutcome {
   nlohmann::json summary;  // out_dir/summary.json as written, with launcher_wall_seconds
   int64_t workers = 0;
+  // The job ran in a launcher re-run inside an emulated topology's
+  // namespaces, which already showed its result lines.
+  bool reported_by_child = false;
 };
 
 Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options);

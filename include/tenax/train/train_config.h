@@ -33,6 +33,7 @@
 #include "tenax/coord/cluster_config.h"
 #include "tenax/core/config.h"
 #include "tenax/core/status.h"
+#include "tenax/sched/topology.h"
 #include "tenax/train/fault_plan.h"
 
 namespace tenax {
@@ -109,6 +110,10 @@ struct TrainConfig {
   coding::CodedConfig coded;     // mode "coded" only
   coding::StragglerConfig stragglers;  // mode "coded" only
   CostConfig cost;               // any mode run by `tenax run`
+  // An emulated multi-host, multi-zone topology for `tenax run` and how the
+  // job is placed on it (docs/placement.md); modes "sync", "async", "coded".
+  sched::TopologySpec topology;
+  sched::PlacementConfig placement;
 };
 
 // The ranks that join a multi-process job's coordinator: cluster.workers,

@@ -1,0 +1,160 @@
+// `tenax run` on an emulated topology: real network namespaces, veths and
+// tc htb made (and removed) by the launcher, real `tenax probe`s measuring
+// the links, and a network-aware placement that keeps the workers in one
+// zone. Where namespaces cannot be made (not root), the namespace tests are
+// skipped with the reason printed; the loopback test runs everywhere.
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include <gtest/gtest.h>
+
+#include "testing.h"
+
+namespace tenax::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+class TopologyClusterTest : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("TENAX_SECRET", "topology-test-secret-0123456789", 1); }
+};
+
+// Why namespaces cannot be made here, or "" when they can.
+std::string NamespacesUnavailable() {
+  if (::geteuid() != 0) return "not root: network namespaces need root";
+  const std::string name = "tnxcheck" + std::to_string(::getpid());
+  auto add = RunProcess({"ip", "netns", "add", name});
+  if (add.exit_code != 0) return "'ip netns add' failed: " + add.out + add.err;
+  RunProcess({"ip", "netns", "del", name});
+  return "";
+}
+
+std::string WriteJob(const ScratchDir& dir, const std::string& policy, const std::string& mode) {
+  const std::string path = dir / ("topo-" + policy + ".toml");
+  std::ofstream out(path);
+  out << "mode = \"sync\"\n[cluster]\nworkers = 2\njob_id = \"topo\"\npeer_timeout_seconds = 5\n"
+      << "join_timeout_seconds = 60\nstep_timeout_seconds = 30\n"
+      << "[topology]\nmode = \"" << mode << "\"\n"
+      << "hosts = [ { name = \"a1\", zone = \"za\" }, { name = \"b1\", zone = \"zb\" },\n"
+      << "          { name = \"a2\", zone = \"za\" }, { name = \"b2\", zone = \"zb\" } ]\n"
+      << "same_zone = { delay_ms = 0.0, bandwidth_gbps = 2 }\n"
+      << "cross_zone = { delay_ms = 10.0, bandwidth_gbps = 0.05 }\n"
+      << "[placement]\npolicy = \"" << policy << "\"\nprobe_seconds = 20\n"
+      << "[data]\ntrain_limit = 2048\ntest_limit = 500\n"
+      << "[model]\nname = \"mlp\"\n"
+      << "[train]\nepochs = 1\nmax_steps = 16\nbatch_size = 32\nthreads = 1\n"
+      << "[log]\nevery_steps = 8\n";
+  return path;
+}
+
+nlohmann::json Link(const nlohmann::json& placement, const std::string& a, const std::string& b) {
+  for (const auto& l : placement["links"]["links"]) {
+    if ((l["a"] == a && l["b"] == b) || (l["a"] == b && l["b"] == a)) return l;
+  }
+  return nlohmann::json();
+}
+
+// Namespaces named after the launcher's pid that still exist.
+std::vector<std::string> NamespacesOf(pid_t launcher) {
+  std::vector<std::string> left;
+  std::error_code ec;
+  const std::string prefix = "tnx" + std::to_string(launcher) + "-";
+  for (const auto& e : std::filesystem::directory_iterator("/run/netns", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) left.push_back(name);
+  }
+  return left;
+}
+
+TEST_F(TopologyClusterTest, NetworkAwarePlacementKeepsTheWorkersInOneZoneOnRealNamespaces) {
+  if (std::string why = NamespacesUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "network_aware", "namespaces");
+  Child run({TenaxBinary(), "run", job, "--out", dir / "out"});
+  const pid_t launcher = run.pid();
+  ASSERT_EQ(run.Wait(), 0) << run.stderr_text();
+  EXPECT_TRUE(NamespacesOf(launcher).empty()) << "the launcher left namespaces behind";
+
+  auto summary = nlohmann::json::parse(ReadText(dir / "out/summary.json"), nullptr, false);
+  ASSERT_FALSE(summary.is_discarded());
+  const auto& p = summary["placement"];
+  EXPECT_EQ(p["mode"], "namespaces");
+  EXPECT_EQ(p["policy"], "network_aware");
+  ASSERT_EQ(p["worker_zones"].size(), 1u) << p.dump();
+  // The probes saw what the topology declares: cross-zone reads take at
+  // least the 10 ms delay (transport seam; a loaded machine only adds to
+  // it) and cross-zone writes are throttled to 0.05 Gbit/s (tc htb).
+  const auto same = Link(p, "a1", "a2");
+  const auto cross = Link(p, "a1", "b1");
+  ASSERT_FALSE(same.is_null()) << p["links"].dump();
+  ASSERT_FALSE(cross.is_null()) << p["links"].dump();
+  EXPECT_GE(cross["rtt_ms"].get<double>(), 10.0) << p["links"].dump();
+  EXPECT_GT(cross["rtt_ms"].get<double>(), same["rtt_ms"].get<double>()) << p["links"].dump();
+  EXPECT_LT(cross["throughput_gbps"].get<double>(), 0.1) << p["links"].dump();
+  EXPECT_GT(same["throughput_gbps"].get<double>(), 3 * cross["throughput_gbps"].get<double>()) << p["links"].dump();
+  // The job trained: its steps are all there.
+  EXPECT_EQ(summary["steps"].get<int64_t>(), 16);
+}
+
+TEST_F(TopologyClusterTest, SpreadPlacementCrossesZonesAndSigtermRemovesTheNamespaces) {
+  if (std::string why = NamespacesUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "spread", "namespaces");
+  {
+    Child run({TenaxBinary(), "run", job, "--out", dir / "out"});
+    ASSERT_EQ(run.Wait(), 0) << run.stderr_text();
+    auto summary = nlohmann::json::parse(ReadText(dir / "out/summary.json"), nullptr, false);
+    ASSERT_FALSE(summary.is_discarded());
+    EXPECT_EQ(summary["placement"]["worker_zones"].size(), 2u) << summary["placement"].dump();
+  }
+  // Stopped while its workers run: every child stops and the namespaces go.
+  Child run({TenaxBinary(), "run", job, "--out", dir / "out2", "--set", "train.max_steps=100000",
+             "--set", "train.epochs=50"});
+  const pid_t launcher = run.pid();
+  ASSERT_TRUE(run.WaitForStderrLine("logs in", 120s)) << run.stderr_text();
+  EXPECT_FALSE(NamespacesOf(launcher).empty());
+  run.Signal(SIGTERM);
+  EXPECT_EQ(run.Wait(60s), 130) << run.stderr_text();
+  EXPECT_TRUE(NamespacesOf(launcher).empty()) << "the launcher left namespaces behind after SIGTERM";
+}
+
+TEST_F(TopologyClusterTest, LoopbackModeEmulatesTheLinksAtTheTransportAndSaysSo) {
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "network_aware", "loopback");
+  Child run({TenaxBinary(), "run", job, "--out", dir / "out"});
+  ASSERT_EQ(run.Wait(), 0) << run.stderr_text();
+  EXPECT_NE(run.stderr_text().find("emulated topology on loopback"), std::string::npos) << run.stderr_text();
+  auto summary = nlohmann::json::parse(ReadText(dir / "out/summary.json"), nullptr, false);
+  ASSERT_FALSE(summary.is_discarded());
+  const auto& p = summary["placement"];
+  EXPECT_EQ(p["mode"], "loopback");
+  EXPECT_EQ(p["worker_zones"].size(), 1u) << p.dump();
+  const auto same = Link(p, "a1", "a2");
+  const auto cross = Link(p, "a1", "b1");
+  ASSERT_FALSE(cross.is_null()) << p["links"].dump();
+  ASSERT_FALSE(same.is_null()) << p["links"].dump();
+  EXPECT_GE(cross["rtt_ms"].get<double>(), 10.0) << p["links"].dump();
+  EXPECT_GT(cross["rtt_ms"].get<double>(), same["rtt_ms"].get<double>()) << p["links"].dump();
+  EXPECT_LT(cross["throughput_gbps"].get<double>(), 0.1) << p["links"].dump();
+}
+
+TEST_F(TopologyClusterTest, ABadTopologyIsRefusedBeforeAnythingStarts) {
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "network_aware", "loopback");
+  auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "out", "--set", "cluster.workers=5"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("the hosts have 4 slots but the job starts 5 processes"), std::string::npos) << r.err;
+  auto p = RunProcess({TenaxBinary(), "run", job, "--out", dir / "out", "--set", "placement.policy=closest"});
+  EXPECT_EQ(p.exit_code, 2);
+  EXPECT_NE(p.err.find("placement.policy"), std::string::npos) << p.err;
+}
+
+}  // namespace
+}  // namespace tenax::testing
