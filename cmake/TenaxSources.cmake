@@ -107,3 +107,17 @@ target_link_libraries(tenax_sched_input PUBLIC tenax_core_base tenax_net_wire PR
 target_sources(tenax_sched_input PRIVATE src/sched/cluster_state.cc src/sched/extender.cc)
 # The Kubernetes manifests of a job (`tenax k8s manifests`): pure JSON.
 target_sources(tenax_sched_input PRIVATE src/sched/k8s_manifests.cc)
+# report: a run directory read into plain values and rendered as the
+# self-contained HTML report (inline CSS and SVG). No spdlog, so the loader
+# can be fuzzed.
+add_library(tenax_report STATIC
+  src/report/json_fields.cc
+  src/report/run_record.cc
+  src/report/format.cc
+  src/report/svg_writer.cc
+  src/report/svg_chart.cc
+  src/report/svg_timeline.cc
+  src/report/report_charts.cc
+  src/report/page_assets.cc
+  src/report/html_report.cc)
+target_link_libraries(tenax_report PUBLIC tenax_core_base nlohmann_json::nlohmann_json PRIVATE tenax_warnings)

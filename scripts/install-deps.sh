@@ -25,8 +25,14 @@ PACKAGES=(
   libcpp-httplib-dev
   # coord: the coordinator's state
   libsqlite3-dev
+  # coord: the Prometheus server that tests/prometheus_scrape_test.cc runs
+  # against the coordinator's /metrics (started by the test on loopback;
+  # its Debian service is never started, see below)
+  prometheus
   # core checksums (CRC-32C) and the store's Reed-Solomon coding
   libisal-dev
+  # the report's browser check (tests/report_browser_test.cc): headless chromium
+  chromium
   # mpirun launches workers; MPI and Gloo are the allreduce benchmark's peers
   openmpi-bin libopenmpi-dev libgloo-dev
 )
@@ -71,6 +77,17 @@ fi
 
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# Packages with a service (prometheus) must not start it: tests run their
+# own instance on loopback, and no init system may be running here at all.
+# A policy-rc.d answering 101 ("action forbidden") makes invoke-rc.d and
+# deb-systemd-invoke skip every start during this install; one that is
+# already present (Docker images ship one) is left alone.
+policy=/usr/sbin/policy-rc.d
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\n# tenax install-deps: no service starts during package installation\nexit 101\n' >"$policy"
+  chmod 755 "$policy"
+  trap 'rm -f "$policy"' EXIT
+fi
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${PACKAGES[@]}"
 install_npm_deps

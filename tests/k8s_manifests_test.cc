@@ -130,7 +130,7 @@ TEST(K8sCliTest, ExampleJobsPassTheKubernetesSchemas) {
   ASSERT_TRUE(CheckerReady());
   ScratchDir dir;
   // Every example job that runs on Kubernetes (the others are mode "single").
-  auto sync = GenerateAndCheck(dir, kSource + "/examples/quickstart.toml", "quickstart");
+  auto sync = GenerateAndCheck(dir, kSource + "/examples/sync.toml", "quickstart");
   EXPECT_TRUE(HasObject(sync, "Job/quickstart-workers"));
   EXPECT_TRUE(HasObject(sync, "Deployment/tenax-scheduler"));
   auto async = GenerateAndCheck(dir, kSource + "/examples/async.toml", "async");
@@ -139,7 +139,7 @@ TEST(K8sCliTest, ExampleJobsPassTheKubernetesSchemas) {
   auto coded = GenerateAndCheck(dir, kSource + "/examples/coded.toml", "coded");
   EXPECT_TRUE(HasObject(coded, "Job/coded-workers"));
   // Elastic, another namespace and scheduler name, the hard zone rule.
-  auto elastic = GenerateAndCheck(dir, kSource + "/examples/quickstart.toml", "elastic",
+  auto elastic = GenerateAndCheck(dir, kSource + "/examples/sync.toml", "elastic",
                                   {"--set", "cluster.elastic=true", "--namespace", "ml", "--scheduler-name",
                                    "net-aware", "--zone-constraint", "hard", "--image", "registry.example/tenax:1"});
   EXPECT_TRUE(HasObject(elastic, "Namespace/ml"));
@@ -161,7 +161,7 @@ TEST(K8sCliTest, CorruptedFieldsFailTheCheckNamingTheObject) {
   ASSERT_TRUE(CheckerReady());
   ScratchDir dir;
   const std::string good = dir / "good.yaml";
-  ProcessResult r = Manifests(kSource + "/examples/quickstart.toml", good);
+  ProcessResult r = Manifests(kSource + "/examples/sync.toml", good);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   struct Corruption {
     const char* what;
@@ -275,7 +275,7 @@ TEST(K8sCliTest, SecretLeavesTheJobFileAndTheStreamIsPrivate) {
   // Without a configured secret (and without $TENAX_SECRET) each run makes a new random one.
   ::unsetenv("TENAX_SECRET");
   auto secret_of = [&](const std::string& name) {
-    ProcessResult g = Manifests(kSource + "/examples/quickstart.toml", dir / name);
+    ProcessResult g = Manifests(kSource + "/examples/sync.toml", dir / name);
     EXPECT_EQ(g.exit_code, 0) << g.err;
     std::vector<json> o = ReadStream(dir / name);
     json* s = Find(o, "Secret", "quickstart-secret");
@@ -285,7 +285,7 @@ TEST(K8sCliTest, SecretLeavesTheJobFileAndTheStreamIsPrivate) {
   EXPECT_TRUE(std::regex_match(a, std::regex("[0-9a-f]{64}"))) << a;
   EXPECT_NE(a, b);
   // stdout when there is no --out.
-  ProcessResult s = RunProcess({TenaxBinary(), "k8s", "manifests", kSource + "/examples/quickstart.toml"});
+  ProcessResult s = RunProcess({TenaxBinary(), "k8s", "manifests", kSource + "/examples/sync.toml"});
   ASSERT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(s.out.rfind("---\n{", 0), 0u);
 }
@@ -347,7 +347,7 @@ std::vector<std::string> PodArgv(const json& container, const std::map<std::stri
 TEST(K8sCliTest, PodCommandsTrainTheJobOnLoopback) {
   ScratchDir dir;
   const std::string out = dir / "run.yaml";
-  ProcessResult r = Manifests(kSource + "/examples/quickstart.toml", out,
+  ProcessResult r = Manifests(kSource + "/examples/sync.toml", out,
                               {"--set", "train.max_steps=4", "--set", "data.test_limit=200", "--set",
                                "log.every_steps=2", "--set", "train.threads=1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -467,7 +467,7 @@ TEST(K8sCliTest, InitContainersWaitForTheirInputs) {
 TEST(K8sCliTest, ExtenderStartsOnTheGeneratedStateFile) {
   ScratchDir dir;
   const std::string out = dir / "s.yaml";
-  ASSERT_EQ(Manifests(kSource + "/examples/quickstart.toml", out).exit_code, 0);
+  ASSERT_EQ(Manifests(kSource + "/examples/sync.toml", out).exit_code, 0);
   std::vector<json> objects = ReadStream(out);
   json* state = Find(objects, "ConfigMap", "tenax-scheduler-state");
   json* deployment = Find(objects, "Deployment", "tenax-scheduler");

@@ -35,5 +35,7 @@ void AddProbeCommand(CLI::App& root, int& exit_code);
 void AddSchedCommand(CLI::App& root, int& exit_code);
 // The Kubernetes manifests of a job (sched/k8s_manifests.h).
 void AddK8sCommand(CLI::App& root, int& exit_code);
+// A run's self-contained HTML report (report/html_report.h).
+void AddReportCommand(CLI::App& root, int& exit_code);
 
 }  // namespace tenax::cli

@@ -1,4 +1,5 @@
-// tenax coordinator --job FILE --state DB [--port N] [--port-file F] [--set k=v]
+// tenax coordinator --job FILE --state DB [--port N] [--port-file F]
+//                   [--metrics-listen H:P [--metrics-port-file F]] [--set k=v]
 #include "command.h"
 #include "tenax/coord/coordinator.h"
 #include "tenax/core/log.h"
@@ -15,11 +16,21 @@ struct CoordinatorArgs {
   std::string job_path;
   std::string state_path;
   std::string port_file;
+  std::string metrics_listen;
+  std::string metrics_port_file;
   int port = -1;
   std::vector<std::string> overrides;
 };
 
 int RunCoordinatorCommand(const CoordinatorArgs& a) {
+  if (!a.metrics_listen.empty()) {
+    if (auto m = net::ParseHostPort(a.metrics_listen); !m.ok()) {
+      return ReportError("coordinator", InvalidArgument("--metrics-listen: " + m.status().message() +
+                                                        " (e.g. 127.0.0.1:9400, or port 0 for any free port)"));
+    }
+  } else if (!a.metrics_port_file.empty()) {
+    return ReportError("coordinator", InvalidArgument("--metrics-port-file needs --metrics-listen HOST:PORT"));
+  }
   auto job = LoadSyncJob(a.job_path, a.overrides);
   if (!job.ok()) return ReportError("coordinator", job.status());
   const coord::ClusterConfig& k = job->config.cluster;
@@ -37,6 +48,8 @@ int RunCoordinatorCommand(const CoordinatorArgs& a) {
   o.listen_host = hp->host;
   o.port = a.port >= 0 ? static_cast<uint16_t>(a.port) : hp->port;
   o.port_file = a.port_file;
+  o.metrics_listen = a.metrics_listen;
+  o.metrics_port_file = a.metrics_port_file;
   o.secret = *secret;
   o.join_timeout = k.join_timeout();
   o.peer_timeout = k.peer_timeout();
@@ -79,6 +92,12 @@ void AddCoordinatorCommand(CLI::App& root, int& exit_code) {
   cmd->add_option("--port", a->port, "Listen port (default: from cluster.coordinator; 0 = any)")
       ->check(CLI::Range(0, 65535));
   cmd->add_option("--port-file", a->port_file, "Write the bound port here once listening")->type_name("FILE");
+  cmd->add_option("--metrics-listen", a->metrics_listen,
+                  "Serve Prometheus metrics at http://HOST:PORT/metrics (port 0 = any free port; "
+                  "docs/metrics.md)")
+      ->type_name("HOST:PORT");
+  cmd->add_option("--metrics-port-file", a->metrics_port_file, "Write the metrics port here once listening")
+      ->type_name("FILE");
   cmd->add_option("--set", a->overrides, "Override a job key (repeatable)")->type_name("KEY=VALUE");
   cmd->footer("Exit status: 0 job finished, 2 bad input, 3 a worker failed or a deadline passed, 130 stopped.");
   cmd->callback([a, &exit_code] { exit_code = RunCoordinatorCommand(*a); });

@@ -26,13 +26,14 @@ int main(int argc, char** argv) {
   tenax::cli::AddProbeCommand(app, exit_code);
   tenax::cli::AddSchedCommand(app, exit_code);
   tenax::cli::AddK8sCommand(app, exit_code);
+  tenax::cli::AddReportCommand(app, exit_code);
   tenax::cli::AddBenchCommand(app);
   // CLI11 would report a mistyped command as "A subcommand is required".
   bool known_command = false;
   for (auto* sub : app.get_subcommands([](CLI::App*) { return true; }))
     known_command |= argc > 1 && sub->check_name(argv[1]);
   if (argc > 1 && argv[1][0] != '-' && !known_command) {
-    std::fprintf(stderr, "tenax: error: unknown command '%s' (commands: train, eval, run, coordinator, worker, server, store, storage, probe, sched, k8s, bench; see 'tenax --help')\n",
+    std::fprintf(stderr, "tenax: error: unknown command '%s' (commands: train, eval, run, coordinator, worker, server, store, storage, probe, sched, k8s, report, bench; see 'tenax --help')\n",
                  argv[1]);
     return 2;
   }

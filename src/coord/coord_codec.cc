@@ -71,7 +71,8 @@ Result<wire::Roster> DecodeRoster(std::string_view bytes, const std::string& pee
 Result<wire::Progress> DecodeProgress(std::string_view bytes, const std::string& peer) {
   TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::Progress>(bytes, peer, "progress"));
   if (m.rank() >= kMaxMemberId || m.step() < 0 || m.total_steps() < 0 || m.step() > m.total_steps() ||
-      !std::isfinite(m.samples_per_second()) || !std::isfinite(m.elapsed_seconds())) {
+      !std::isfinite(m.samples_per_second()) || !std::isfinite(m.elapsed_seconds()) ||
+      !std::isfinite(m.step_seconds()) || m.step_seconds() < 0 || m.recovery_bytes() < 0) {
     return Bad(peer, "progress report out of range");
   }
   return m;

@@ -9,9 +9,11 @@
 #include <variant>
 
 #include "async_units.h"
+#include "progress_book.h"
 #include "tenax/coord/coord_codec.h"
 #include "tenax/coord/job_state.h"
 #include "tenax/coord/job_store.h"
+#include "tenax/coord/metrics_endpoint.h"
 #include "tenax/core/files.h"
 #include "tenax/core/signals.h"
 #include "tenax/net/node.h"
@@ -32,16 +34,29 @@ CoordTime Now() {
 class Coordinator {
  public:
   Coordinator(net::Node& node, JobStore& store, JobStateMachine machine, std::unique_ptr<AsyncUnits> async,
-              std::vector<std::shared_ptr<net::ControlService>> services)
+              std::vector<std::shared_ptr<net::ControlService>> services, ProgressBook book,
+              MetricsEndpoint* metrics)
       : node_(node),
         store_(store),
         machine_(std::move(machine)),
         async_(std::move(async)),
-        services_(std::move(services)) {}
+        services_(std::move(services)),
+        book_(std::move(book)),
+        metrics_(metrics) {}
 
-  Status Serve();
+  // Serves until the job ends; the metrics endpoint's last snapshot then
+  // shows how it ended.
+  Status Serve() {
+    Status st = ServeLoop();
+    PublishMetrics(true);
+    return st;
+  }
 
  private:
+  Status ServeLoop();
+  // Hands the metrics endpoint a fresh snapshot, at most every 200 ms
+  // unless `now` (work-queue counts at most every second: SQLite queries).
+  void PublishMetrics(bool now);
   // Carries out `actions` in order. A store write that fails ends serving
   // (its error is returned) before anything after it is announced.
   std::optional<Status> Apply(const Actions& actions, const net::ControlMessage* handled = nullptr);
@@ -60,7 +75,28 @@ class Coordinator {
   std::unique_ptr<AsyncUnits> async_;  // async jobs only
   std::vector<std::shared_ptr<net::ControlService>> services_;
   SteadyClock::time_point next_unit_timer_{};
+  ProgressBook book_;
+  MetricsEndpoint* metrics_;  // nullptr: metrics off
+  SteadyClock::time_point next_publish_{}, next_counts_{};
+  std::optional<WorkQueueCounts> counts_;
 };
+
+void Coordinator::PublishMetrics(bool now) {
+  if (!metrics_) return;
+  const auto t = SteadyClock::now();
+  if (!now && t < next_publish_) return;
+  next_publish_ = t + 200ms;
+  if (async_ && (now || t >= next_counts_)) {
+    next_counts_ = t + 1s;
+    auto counts = async_->Counts();
+    if (counts.ok()) {
+      counts_ = *counts;
+    } else {
+      spdlog::warn("job {}: metrics: work queue counts not read: {}", job_id(), counts.status().message());
+    }
+  }
+  metrics_->Publish(book_.Snapshot(machine_.job(), machine_.members(), counts_, t));
+}
 
 std::string Coordinator::Label(net::PeerId peer) const {
   auto info = node_.Info(peer);
@@ -203,6 +239,7 @@ Actions Coordinator::Handle(const net::ControlMessage& m) {
       if (!member) return {};
       auto p = DecodeProgress(m.payload, label);
       if (!p.ok()) return refuse(p.status());
+      if (auto rank = machine_.RankOf(m.from)) book_.OnProgress(*rank, *p, SteadyClock::now());
       return machine_.OnProgress(m.from);
     }
     case kDoneKind: {
@@ -234,8 +271,9 @@ Actions Coordinator::Handle(const net::ControlMessage& m) {
   }
 }
 
-Status Coordinator::Serve() {
+Status Coordinator::ServeLoop() {
   while (true) {
+    PublishMetrics(false);
     if (StopRequested()) return Cancelled("coordinator stopped by signal " + std::to_string(StopSignal()));
     node_.Progress();  // the non-blocking calls below may not drive UCX themselves
     while (true) {  // admit new connections; they must speak first
@@ -287,6 +325,16 @@ Status Coordinator::Serve() {
 
 Status RunCoordinator(const CoordinatorOptions& o) {
   if (o.world < 1) return InvalidArgument("a job needs at least one worker");
+  // Metrics first: an address it cannot use ends the run before any state
+  // is written or the coordinator announces its own port.
+  std::unique_ptr<MetricsEndpoint> metrics;
+  if (!o.metrics_listen.empty()) {
+    TENAX_ASSIGN_OR_RETURN(metrics, MetricsEndpoint::Start(o.metrics_listen));
+    if (!o.metrics_port_file.empty()) {
+      TENAX_RETURN_IF_ERROR(WriteFileAtomic(o.metrics_port_file, std::to_string(metrics->port()) + "\n"));
+    }
+    spdlog::info("job {}: Prometheus metrics at {}", o.job_id, metrics->Url());
+  }
   TENAX_ASSIGN_OR_RETURN(auto store, JobStore::Open(o.state_path));
   TENAX_ASSIGN_OR_RETURN(JobRecord job, store->OpenJob(o.job_id, o.config_toml, o.world));
   if (job.resumed) {
@@ -327,8 +375,9 @@ Status RunCoordinator(const CoordinatorOptions& o) {
                  counts.units, o.unit_steps, o.total_steps, o.shards, counts.units_issued);
     async = std::make_unique<AsyncUnits>(*node, job.job_id, std::move(queue), o.shards, o.total_steps);
   }
+  ProgressBook book(job.job_id, o.async, o.async ? o.total_steps : 0);
   JobStateMachine machine(so, std::move(job), std::move(members), Now());
-  Coordinator c(*node, *store, std::move(machine), std::move(async), o.services);
+  Coordinator c(*node, *store, std::move(machine), std::move(async), o.services, std::move(book), metrics.get());
   return c.Serve();
 }
 

@@ -48,6 +48,10 @@ struct JobWatcher::State {
     j.elapsed_seconds = slow->elapsed_seconds();
     if (slowest_moved && slow->test_accuracy() >= 0) j.test_accuracy = slow->test_accuracy();
     j.max_step = max_step;
+    for (const auto& [rank, q] : latest) {
+      j.step_seconds = std::max(j.step_seconds, q.step_seconds());
+      j.recovery_bytes += q.recovery_bytes();
+    }
     j.max_step_only = !slowest_moved;
     return j;
   }
@@ -109,6 +113,7 @@ Result<std::optional<JobEvent>> JobWatcher::Next(Deadline deadline) {
       std::map<uint32_t, wire::Progress> kept;
       for (const auto& m : r->members()) {
         g.members.push_back(static_cast<int>(m.member_id()));
+        g.member_names[static_cast<int>(m.member_id())] = m.name();
         if (auto it = s.latest.find(m.member_id()); it != s.latest.end()) kept.insert(*it);
       }
       std::sort(g.members.begin(), g.members.end());

@@ -1,5 +1,8 @@
 #include "tenax/core/metrics.h"
 
+#include <chrono>
+#include <fstream>
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -31,12 +34,37 @@ Result<JsonLinesWriter> JsonLinesWriter::Append(const std::string& path) { retur
 
 Status JsonLinesWriter::Write(const nlohmann::json& record) {
   if (!record.is_object()) return Internal("metrics record must be a JSON object");
-  std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // Every record carries the wall clock it was written at: the records of
+  // a run come from several processes (rank 0, a later rank 0, the
+  // launcher), and this is their one common time axis (the report's).
+  std::string line;
+  if (record.contains("time")) {
+    line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else {
+    nlohmann::json timed = record;
+    timed["time"] = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    line = timed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
   line.push_back('\n');
   if (std::fwrite(line.data(), 1, line.size(), file_.get()) != line.size() || std::fflush(file_.get()) != 0) {
     return IoError(path_ + ": write failed: " + ErrnoMessage(errno));
   }
   return Status::Ok();
+}
+
+std::vector<nlohmann::json> JsonLinesTail::ReadNew() {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path_);
+  if (!in) return out;
+  in.seekg(static_cast<std::streamoff>(offset_));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (in.eof()) break;  // a line still being written: read it next time
+    offset_ += line.size() + 1;
+    auto e = nlohmann::json::parse(line, nullptr, false);
+    if (!e.is_discarded() && e.is_object()) out.push_back(std::move(e));
+  }
+  return out;
 }
 
 }  // namespace tenax

@@ -27,7 +27,10 @@ Result<SqliteDb> SqliteDb::Open(const std::string& path, const std::string& what
   const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
   SqliteDb db(raw, path, what);
   if (rc != SQLITE_OK) return db.Error("cannot open");
-  sqlite3_busy_timeout(raw, 5000);
+  // Several processes share one file (a job's workers open the store's
+  // catalog at once, and a recovery claims it while they read): on a loaded
+  // 2-core machine a writer can hold the lock for seconds.
+  sqlite3_busy_timeout(raw, 30000);
   // A file that is not a database fails here, with SQLite's own words.
   TENAX_RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
   return db;

@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <set>
 #include <span>
+#include <thread>
 
 #include "allreduce_exchange_impl.h"
 #include "tenax/comm/channel_codec.h"
@@ -99,6 +102,7 @@ class ElasticExchange final : public AllreduceExchange {
   }
 
   Status FinishStep() override {
+    SlowDownLikeAStraggler();
     const double compute_seconds = std::chrono::duration<double>(SteadyClock::now() - step_begin_).count();
     if (Status st = AllreduceExchange::FinishStep(); !st.ok()) return Failed(st);
     last_ok_ = SteadyClock::now();
@@ -107,7 +111,13 @@ class ElasticExchange final : public AllreduceExchange {
       boundary_start_ = SteadyClock::now();
       detected_.reset();
     }
-    if (MeasuringShares()) UpdateShares(compute_seconds);
+    if (MeasuringShares()) {
+      UpdateShares(compute_seconds);
+      // After the update: a straggler's record carries its new share.
+      if (!reform_needed_) {
+        ReportStragglers(std::span<const float>(buffer_ + layout_.flag_slot + 1, static_cast<size_t>(world())));
+      }
+    }
     return Status::Ok();
   }
 
@@ -145,6 +155,10 @@ class ElasticExchange final : public AllreduceExchange {
           failed_generation_ = view->generation;
           continue;
         }
+        // The allreduce refers to the old group (its puts still pending wait
+        // on its node when it is destroyed): it goes first, then the group.
+        allreduce_.reset();
+        buffer_ = nullptr;
         owned_ = std::move(*g);
         group_ = owned_.get();
         if (Status st = Rebind(); !st.ok()) {
@@ -259,6 +273,70 @@ class ElasticExchange final : public AllreduceExchange {
                    nlohmann::json(next).dump());
     }
     shares_ = std::move(next);
+  }
+
+  // The emulated straggler (ElasticExchangeOptions::stragglers): a real
+  // delay proportional to this step's own compute time, counted in the
+  // measured time; the transport keeps moving meanwhile.
+  void SlowDownLikeAStraggler() {
+    ++steps_finished_;
+    if (!eo_.stragglers || eo_.straggler_id < 0) return;
+    const double slowdown = eo_.stragglers->Slowdown(eo_.straggler_id, steps_finished_);
+    if (slowdown <= 1) return;
+    const double compute = std::chrono::duration<double>(SteadyClock::now() - step_begin_).count();
+    const auto until = SteadyClock::now() + std::chrono::duration_cast<SteadyClock::duration>(
+                                                std::chrono::duration<double>(std::min((slowdown - 1) * compute, 600.0)));
+    while (SteadyClock::now() < until) {
+      group_->node().Progress();
+      std::this_thread::sleep_for(std::min<SteadyClock::duration>(until - SteadyClock::now(), std::chrono::milliseconds(20)));
+    }
+  }
+
+  // Rank 0 names members whose measured seconds per sample stand out from
+  // the median ({"event": "straggler"}), with hysteresis; every member sees
+  // the same speeds, only rank 0 writes.
+  void ReportStragglers(std::span<const float> speeds) {
+    if (rank() != 0 || !eo_.on_event || speeds.size() < 2) return;
+    std::vector<float> sorted(speeds.begin(), speeds.end());
+    if (std::any_of(sorted.begin(), sorted.end(), [](float v) { return v <= 0; })) return;  // not all measured yet
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                            : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+    const auto& members = group_->members();
+    for (size_t r = 0; r < speeds.size() && r < members.size(); ++r) {
+      const double ratio = speeds[r] / median;
+      const uint32_t id = members[r].id;
+      const bool slow = slow_members_.count(id) > 0;
+      // A change of state must hold for kStragglerSteps measured steps in a
+      // row: 2 cores shared by 4 processes make single steps swing by 2x.
+      if (slow == (ratio > (slow ? (1 + eo_.slow_factor) / 2 : eo_.slow_factor))) {
+        straggler_streak_.erase(id);
+        continue;
+      }
+      if (++straggler_streak_[id] < kStragglerSteps) continue;
+      straggler_streak_.erase(id);
+      if (slow) {
+        slow_members_.erase(id);
+      } else {
+        slow_members_.insert(id);
+      }
+      const std::string& name = members[r].name;
+      const auto slash = name.rfind('/');
+      nlohmann::json e = {{"event", "straggler"},
+                          {"state", slow ? "recovered" : "slow"},
+                          {"member", name},
+                          {"member_id", id},
+                          {"rank", r},
+                          {"step", steps_finished_},
+                          {"ratio", ratio},
+                          {"share", r < shares_.size() ? shares_[r] : 0},
+                          {"global_batch", global_batch_}};
+      if (slash != std::string::npos) e["pid"] = std::atoll(name.c_str() + slash + 1);
+      spdlog::warn("rank {}/{}: member {} ({}) {} ({:.1f}x the median seconds per sample; share {} of {})", rank(),
+                   world(), id, name, slow ? "recovered" : "is a straggler", ratio, e["share"].get<int64_t>(),
+                   global_batch_);
+      eo_.on_event(e);
+    }
   }
 
   void NoticeStop() {
@@ -460,6 +538,10 @@ class ElasticExchange final : public AllreduceExchange {
   int measured_steps_ = 0;
   double seconds_per_sample_ = 0;
   bool balanced_logged_ = false;
+  int64_t steps_finished_ = 0;       // steps this process finished (the straggler model's step)
+  std::set<uint32_t> slow_members_;  // rank 0: members reported slow and not yet recovered
+  std::map<uint32_t, int> straggler_streak_;  // rank 0: steps in a row a member's state looked changed
+  static constexpr int kStragglerSteps = 10;
   SteadyClock::time_point step_begin_;
   std::vector<torch::Tensor> params_;
   torch::optim::SGD* sgd_ = nullptr;

@@ -40,12 +40,15 @@ FaultInjector::FaultInjector(ProcessSupervisor& children, FaultInjectorOptions o
   const int64_t workers = static_cast<int64_t>(options_.workers.size());
   for (int64_t w = 0; w < workers; ++w) slots_[w] = options_.workers[static_cast<size_t>(w)];
   for (size_t sh = 0; sh < options_.servers.size(); ++sh) server_slots_[static_cast<int64_t>(sh)] = options_.servers[sh];
+  for (size_t n = 0; n < options_.storage.size(); ++n) storage_slots_[static_cast<int64_t>(n)] = options_.storage[n];
   for (const FaultSpec& f : options_.plan.faults) {
     Pending p;
     p.source = "faults[" + std::to_string(f.index) + "]";
     p.action = f.action;
     p.slot = f.worker;
     p.server = f.server;
+    p.storage = f.storage;
+    p.wipe = f.wipe;
     p.at_seconds = f.at_seconds;
     p.at_step = f.at_step;
     p.grace_seconds = f.grace_seconds;
@@ -78,7 +81,13 @@ std::string FaultInjector::Who(int64_t slot) const {
 }
 
 std::string FaultInjector::WhoOf(const Pending& p) const {
+  if (p.storage >= 0) return "storage node-" + std::to_string(p.storage);
   return p.server >= 0 ? "server " + std::to_string(p.server) : Who(p.slot);
+}
+
+void FaultInjector::Push(nlohmann::json record) {
+  if (options_.on_record) options_.on_record(record);
+  records_.push_back(std::move(record));
 }
 
 void FaultInjector::Notice(const std::string& text) const {
@@ -88,6 +97,7 @@ void FaultInjector::Notice(const std::string& text) const {
 nlohmann::json FaultInjector::Record(const char* event, const Pending& p, double elapsed, int64_t max_step) const {
   nlohmann::json r = {{"event", event}, {"action", FaultActionName(p.action)}};
   if (p.server >= 0) r["server"] = p.server;
+  if (p.storage >= 0) r["storage"] = "node-" + std::to_string(p.storage);
   if (p.slot >= 0) {
     if (p.slot < static_cast<int64_t>(options_.workers.size())) {
       r["worker"] = p.slot;
@@ -125,7 +135,7 @@ void FaultInjector::Poll(int64_t max_step, SteadyClock::time_point now) {
       r["signal"] = "SIGKILL";
       r["pid"] = pid;
       r["reason"] = "still running at the end of the preemption's grace period";
-      records_.push_back(std::move(r));
+      Push(std::move(r));
       stopped_.erase(g->child);
       g = graces_.erase(g);
     } else {
@@ -176,8 +186,8 @@ void FaultInjector::Fire(Pending& p, double elapsed, int64_t max_step) {
     }
     return;
   }
-  const std::map<int64_t, size_t>& targets = p.server >= 0 ? server_slots_ : slots_;
-  auto slot = targets.find(p.server >= 0 ? p.server : p.slot);
+  const std::map<int64_t, size_t>& targets = p.storage >= 0 ? storage_slots_ : p.server >= 0 ? server_slots_ : slots_;
+  auto slot = targets.find(p.storage >= 0 ? p.storage : p.server >= 0 ? p.server : p.slot);
   std::string why;
   if (slot == targets.end()) {
     why = "its target was never started";
@@ -189,7 +199,7 @@ void FaultInjector::Fire(Pending& p, double elapsed, int64_t max_step) {
     Notice("fault not fired: " + p.source + " (" + FaultActionName(p.action) + " " + WhoOf(p) + "): " + why);
     nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
     r["reason"] = why;
-    records_.push_back(std::move(r));
+    Push(std::move(r));
     return;
   }
   const int signal = p.action == FaultAction::kKill      ? SIGKILL
@@ -205,7 +215,7 @@ void FaultInjector::Signal(const Pending& p, size_t child, int signal, double el
     Notice("fault not fired: " + p.source + ": " + st.message());
     nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
     r["reason"] = st.message();
-    records_.push_back(std::move(r));
+    Push(std::move(r));
     return;
   }
   if (options_.expect_exits) children_.ExpectExit(child);
@@ -223,7 +233,16 @@ void FaultInjector::Signal(const Pending& p, size_t child, int signal, double el
   r["signal"] = SignalName(signal);
   r["pid"] = pid;
   if (signal == SIGTERM) r["grace_seconds"] = p.grace_seconds;
-  records_.push_back(std::move(r));
+  if (p.storage >= 0 && p.wipe) {
+    // A dead disk: the node's chunks are gone, not just unreachable.
+    Status wiped = options_.wipe_storage ? options_.wipe_storage(p.storage)
+                                         : FailedPrecondition("no way to wipe a storage node");
+    r["wiped"] = wiped.ok();
+    if (!wiped.ok()) r["wipe_error"] = wiped.message();
+    Notice(wiped.ok() ? "fault: wiped " + who + "'s directory (its disk is gone)"
+                      : "fault: could not wipe " + who + ": " + wiped.message());
+  }
+  Push(std::move(r));
 }
 
 void FaultInjector::StartJoiner(Pending& p, double elapsed, int64_t max_step) {
@@ -235,7 +254,7 @@ void FaultInjector::StartJoiner(Pending& p, double elapsed, int64_t max_step) {
     Notice("fault not fired: " + p.source + " (restart): " + why);
     nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
     r["reason"] = why;
-    records_.push_back(std::move(r));
+    Push(std::move(r));
     return;
   }
   if (p.new_slot >= 0) {
@@ -249,7 +268,7 @@ void FaultInjector::StartJoiner(Pending& p, double elapsed, int64_t max_step) {
   r["joiner"] = n;
   r["pid"] = pid;
   if (p.delay_seconds > 0) r["delay_seconds"] = p.delay_seconds;
-  records_.push_back(std::move(r));
+  Push(std::move(r));
 }
 
 void FaultInjector::RestartServer(Pending& p, double elapsed, int64_t max_step) {
@@ -268,7 +287,7 @@ void FaultInjector::RestartServer(Pending& p, double elapsed, int64_t max_step) 
     Notice("fault not fired: " + p.source + " (restart server " + std::to_string(p.server) + "): " + why);
     nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
     r["reason"] = why;
-    records_.push_back(std::move(r));
+    Push(std::move(r));
     return;
   }
   server_slots_[p.server] = *child;
@@ -279,7 +298,7 @@ void FaultInjector::RestartServer(Pending& p, double elapsed, int64_t max_step) 
   nlohmann::json r = Record("fault", p, elapsed, max_step);
   r["pid"] = pid;
   if (p.delay_seconds > 0) r["delay_seconds"] = p.delay_seconds;
-  records_.push_back(std::move(r));
+  Push(std::move(r));
 }
 
 void FaultInjector::Finish(int64_t max_step, SteadyClock::time_point now) {
@@ -291,14 +310,16 @@ void FaultInjector::Finish(int64_t max_step, SteadyClock::time_point now) {
     if (p.done) continue;
     p.done = true;
     std::string what = std::string(FaultActionName(p.action)) +
-                       (p.server >= 0 ? " " + WhoOf(p) : p.action == FaultAction::kRestart ? "" : " " + Who(p.slot)) +
+                       (p.server >= 0 || p.storage >= 0 ? " " + WhoOf(p)
+                        : p.action == FaultAction::kRestart ? ""
+                                                            : " " + Who(p.slot)) +
                        (p.at_step ? " at step " + std::to_string(*p.at_step) : " at " + Seconds(*p.at_seconds));
     if (p.triggered_at && p.delay_seconds > 0) what += " + " + Seconds(p.delay_seconds);
     Notice("fault not fired: " + p.source + " (" + what + "): the job ended first, at " + Seconds(elapsed) +
            (max_step > 0 ? " (step " + std::to_string(max_step) + ")" : ""));
     nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
     r["reason"] = "the job ended first";
-    records_.push_back(std::move(r));
+    Push(std::move(r));
   }
   // Nobody waits for a stopped child, nor for the rest of a grace period.
   std::map<size_t, std::string> leftovers;

@@ -50,6 +50,13 @@ struct FaultInjectorOptions {
   // Starts shard s again (on its directory) and returns its new supervisor
   // index. May be empty when the plan restarts no server.
   std::function<Result<size_t>(int64_t shard)> restart_server;
+  // storage[n]: the supervisor index of data node n of the run's store;
+  // wipe_storage(n) deletes its directory (a fault with wipe = true).
+  std::vector<size_t> storage;
+  std::function<Status(int64_t node)> wipe_storage;
+  // Called with every record as it is made (the launcher writes them to
+  // metrics.jsonl at once); may be empty.
+  std::function<void(const nlohmann::json&)> on_record;
   // Signalled children are expected to die (elastic jobs).
   bool expect_exits = false;
   std::function<void(const std::string&)> on_notice;  // may be empty
@@ -88,6 +95,8 @@ class FaultInjector {
     int64_t slot = -1;      // the target: a worker or a random plan's joiner
     int64_t new_slot = -1;  // restart of the random plan: the slot it creates
     int64_t server = -1;    // the target is this parameter-server shard instead
+    int64_t storage = -1;   // the target is this data node of the run's store instead
+    bool wipe = false;      // storage: delete its directory after the SIGKILL
     std::optional<double> at_seconds;
     std::optional<int64_t> at_step;
     double grace_seconds = 0;
@@ -110,6 +119,7 @@ class FaultInjector {
   void RestartServer(Pending& p, double elapsed, int64_t max_step);
   nlohmann::json Record(const char* event, const Pending& p, double elapsed, int64_t max_step) const;
   void Notice(const std::string& text) const;
+  void Push(nlohmann::json record);  // records_ and on_record
 
   ProcessSupervisor& children_;
   FaultInjectorOptions options_;
@@ -118,6 +128,7 @@ class FaultInjector {
   std::map<int64_t, size_t> slots_;            // slot -> supervisor index
   std::map<int64_t, int64_t> joiner_of_slot_;  // random joiners' slot -> joiner number
   std::map<int64_t, size_t> server_slots_;     // shard -> supervisor index of its current process
+  std::map<int64_t, size_t> storage_slots_;    // data node -> supervisor index
   std::set<size_t> stopped_;                   // SIGSTOPped by the plan and not continued
   std::vector<Grace> graces_;                  // preempted, SIGKILL due
   int64_t joiners_ = 0;

@@ -9,7 +9,8 @@
 namespace tenax {
 namespace {
 
-constexpr const char* kEntryKeys = "action, worker, server, at_seconds, at_step, grace_seconds, delay_seconds";
+constexpr const char* kEntryKeys =
+    "action, worker, server, storage, wipe, at_seconds, at_step, grace_seconds, delay_seconds";
 constexpr const char* kRandomKeys =
     "mean_lifetime_seconds, seed, action, restart_delay_seconds, max_faults, grace_seconds";
 
@@ -75,6 +76,12 @@ class TableReader {
     if (!n->is_integer()) return TypeError(key, "an integer", *n);
     return std::optional<int64_t>(*n->value<int64_t>());
   }
+  Result<std::optional<bool>> Bool(std::string_view key) const {
+    const toml::node* n = table_.get(key);
+    if (!n) return std::optional<bool>();
+    if (!n->is_boolean()) return TypeError(key, "true or false", *n);
+    return std::optional<bool>(*n->value<bool>());
+  }
   Result<std::optional<double>> Real(std::string_view key) const {
     const toml::node* n = table_.get(key);
     if (!n) return std::optional<double>();
@@ -123,8 +130,8 @@ class TableReader {
   std::string dotted_;  // its path in the document's origins ("" inside arrays)
 };
 
-const std::vector<std::string_view> kEntryKeyList = {"action",  "worker",        "server",       "at_seconds",
-                                                     "at_step", "grace_seconds", "delay_seconds"};
+const std::vector<std::string_view> kEntryKeyList = {"action",     "worker",  "server",        "storage",      "wipe",
+                                                     "at_seconds", "at_step", "grace_seconds", "delay_seconds"};
 const std::vector<std::string_view> kRandomKeyList = {"mean_lifetime_seconds", "seed",       "action",
                                                       "restart_delay_seconds", "max_faults", "grace_seconds"};
 
@@ -148,7 +155,25 @@ Result<FaultSpec> ParseEntry(const TableReader& t, const FaultPlanContext& ctx) 
 
   TENAX_ASSIGN_OR_RETURN(std::optional<int64_t> worker, t.Int("worker"));
   TENAX_ASSIGN_OR_RETURN(std::optional<int64_t> server, t.Int("server"));
-  if (server) {
+  TENAX_ASSIGN_OR_RETURN(std::optional<int64_t> storage, t.Int("storage"));
+  TENAX_ASSIGN_OR_RETURN(std::optional<bool> wipe, t.Bool("wipe"));
+  if (wipe && !storage) return t.Fail("wipe", "only applies to a storage node (storage = N)");
+  if (storage) {
+    if (ctx.storage_nodes <= 0) {
+      return t.Fail("storage", "needs a store that tenax run builds ([storage] nodes = N, data.format = \"store\")");
+    }
+    if (worker || server) return t.Fail("set one of worker, server and storage");
+    if (f.action != FaultAction::kKill) {
+      return t.Fail(std::string("action \"") + FaultActionName(f.action) +
+                    "\" does not apply to a storage node (kill, with wipe = true for a dead disk)");
+    }
+    if (*storage < 0 || *storage >= ctx.storage_nodes) {
+      return t.Fail("storage", std::to_string(*storage) + " is not a data node (storage.nodes = " +
+                                   std::to_string(ctx.storage_nodes) + ")");
+    }
+    f.storage = *storage;
+    f.wipe = wipe.value_or(false);
+  } else if (server) {
     if (ctx.servers <= 0) return t.Fail("server", "only applies to mode \"async\" (the job has no parameter servers)");
     if (worker) return t.Fail("set worker or server, not both");
     if (*server < 0 || *server >= ctx.servers) {
@@ -246,7 +271,9 @@ const char* FaultActionName(FaultAction action) {
 
 std::string FaultSpec::Describe() const {
   std::string s = FaultActionName(action);
-  if (server >= 0) {
+  if (storage >= 0) {
+    s += " storage node-" + std::to_string(storage) + (wipe ? " (wiped)" : "");
+  } else if (server >= 0) {
     s += " server " + std::to_string(server);
   } else if (action != FaultAction::kRestart) {
     s += " worker " + std::to_string(worker);

@@ -170,7 +170,7 @@ TEST(FaultPlanTest, EveryRefusalNamesTheEntryAndTheKey) {
   EXPECT_EQ(Line(kFirst + 4) + "faults[0].delay_seconds: only applies to action \"restart\"",
             Refusal(Job() + kill + "delay_seconds = 1\n"));
   EXPECT_EQ(Line(kFirst + 4) +
-                "faults[0].at_secs: unknown key (expected one of action, worker, server, at_seconds, at_step, "
+                "faults[0].at_secs: unknown key (expected one of action, worker, server, storage, wipe, at_seconds, at_step, "
                 "grace_seconds, delay_seconds)",
             Refusal(Job() + kill + "at_secs = 1\n"));
   EXPECT_EQ(Line(kFirst + 1) + "faults[0].action: must be one of kill, preempt, stop, cont, restart, got 'explode'",
@@ -372,6 +372,85 @@ TEST(FaultPlanTest, LifetimesAreExponentialWithTheConfiguredMean) {
   EXPECT_NEAR(60.0, sd, 3.3);
   // P(X < mean) = 1 - 1/e = 0.632 for an exponential (standard error 0.004).
   EXPECT_NEAR(1 - std::exp(-1.0), static_cast<double>(below_mean) / static_cast<double>(n), 0.02);
+}
+
+}  // namespace
+}  // namespace tenax
+
+namespace tenax {
+namespace {
+
+// A job with a store tenax run builds ([storage]), whose nodes the plan may
+// kill and wipe.
+std::string StoreJob() {
+  return Job() +
+         "[storage]\n"        // 8
+         "nodes = 6\n"        // 9
+         "[data]\n"           // 10
+         "format = \"store\"\n";  // 11
+}
+
+TEST(FaultPlanTest, AStorageNodeIsKilledAndWipedAndNamedSo) {
+  auto c = Parse(StoreJob() +
+                 "[[faults]]\n"  // 12
+                 "action = \"kill\"\n"
+                 "storage = 2\n"
+                 "wipe = true\n"
+                 "at_step = 40\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->faults.faults.size(), 1u);
+  const FaultSpec& f = c->faults.faults[0];
+  EXPECT_EQ(f.storage, 2);
+  EXPECT_TRUE(f.wipe);
+  EXPECT_EQ(f.worker, -1);
+  EXPECT_EQ(f.Describe(), "kill storage node-2 (wiped) at step 40");
+  EXPECT_EQ(c->storage.nodes, 6);
+  EXPECT_EQ(c->storage.data_chunks, 4);
+  EXPECT_EQ(c->storage.parity_chunks, 2);
+}
+
+TEST(FaultPlanTest, StorageFaultsAreRefusedWhereTheyCannotApply) {
+  const std::string entry = "[[faults]]\naction = \"kill\"\nstorage = 1\nat_step = 40\n";
+  // No store of the launcher's own.
+  EXPECT_NE(Refusal(Job() + entry).find("storage: needs a store that tenax run builds"), std::string::npos)
+      << Refusal(Job() + entry);
+  // A node the store does not have.
+  EXPECT_NE(Refusal(StoreJob() + "[[faults]]\naction = \"kill\"\nstorage = 6\nat_step = 40\n")
+                .find("storage: 6 is not a data node (storage.nodes = 6)"),
+            std::string::npos);
+  // Only kill applies; wipe only to storage; one target.
+  EXPECT_NE(Refusal(StoreJob() + "[[faults]]\naction = \"stop\"\nstorage = 1\nat_step = 40\n")
+                .find("does not apply to a storage node"),
+            std::string::npos);
+  EXPECT_NE(Refusal(StoreJob() + "[[faults]]\naction = \"kill\"\nworker = 1\nwipe = true\nat_step = 40\n")
+                .find("wipe: only applies to a storage node"),
+            std::string::npos);
+  EXPECT_NE(Refusal(StoreJob() + "[[faults]]\naction = \"kill\"\nworker = 1\nstorage = 1\nat_step = 40\n")
+                .find("set one of worker, server and storage"),
+            std::string::npos);
+}
+
+TEST(FaultPlanTest, StorageAndStragglerKeysAreCheckedWithTheJob) {
+  // Too few nodes for a stripe: the message says what would work.
+  const std::string few = Refusal(Job() + "[storage]\nnodes = 5\n[data]\nformat = \"store\"\n");
+  EXPECT_NE(few.find("5 data nodes cannot hold a stripe of 4 + 2 chunks"), std::string::npos) << few;
+  EXPECT_NE(few.find("use at least 6 nodes"), std::string::npos) << few;
+  // A store needs the store format.
+  EXPECT_NE(Refusal(Job() + "[storage]\nnodes = 6\n").find("needs data.format = \"store\""), std::string::npos);
+  // Stragglers apply to sync jobs now, and their workers are checked.
+  auto c = Parse(Job() + "[stragglers]\nmodel = \"markov\"\nslow_workers = [3]\np_slow = 0.0\np_recover = 0.0\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->stragglers.slow_workers, std::vector<int>{3});
+  EXPECT_NE(Refusal(Job() + "[stragglers]\nmodel = \"markov\"\nslow_workers = [4]\n").find("outside this job's ranks 0..3"),
+            std::string::npos);
+  // The metrics endpoint's address is checked.
+  const std::string bad = Refusal(Job(), {"cluster.metrics_listen=\"nowhere\""});
+  EXPECT_NE(bad.find("cluster.metrics_listen"), std::string::npos) << bad;
+  // [report] belongs to jobs tenax run runs.
+  auto r = Parse(Job() + "[report]\nreference = true\nhtml = false\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->report.reference);
+  EXPECT_FALSE(r->report.html);
 }
 
 }  // namespace

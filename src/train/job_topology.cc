@@ -85,7 +85,13 @@ std::vector<std::string> JobTopology::OnSlot(int slot, const std::vector<std::st
   return OnHost(host_of_slot_.at(static_cast<size_t>(slot)), argv);
 }
 
-std::vector<std::string> JobTopology::OnNewHost(const std::vector<std::string>& argv) {
+std::string JobTopology::HostOfSlot(int slot) const {
+  if (slot < 0 || static_cast<size_t>(slot) >= host_of_slot_.size()) return "";
+  const auto& n = nodes_[host_of_slot_[static_cast<size_t>(slot)]];
+  return n.name + (n.zone.empty() ? "" : " (" + n.zone + ")");
+}
+
+std::vector<std::string> JobTopology::OnNewHost(const std::vector<std::string>& argv, std::string* host_name) {
   std::vector<int> free_hosts, peers;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     if (nodes_[i].free() > 0) free_hosts.push_back(static_cast<int>(i));
@@ -101,6 +107,7 @@ std::vector<std::string> JobTopology::OnNewHost(const std::vector<std::string>& 
     host = static_cast<size_t>(best->index);
   }
   nodes_[host].used += 1;
+  if (host_name) *host_name = nodes_[host].name + (nodes_[host].zone.empty() ? "" : " (" + nodes_[host].zone + ")");
   return OnHost(host, argv);
 }
 

@@ -54,7 +54,10 @@ class JobTopology {
   std::vector<std::string> OnSlot(int slot, const std::vector<std::string>& argv) const;
   // argv of a process started later (a joiner): the host scored best
   // against the placed workers among hosts with a free slot.
-  std::vector<std::string> OnNewHost(const std::vector<std::string>& argv);
+  // `host_name`, if given, gets the host's name and zone.
+  std::vector<std::string> OnNewHost(const std::vector<std::string>& argv, std::string* host_name = nullptr);
+  // "h2 (zone-b)": the host process `slot` was placed on ("" if none).
+  std::string HostOfSlot(int slot) const;
 
   nlohmann::json Summary() const;
 

@@ -13,10 +13,14 @@
 
 #include "fault_injector.h"
 #include "job_topology.h"
+#include "reference_run.h"
+#include "run_monitor.h"
+#include "run_storage.h"
 #include "tenax/coord/job_watcher.h"
 #include "tenax/coord/work_queue.h"
 #include "tenax/core/files.h"
 #include "tenax/core/log.h"
+#include "tenax/core/metrics.h"
 #include "tenax/core/process_supervisor.h"
 #include "tenax/core/subprocess.h"
 #include "tenax/core/signals.h"
@@ -46,7 +50,8 @@ Status PrepareRunDirectory(const std::string& out_dir, const std::string& logs) 
   TENAX_RETURN_IF_ERROR(EnsureWritableDir(logs));
   std::error_code ec;
   for (const char* name :
-       {"summary.json", "coordinator.port", "coordinator.db", "coordinator.db-wal", "coordinator.db-shm"}) {
+       {"summary.json", "coordinator.port", "coordinator.db", "coordinator.db-wal", "coordinator.db-shm", "metrics.jsonl",
+        "report.html", "coordinator.metrics_port"}) {
     std::filesystem::remove(out_dir + "/" + name, ec);
   }
   for (const auto& entry : std::filesystem::directory_iterator(logs, ec)) std::filesystem::remove(entry.path(), ec);
@@ -108,20 +113,12 @@ TrainProgress ToTrainProgress(const coord::JobProgress& j, int64_t log_every_ste
 // recovered, shuffles), read as the file grows and shown as notices.
 class DecoderEventTail {
  public:
-  explicit DecoderEventTail(std::string path) : path_(std::move(path)) {}
+  explicit DecoderEventTail(std::string path) : tail_(std::move(path)) {}
   void Poll(const std::function<void(const std::string&)>& notice) {
     const auto now = SteadyClock::now();
     if (now - last_ < 250ms) return;
     last_ = now;
-    std::ifstream in(path_);
-    if (!in) return;
-    in.seekg(static_cast<std::streamoff>(offset_));
-    std::string line;
-    while (std::getline(in, line)) {
-      if (in.eof()) break;  // a line still being written: read it next time
-      offset_ += line.size() + 1;
-      auto e = nlohmann::json::parse(line, nullptr, false);
-      if (e.is_discarded() || !e.is_object()) continue;
+    for (const auto& e : tail_.ReadNew()) {
       const std::string kind = e.value("event", "");
       if (kind == "straggler_detected" || kind == "straggler_recovered") {
         notice(fmt::format("step {}: worker {} {} ({:.1f}x the median worker's time)", e.value("step", int64_t{0}),
@@ -135,8 +132,7 @@ class DecoderEventTail {
   }
 
  private:
-  std::string path_;
-  size_t offset_ = 0;
+  JsonLinesTail tail_;
   SteadyClock::time_point last_{};
 };
 
@@ -148,6 +144,7 @@ Result<LaunchOutcome> RunInsideTopology(sched::EmulatedNetwork& network, const L
                                         int64_t workers) {
   std::vector<std::string> argv = {"env", std::string(kTopologyPrefixEnvVar) + "=" + network.prefix(), self, "run",
                                    options.job_path, "--out", options.out_dir};
+  if (options.without_faults) argv.push_back("--no-faults");
   argv.insert(argv.end(), sets.begin(), sets.end());
   TENAX_ASSIGN_OR_RETURN(auto child, ChildProcess::StartWithOutput(network.InControlNamespace(argv), -1, -1));
   bool forwarded = false;
@@ -176,6 +173,35 @@ Result<LaunchOutcome> RunInsideTopology(sched::EmulatedNetwork& network, const L
   return PeerLost(why);
 }
 
+// Bytes the job moved, by purpose (summary.json "bytes_moved"; the
+// report's chart). Gradients: a ring allreduce moves 2 (W-1)/W of the
+// gradient per member and step, for each generation's steps at its size;
+// models: each state copy to a joiner (parameters and momentum); recovery:
+// what the store recoveries of any worker read and wrote; shuffling: a coded job's
+// partition re-mappings (from the decoder's summary).
+nlohmann::json BytesMoved(const nlohmann::json& summary, const RunMonitor& monitor) {
+  const double gradient = 4.0 * static_cast<double>(summary.value("parameters", int64_t{0}));
+  const int64_t steps = summary.value("steps", int64_t{0});
+  double gradients = 0, models = 0;
+  const auto generations = summary.value("generations", nlohmann::json::array());
+  if (generations.empty()) {
+    const double w = static_cast<double>(summary.value("workers", int64_t{1}));
+    gradients = static_cast<double>(steps) * 2 * (w - 1) * gradient;
+  }
+  for (size_t i = 0; i < generations.size(); ++i) {
+    const auto& g = generations[i];
+    const int64_t first = g.value("first_step", int64_t{0});
+    const int64_t last = i + 1 < generations.size() ? generations[i + 1].value("first_step", steps) : steps;
+    const double w = static_cast<double>(g.value("members", nlohmann::json::array()).size());
+    gradients += static_cast<double>(std::max<int64_t>(0, last - first)) * 2 * std::max(0.0, w - 1) * gradient;
+    if (g.contains("join_transfer_ms")) models += 2 * gradient;  // parameters + SGD momentum, one joiner
+  }
+  // Every worker's recoveries (the summary has rank 0's only).
+  const double recovery = monitor.RecoveryBytes();
+  const double shuffling = summary.value("coded", nlohmann::json::object()).value("bytes_shuffled", 0.0);
+  return {{"gradients", gradients}, {"models", models}, {"recovery", recovery}, {"shuffling", shuffling}};
+}
+
 }  // namespace
 
 Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
@@ -184,6 +210,9 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     if (options.on_notice) options.on_notice(text);
   };
   TENAX_ASSIGN_OR_RETURN(SyncJob job, LoadSyncJob(options.job_path, options.overrides));
+  if (options.without_faults) {
+    job.config.faults = FaultPlan{};  // the children's stragglers are the caller's --set
+  }
   const coord::ClusterConfig& k = job.config.cluster;
   // Async jobs: workers come and go as in an elastic job.
   const bool async = job.config.mode == "async";
@@ -197,12 +226,37 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   }
   InitLogging("run", job.config.log_level);
   InstallStopHandlers();
+  const std::string self_binary = options.tenax_binary.empty() ? SelfPath() : options.tenax_binary;
+  // The fault-free reference runs first, as a `tenax run` of its own (with
+  // its own emulated hosts, if any), unless this is the launcher re-run
+  // inside a topology (its parent ran it).
+  std::optional<nlohmann::json> reference;
+  if (job.config.report.reference && std::getenv(kTopologyPrefixEnvVar) == nullptr) {
+    ReferenceRunOptions ro;
+    ro.self = self_binary;
+    ro.job_path = options.job_path;
+    ro.overrides = options.overrides;
+    ro.out_dir = options.out_dir;
+    ro.notice = notice;
+    TENAX_ASSIGN_OR_RETURN(nlohmann::json r, EnsureReferenceRun(job.config, ro));
+    reference = std::move(r);
+  }
   TENAX_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(k.coordinator));
   const std::string& out = options.out_dir;
   const std::string logs = out + "/logs";
   TENAX_RETURN_IF_ERROR(PrepareRunDirectory(out, logs));
   const std::string secret = RunSecret(k.secret);
   ::setenv(net::kSecretEnvVar, secret.c_str(), 1);  // the children's secret
+  const std::string metrics = out + "/metrics.jsonl";
+  ::setenv(kRunMetricsEnvVar, metrics.c_str(), 1);  // rank 0 appends; workers add their events
+  const double started_at =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  // The workers [stragglers] slows from the start (markov's slow_workers).
+  std::vector<std::string> injected_stragglers;
+  if (job.config.mode == "sync" && job.config.stragglers.model == "markov") {
+    for (int w : job.config.stragglers.slow_workers) injected_stragglers.push_back("worker " + std::to_string(w));
+  }
+  RunMonitor monitor(metrics, {options.on_notice, options.on_workers}, injected_stragglers);
 
   // Start order: the coordinator, its port, then the workers pointed at it.
   std::vector<std::string> sets;
@@ -216,8 +270,15 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     if (std::getenv(kTopologyPrefixEnvVar) == nullptr) {
       TENAX_ASSIGN_OR_RETURN(network, MakeEmulatedNetwork(job.config, notice));
       if (network->namespaces()) {
-        const std::string self = options.tenax_binary.empty() ? SelfPath() : options.tenax_binary;
-        return RunInsideTopology(*network, options, self, sets, k.workers);
+        auto outcome = RunInsideTopology(*network, options, self_binary, sets, k.workers);
+        if (outcome.ok()) outcome->write_report = job.config.report.html;
+        if (outcome.ok() && reference) {
+          // The inner launcher wrote the summary; the reference is ours.
+          outcome->summary["reference_test_accuracy"] = reference->value("final_test_accuracy", 0.0);
+          outcome->summary["reference_dir"] = "reference";
+          TENAX_RETURN_IF_ERROR(WriteFileAtomic(out + "/summary.json", outcome->summary.dump(2) + "\n"));
+        }
+        return outcome;
       }
     }
     TENAX_ASSIGN_OR_RETURN(topology, JobTopology::Create(job.config, out, std::move(network)));
@@ -225,13 +286,34 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     sets.insert(sets.end(), {"--set", "cluster.coordinator=" + hp.host + ":" + std::to_string(hp.port)});
     for (const auto& s : topology->ChildSets()) sets.push_back(s);
   }
-  const std::string self = options.tenax_binary.empty() ? SelfPath() : options.tenax_binary;
+  const std::string& self = self_binary;
   ProcessSupervisor children("job " + k.job_id, 5s);
+  const Deadline join_deadline = Deadline::After(k.join_timeout());
+  // The job's own store ([storage]): its nodes and data before anyone reads it.
+  std::optional<RunStorage> storage;
+  if (job.config.storage.nodes > 0) {
+    monitor.Notice("store: starting " + std::to_string(job.config.storage.nodes) + " data nodes and putting " +
+                   job.config.storage.source_dir + " into them (RS " + std::to_string(job.config.storage.data_chunks) +
+                   "+" + std::to_string(job.config.storage.parity_chunks) + ")");
+    auto started = RunStorage::Start(job.config, self, hp.host, out, children, join_deadline);
+    if (!started.ok()) {
+      children.Stop();
+      return Status(started.status().code(), "the job's store: " + started.status().message());
+    }
+    storage = std::move(*started);
+    sets.insert(sets.end(), {"--set", storage->CatalogSet()});
+    monitor.Notice(fmt::format("store: {:.1f} MiB of chunks on {} nodes in {:.1f} s (catalog {})",
+                               static_cast<double>(storage->stored_bytes()) / (1 << 20), job.config.storage.nodes,
+                               storage->put_seconds(), storage->catalog()));
+  }
   std::vector<std::string> coord_argv = {self,      "coordinator",           "--job",       options.job_path,
                                          "--state", out + "/coordinator.db", "--port-file", out + "/coordinator.port"};
   coord_argv.insert(coord_argv.end(), sets.begin(), sets.end());
+  if (!k.metrics_listen.empty()) {
+    coord_argv.insert(coord_argv.end(), {"--metrics-listen", k.metrics_listen, "--metrics-port-file",
+                                         out + "/coordinator.metrics_port"});
+  }
   TENAX_RETURN_IF_ERROR(children.StartLogged("coordinator", coord_argv, logs + "/coordinator.log").status());
-  const Deadline join_deadline = Deadline::After(k.join_timeout());
   TENAX_ASSIGN_OR_RETURN(uint16_t port, WaitForPortFile(out + "/coordinator.port", children, join_deadline));
   const std::string coordinator = hp.host + ":" + std::to_string(port);
   if (topology) {
@@ -239,14 +321,19 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
         self, hp.host, port, secret, logs,
         static_cast<int>(k.workers) + (job.config.mode == "coded" ? 1 : 0),
         async ? static_cast<int>(job.config.async.servers) : 0));
+    std::string placed;
+    for (int r = 0; r < k.workers; ++r) placed += (r ? ", " : "") + ("worker " + std::to_string(r)) + " on " + topology->HostOfSlot(r);
+    monitor.Notice("placement (" + job.config.placement.policy + "): " + placed);
   }
   // Process `slot` of the placement runs on its emulated host (as is, without a topology).
   auto on_slot = [&](int slot, std::vector<std::string> argv) {
     return topology ? topology->OnSlot(slot, argv) : argv;
   };
   const int first_server_slot = static_cast<int>(k.workers) + (job.config.mode == "coded" ? 1 : 0);
-  // role of every child by supervisor index, for the cost
-  std::vector<std::string> roles = {"coordinator"};
+  // role of every child by supervisor index, for the cost ("" = not priced:
+  // the store's nodes and puts)
+  std::vector<std::string> roles(children.size() - 1, "");
+  roles.push_back("coordinator");
   std::vector<size_t> servers;
   // Shard s on its checkpoint directory: a restarted shard continues from
   // its newest intact checkpoint there (docs/async.md).
@@ -277,6 +364,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     const std::string name = "worker " + std::to_string(r);
     TENAX_ASSIGN_OR_RETURN(size_t index,
                            children.StartLogged(name, on_slot(r, argv), logs + "/worker-" + std::to_string(r) + ".log"));
+    monitor.AddWorker(name, children.pid(index), topology ? topology->HostOfSlot(r) : "");
     // In an elastic job a worker that dies is the coordinator's to judge
     // (the others go on): its exit is not the launcher's failure.
     if (elastic) children.ExpectExit(index);
@@ -302,21 +390,34 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   fo.plan = job.config.faults;
   fo.workers = workers;
   fo.expect_exits = elastic;
-  fo.on_notice = notice;
+  fo.on_notice = [&](const std::string& text) { monitor.Notice(text); };
   fo.start_joiner = [&](int64_t n) {
     std::vector<std::string> argv = {self,        "worker", "--job", options.job_path, "--coordinator",
                                      coordinator, "--out",  out};
     argv.insert(argv.end(), sets.begin(), sets.end());
     const std::string id = std::to_string(n);
-    auto index = children.StartLogged("joiner " + id, topology ? topology->OnNewHost(argv) : argv,
+    std::string host;
+    auto index = children.StartLogged("joiner " + id, topology ? topology->OnNewHost(argv, &host) : argv,
                                       logs + "/joiner-" + id + ".log");
     if (index.ok()) {
       children.ExpectExit(*index);
       roles.push_back("worker");
+      monitor.AddWorker("joiner " + id, children.pid(*index), host);
+      if (topology) monitor.Notice("placement changed: joiner " + id + " placed on " + host + " (best link score among hosts with a free slot)");
     }
     return index;
   };
   fo.servers = servers;
+  if (storage) {
+    fo.storage = storage->processes();
+    fo.wipe_storage = [&](int64_t node) -> Status {
+      std::error_code ec;
+      std::filesystem::remove_all(storage->NodeDir(node), ec);
+      if (ec) return IoError(storage->NodeDir(node) + ": " + ec.message());
+      return Status::Ok();
+    };
+  }
+  fo.on_record = [&](const nlohmann::json& r) { monitor.OnFaultRecord(r); };
   fo.restart_server = [&](int64_t s) -> Result<size_t> {
     ++server_restarts[s];
     TENAX_ASSIGN_OR_RETURN(size_t index, start_server(s));
@@ -327,14 +428,29 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   faults.Start();
   int64_t max_step = 0;  // the highest step any rank reported
   int64_t async_logged = 0;  // async: the last multiple of log.every_steps shown as a log line
-  const std::string metrics = out + "/metrics.jsonl";
-  // Once the children are stopped or done: the plan's records after rank 0's.
-  auto record_faults = [&] {
-    if (Status st = faults.AppendRecords(metrics); !st.ok()) notice("could not record the faults: " + st.message());
+  // The plan's records go to metrics.jsonl as they are made (RunMonitor).
+  // Exits the monitor was told about, by supervisor index.
+  std::vector<bool> exit_seen;
+  auto watch_exits = [&] {
+    exit_seen.resize(children.size(), false);
+    for (size_t i = 0; i < children.size(); ++i) {
+      if (exit_seen[i]) continue;
+      if (auto code = children.exit_code(i)) {
+        exit_seen[i] = true;
+        monitor.OnExit(children.pid(i), *code);
+      }
+    }
   };
   spdlog::debug("started the coordinator (pid {}) and {} workers", children.pid(0), k.workers);
-  notice("job " + k.job_id + ": coordinator on " + coordinator + ", " + std::to_string(k.workers) +
-         (job.config.mode == "coded" ? " workers and a decoder" : " workers") + "; logs in " + logs);
+  monitor.Notice("job " + k.job_id + ": coordinator on " + coordinator + ", " + std::to_string(k.workers) +
+                 (job.config.mode == "coded" ? " workers and a decoder" : " workers") + "; logs in " + logs);
+  if (!k.metrics_listen.empty()) {
+    std::ifstream port_file(out + "/coordinator.metrics_port");
+    int metrics_port = 0;
+    if (port_file >> metrics_port && metrics_port > 0) {
+      monitor.Notice("Prometheus metrics: http://" + hp.host + ":" + std::to_string(metrics_port) + "/metrics");
+    }
+  }
 
   // Follow the job.
   coord::JobWatcherOptions wo;
@@ -357,11 +473,12 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
       notice("stopping the coordinator and " + std::to_string(k.workers) + " workers");
       faults.Finish(max_step);  // SIGKILLs the children it stopped: SIGTERM would wait for them
       children.Stop();
-      record_faults();
       return StopStatus();
     }
     children.Poll();  // notes exits as they happen, so the first failure is the first one
     faults.Poll(max_step);
+    watch_exits();
+    monitor.Poll();
     Deadline wait = Deadline::After(50ms);
     if (auto due = faults.NextDue()) wait = wait.Earlier(Deadline::At(*due));
     auto event = watcher->Next(wait);
@@ -369,13 +486,13 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
       std::optional<ChildFailure> why = children.FirstFailure();
       faults.Finish(max_step);
       children.Stop();
-      record_faults();
       return PeerLost("lost the coordinator: " + event.status().message() + (why ? "; " + why->Describe() : ""));
     }
-    if (coded) decoder_events.Poll(notice);
+    if (coded) decoder_events.Poll([&](const std::string& text) { monitor.Notice(text); });
     if (!event->has_value()) continue;
     if (auto* p = std::get_if<coord::JobProgress>(&**event)) {
       max_step = std::max(max_step, p->max_step);
+      monitor.OnProgress();
       faults.Poll(max_step);
       if (options.on_progress && !async && !coded && !p->max_step_only) {
         options.on_progress(ToTrainProgress(*p, job.config.log_every_steps));
@@ -395,12 +512,12 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     } else if (auto* g = std::get_if<coord::JobGeneration>(&**event)) {
       std::string ids;
       for (int m : g->members) ids += (ids.empty() ? "" : ", ") + std::to_string(m);
-      notice("generation " + std::to_string(g->generation) + ": " + std::to_string(g->members.size()) +
-             " workers (ranks " + ids + "): " + g->why);
+      monitor.Notice("generation " + std::to_string(g->generation) + ": " + std::to_string(g->members.size()) +
+                     " workers (ranks " + ids + "): " + g->why);
+      monitor.OnGeneration(*g);
     } else if (auto* f = std::get_if<coord::JobFailed>(&**event)) {
       faults.Finish(max_step);
       children.Stop();
-      record_faults();
       return PeerLost("job " + k.job_id + " failed: " + f->Describe() + " (logs in " + logs + ")");
     } else {
       break;  // JobDone
@@ -411,6 +528,11 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   // Every child ends on its own once the job is done, except those the
   // fault plan stopped: Finish SIGKILLs them.
   faults.Finish(max_step);
+  monitor.Finish();
+  // The store's nodes serve until the job is done; then they stop like the rest.
+  if (storage) {
+    for (size_t index : storage->processes()) (void)children.Signal(index, SIGTERM);
+  }
   // Elastic: every member reported done before JobDone, so members exit at
   // once; whoever still runs after a short grace was never needed.
   // Every member reported done before JobDone (and async servers write their
@@ -424,10 +546,8 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     waited = Status::Ok();
   }
   if (!waited.ok()) {
-    record_faults();
     return Status(waited.code(), "after the job finished: " + waited.message() + " (logs in " + logs + ")");
   }
-  record_faults();
   std::ifstream in(out + "/summary.json");
   LaunchOutcome outcome;
   outcome.workers = k.workers;
@@ -436,7 +556,32 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     return Internal(out + "/summary.json is missing or unreadable after the job finished");
   }
   outcome.summary["launcher_wall_seconds"] = std::chrono::duration<double>(SteadyClock::now() - wall_start).count();
-  if (!job.config.faults.empty()) outcome.summary["faults"] = faults.Executed();
+  outcome.summary["started_at"] = started_at;
+  outcome.write_report = job.config.report.html && std::getenv(kTopologyPrefixEnvVar) == nullptr;
+  {
+    // Every injected fault with the system's reaction and time to recover.
+    nlohmann::json executed = faults.Executed();
+    nlohmann::json reactions = monitor.FaultsWithReactions();
+    nlohmann::json listed = nlohmann::json::array();
+    for (size_t i = 0; i < reactions.size(); ++i) {
+      nlohmann::json f = i < executed.size() ? executed[i] : nlohmann::json::object();
+      for (const char* key : {"fault", "target", "reaction", "recovered", "recovered_seconds"}) f[key] = reactions[i][key];
+      if (!f.contains("action")) f["action"] = reactions[i]["action"];
+      if (!f.contains("step")) f["step"] = reactions[i]["step"];
+      listed.push_back(std::move(f));
+    }
+    if (!listed.empty() || !job.config.faults.empty()) outcome.summary["faults"] = listed;
+  }
+  outcome.summary["bytes_moved"] = BytesMoved(outcome.summary, monitor);
+  if (reference) {
+    outcome.summary["reference_test_accuracy"] = reference->value("final_test_accuracy", 0.0);
+    outcome.summary["reference_dir"] = "reference";
+    const double diff = 100 * (outcome.summary.value("final_test_accuracy", 0.0) -
+                               reference->value("final_test_accuracy", 0.0));
+    notice(fmt::format("test accuracy {:.4f} against {:.4f} without faults ({:+.2f} points)",
+                       outcome.summary.value("final_test_accuracy", 0.0), reference->value("final_test_accuracy", 0.0),
+                       diff));
+  }
   if (topology) outcome.summary["placement"] = topology->Summary();
   if (async) {
     int64_t preemptions = 0;
@@ -461,7 +606,12 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   }
   if (prices) {
     std::map<std::string, double> seconds;
-    for (size_t i = 0; i < children.size() && i < roles.size(); ++i) seconds[roles[i]] += children.RunSeconds(i);
+    if (storage && prices->role_market.count("storage")) {
+      for (size_t index : storage->processes()) roles[index] = "storage";
+    }
+    for (size_t i = 0; i < children.size() && i < roles.size(); ++i) {
+      if (!roles[i].empty()) seconds[roles[i]] += children.RunSeconds(i);
+    }
     TENAX_ASSIGN_OR_RETURN(CostReport cost, ComputeCost(*prices, seconds));
     outcome.summary["cost"] = CostToJson(*prices, cost);
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <list>
@@ -13,11 +14,18 @@
 #include <optional>
 #include <thread>
 
+#include "tenax/core/metrics.h"
 #include "tenax/store/catalog.h"
 #include "tenax/store/store_client.h"
 #include "tenax/store/stripe_layout.h"
 
 namespace tenax {
+
+namespace {
+std::atomic<int64_t> g_recovery_bytes{0};  // StoreRecoveryBytesMoved
+}  // namespace
+
+int64_t StoreRecoveryBytesMoved() { return g_recovery_bytes.load(); }
 
 // A recovery a loader started (data.recovery_policy): its own store client
 // and catalog handle on a thread of its own, so training goes on reading
@@ -53,6 +61,7 @@ class LoaderRecovery {
     } else if (*holder != owner) {
       report_["skipped"] = "recovered by " + *holder;
     } else {
+      RecordEvent({{"event", "recovery"}, {"phase", "started"}, {"dataset", dataset_}, {"policy", options_.policy}});
       auto client = store::StoreClient::Open(catalog_);
       auto reports = client.ok() ? (*client)->Recover(dataset_, options_, /*verify=*/false)
                                  : Result<std::vector<store::RecoveryReport>>(client.status());
@@ -73,6 +82,14 @@ class LoaderRecovery {
       if (Status st = (*cat)->ReleaseRecovery(dataset_, owner); !st.ok()) report_["release_error"] = st.message();
     }
     report_["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!report_.contains("skipped")) {
+      nlohmann::json e = report_;
+      e["event"] = "recovery";
+      e["phase"] = report_.contains("error") ? "failed" : "done";
+      e["bytes"] = report_.value("bytes_read", int64_t{0}) + report_.value("bytes_written", int64_t{0});
+      g_recovery_bytes += e["bytes"].get<int64_t>();
+      RecordEvent(e);
+    }
     if (report_.contains("error")) {
       spdlog::error("store dataset {}: the {} recovery failed: {}", dataset_, options_.policy,
                     report_["error"].get<std::string>());
@@ -81,6 +98,15 @@ class LoaderRecovery {
                    report_["seconds"].get<double>(), report_.dump());
     }
     done_.store(true);
+  }
+
+  // Under `tenax run`, the run's metrics.jsonl (kRunMetricsEnvVar): the
+  // launcher shows the recovery as it happens, and the report draws it.
+  static void RecordEvent(const nlohmann::json& e) {
+    const char* path = std::getenv(kRunMetricsEnvVar);
+    if (!path || !*path) return;
+    auto w = JsonLinesWriter::Append(path);
+    if (w.ok()) (void)w->Write(e);
   }
 
   std::string catalog_, dataset_;

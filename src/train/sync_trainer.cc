@@ -61,6 +61,10 @@ Result<PreparedTraining> PrepareTraining(const TrainConfig& config) {
   });
 }
 
+namespace {
+Result<std::unique_ptr<coding::StragglerModel>> StragglersOf(const TrainConfig& config);
+}  // namespace
+
 Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& effective_config,
                                   const std::string& out_dir, std::unique_ptr<comm::Group> group,
                                   ElasticMembership& membership, PreparedTraining prepared,
@@ -76,6 +80,11 @@ Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& ef
     xo.configured_workers = config.cluster.workers;
     xo.max_workers = config.cluster.max_workers;
     xo.measured_shares = config.cluster.shares == "measured";
+    if (config.stragglers.model != "none") {
+      TENAX_ASSIGN_OR_RETURN(auto model, StragglersOf(config));
+      xo.stragglers = std::move(model);
+      xo.straggler_id = options.straggler_id;
+    }
     // The coordinator waits join_timeout for joiners below min_workers and
     // then fails the job: its verdict must reach us before our own wait ends.
     xo.reform_timeout = config.cluster.join_timeout() + 2 * config.cluster.peer_timeout();

@@ -1,5 +1,7 @@
 #include "tenax/train/train_config.h"
 
+#include <filesystem>
+
 #include <algorithm>
 #include <optional>
 
@@ -49,12 +51,12 @@ constexpr const char* kStragglerKeys[] = {
 // [coded] and [stragglers] (mode "coded"): checked against cluster.workers
 // here, so an impossible code or a trace naming unknown workers is refused
 // before any process starts.
+void ParseStragglers(ConfigReader& r, TrainConfig& c);
+
 void ParseCoded(ConfigReader& r, TrainConfig& c) {
+  ParseStragglers(r, c);
   if (c.mode != "coded") {
     for (const char* key : kCodedKeys) {
-      if (r.has(key)) r.Fail(key, "only applies to mode = \"coded\"");
-    }
-    for (const char* key : kStragglerKeys) {
       if (r.has(key)) r.Fail(key, "only applies to mode = \"coded\"");
     }
     return;
@@ -87,7 +89,18 @@ void ParseCoded(ConfigReader& r, TrainConfig& c) {
   x.slow_factor = r.Real("coded.slow_factor", x.slow_factor, 1, 1000);
   if (x.slow_factor <= 1) r.Fail("coded.slow_factor", "must be above 1");
   x.max_seconds = r.Real("coded.max_seconds", x.max_seconds, 0, 1e7);
+}
 
+// [stragglers]: emulated slow workers, in mode "coded" (what the code is
+// for) and "sync" (where measured batch shares move work away from them).
+void ParseStragglers(ConfigReader& r, TrainConfig& c) {
+  if (c.mode != "coded" && c.mode != "sync") {
+    for (const char* key : kStragglerKeys) {
+      if (r.has(key)) r.Fail(key, "only applies to modes \"sync\" and \"coded\"");
+    }
+    return;
+  }
+  const int n = static_cast<int>(c.cluster.workers);
   coding::StragglerConfig& m = c.stragglers;
   m.model = r.Choice("stragglers.model", m.model, {"none", "iid", "markov", "trace"});
   m.seed = r.Int("stragglers.seed", 0, 0, int64_t{1} << 62);
@@ -128,6 +141,45 @@ void ParseCoded(ConfigReader& r, TrainConfig& c) {
   }
 }
 
+constexpr const char* kStorageKeys[] = {"storage.nodes",       "storage.zones",     "storage.data_chunks",
+                                        "storage.parity_chunks", "storage.chunk_kib", "storage.link_gbps",
+                                        "storage.source_dir"};
+
+// [storage]: a store `tenax run` builds and fills for the job.
+void ParseStorage(ConfigReader& r, TrainConfig& c, bool cluster_mode) {
+  StorageConfig& s = c.storage;
+  if (!cluster_mode) {
+    for (const char* key : kStorageKeys) {
+      if (r.has(key)) r.Fail(key, "only applies to jobs run by `tenax run` (modes \"sync\", \"async\", \"coded\")");
+    }
+    return;
+  }
+  s.nodes = r.Int("storage.nodes", 0, 0, 64);
+  if (s.nodes == 0) {
+    for (const char* key : kStorageKeys) {
+      if (r.has(key) && std::string(key) != "storage.nodes") r.Fail(key, "needs storage.nodes (the data nodes tenax run starts)");
+    }
+    return;
+  }
+  if (c.data_format != kStoreFormat) {
+    r.Fail("storage.nodes", "needs data.format = \"store\" (the job reads the store tenax run builds)");
+  }
+  s.data_chunks = r.Int("storage.data_chunks", s.data_chunks, 1, 32);
+  s.parity_chunks = r.Int("storage.parity_chunks", s.parity_chunks, 1, 16);
+  if (s.data_chunks + s.parity_chunks > s.nodes) {
+    r.Fail("storage.nodes", std::to_string(s.nodes) + " data nodes cannot hold a stripe of " +
+                                std::to_string(s.data_chunks) + " + " + std::to_string(s.parity_chunks) +
+                                " chunks (each chunk of a stripe on its own node): use at least " +
+                                std::to_string(s.data_chunks + s.parity_chunks) + " nodes");
+  }
+  s.zones = r.Int("storage.zones", 0, 0, 64);
+  if (s.zones > s.nodes) r.Fail("storage.zones", "exceeds storage.nodes (" + std::to_string(s.nodes) + ")");
+  s.chunk_kib = r.Int("storage.chunk_kib", s.chunk_kib, 4, 64 * 1024);
+  s.link_gbps = r.Real("storage.link_gbps", 0, 0, 400);
+  s.source_dir = r.String("storage.source_dir", kDefaultFashionMnistDir);
+  if (s.source_dir.empty()) r.Fail("storage.source_dir", "must name the directory of the Fashion-MNIST idx files");
+}
+
 }  // namespace
 
 Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
@@ -146,7 +198,10 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   }
   if (store) {
     c.store_catalog = r.String("data.catalog", "");
-    if (!r.has("data.catalog")) r.Fail("data.format", "is \"store\" but 'data.catalog' (the store's catalog file) is not set");
+    // With [storage], tenax run builds the store and names its catalog.
+    if (!r.has("data.catalog") && !(r.has("storage.nodes") && r.Int("storage.nodes", 0, 0, 64) > 0)) {
+      r.Fail("data.format", "is \"store\" but 'data.catalog' (the store's catalog file) is not set");
+    }
     if (r.has("data.catalog") && c.store_catalog.empty()) r.Fail("data.catalog", "must name the store's catalog file");
     c.store_train_dataset = r.String("data.train_dataset", c.store_train_dataset);
     c.store_test_dataset = r.String("data.test_dataset", c.store_test_dataset);
@@ -229,6 +284,10 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
     k.secret = r.String("cluster.secret", "");
     if (!k.secret.empty() && k.secret.size() < 16) r.Fail("cluster.secret", "must be at least 16 bytes");
     k.transports = r.String("cluster.transports", "");
+    k.metrics_listen = r.String("cluster.metrics_listen", "");
+    if (r.has("cluster.metrics_listen")) {
+      if (auto hp = net::ParseHostPort(k.metrics_listen); !hp.ok()) r.Fail("cluster.metrics_listen", hp.status().message());
+    }
     k.join_timeout_seconds = r.Real("cluster.join_timeout_seconds", k.join_timeout_seconds, 0.1, 86400);
     k.step_timeout_seconds = r.Real("cluster.step_timeout_seconds", k.step_timeout_seconds, 0.1, 86400);
     k.peer_timeout_seconds = r.Real("cluster.peer_timeout_seconds", k.peer_timeout_seconds, 0.5, 3600);
@@ -273,7 +332,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   } else {
     for (const char* key :
          {"cluster.workers", "cluster.job_id", "cluster.coordinator", "cluster.host", "cluster.secret",
-          "cluster.transports", "cluster.join_timeout_seconds", "cluster.step_timeout_seconds",
+          "cluster.transports", "cluster.metrics_listen", "cluster.join_timeout_seconds", "cluster.step_timeout_seconds",
           "cluster.peer_timeout_seconds", "cluster.elastic", "cluster.min_workers", "cluster.max_workers",
           "cluster.shares"}) {
       if (r.has(key)) r.Fail(key, "only applies to modes \"sync\", \"async\" and \"coded\"");
@@ -314,7 +373,23 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
       if (r.has(key)) r.Fail(key, "only applies to modes \"sync\", \"async\" and \"coded\" (run by `tenax run`)");
     }
   }
+  ParseStorage(r, c, cluster_mode);
+  c.report.html = r.Bool("report.html", c.report.html);
+  c.report.reference = r.Bool("report.reference", c.report.reference);
+  if (!cluster_mode) {
+    for (const char* key : {"report.html", "report.reference"}) {
+      if (r.has(key)) r.Fail(key, "only applies to jobs run by `tenax run` (modes \"sync\", \"async\", \"coded\")");
+    }
+  }
   c.cost.prices = r.String("cost.prices", "");
+  // A relative path: from the working directory, else from the job file's
+  // directory (examples/cloud.toml names prices/... next to it).
+  std::error_code ec;  // exists() without exceptions: the path may be anything
+  if (!c.cost.prices.empty() && c.cost.prices.front() != '/' && !std::filesystem::exists(c.cost.prices, ec) &&
+      !doc.source_name().empty()) {
+    const auto beside = std::filesystem::path(doc.source_name()).parent_path() / c.cost.prices;
+    if (std::filesystem::exists(beside, ec)) c.cost.prices = beside.string();
+  }
   if (r.has("cost.prices")) {
     if (c.cost.prices.empty()) {
       r.Fail("cost.prices", "must name a price table file (docs/cost.md)");
@@ -327,6 +402,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   fc.workers = c.cluster.workers;
   fc.elastic = c.cluster.elastic || c.mode == "async";  // async workers may be replaced
   fc.servers = c.mode == "async" ? c.async.servers : 0;
+  fc.storage_nodes = c.storage.nodes;
   fc.stops_tolerated = c.mode == "coded";
   // A coded job has one more process than workers: the decoder (rank
   // cluster.workers), which the fault plan does not target.

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
@@ -50,7 +51,12 @@ class RunOutputs {
     std::ostringstream toml_text;
     toml_text << effective_config.table() << "\n";
     TENAX_RETURN_IF_ERROR(WriteFileAtomic(out_dir + "/config.toml", toml_text.str()));
-    TENAX_ASSIGN_OR_RETURN(JsonLinesWriter w, JsonLinesWriter::Open(out_dir + "/metrics.jsonl"));
+    // Under `tenax run` the launcher started the file (its own records
+    // come first) and removed the previous run's.
+    const char* run_metrics = std::getenv(kRunMetricsEnvVar);
+    const bool appended = run_metrics && *run_metrics;
+    TENAX_ASSIGN_OR_RETURN(JsonLinesWriter w, appended ? JsonLinesWriter::Append(out_dir + "/metrics.jsonl")
+                                                       : JsonLinesWriter::Open(out_dir + "/metrics.jsonl"));
     o.metrics_.emplace(std::move(w));
     return o;
   }
@@ -221,6 +227,7 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
 
     TrainProgress p = MakeProgress({epoch, epochs, step, steps_per_epoch, global_step, total_steps, c.log_every_steps,
                                     samples, train_seconds, interval_loss, interval_steps, wall_start});
+    p.step_seconds = step_seconds;
     const bool epoch_done = step == steps_per_epoch || global_step == total_steps;
     if (p.log_point) {
       // The mean loss over every replica's samples (same steps everywhere);
@@ -303,6 +310,11 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
       {"samples_per_second", outcome.samples_per_second},
       {"steady_samples_per_second", outcome.steady_samples_per_second},
       {"tenax_version", kTenaxVersion},
+      {"parameters", [&] {
+         int64_t count = 0;
+         for (const auto& t : model->Parameters()) count += t.numel();
+         return count;
+       }()},
   };
   exchange.DescribeInSummary(outcome.summary);
   train.AddToSummary(outcome.summary);

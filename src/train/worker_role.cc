@@ -15,6 +15,7 @@
 #include "tenax/net/auth.h"
 #include "tenax/net/host_port.h"
 #include "tenax/net/node.h"
+#include "tenax/train/store_source.h"
 #include "tenax/train/sync_job.h"
 #include "tenax/train/sync_trainer.h"
 #include "coordinator_membership.h"
@@ -58,6 +59,8 @@ wire::Progress ToWire(int rank, const TrainProgress& p) {
   w.set_samples_per_second(p.samples_per_second);
   w.set_elapsed_seconds(p.elapsed_seconds);
   w.set_test_accuracy(p.test_accuracy.value_or(-1.0));
+  w.set_step_seconds(p.step_seconds);
+  w.set_recovery_bytes(p.recovery_bytes);
   return w;
 }
 
@@ -172,6 +175,7 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   req.set_requested_rank(rank);
   req.set_pid(static_cast<uint64_t>(::getpid()));
   if (prepared) req.set_plan_fingerprint(prepared->fingerprint);
+  const int requested_rank = rank;
   TENAX_ASSIGN_OR_RETURN(auto client, coord::CoordinatorClient::Join(*node, hp.host, hp.port, req, join_deadline));
   rank = client->info().rank;
   // The coordinator's copy of the job is authoritative.
@@ -187,20 +191,30 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   // point, evaluation and the last step) and aborting on the verdict.
   SyncRunOptions opts;
   opts.step_timeout_seconds = job.config.cluster.step_timeout_seconds;
+  opts.straggler_id = requested_rank;  // [stragglers] names the launcher's workers; joiners (-1) are not slowed
   opts.interrupt = [&]() -> Status {
     if (StopRequested()) return Cancelled("stopped by signal " + std::to_string(StopSignal()));
     return client->CheckFailure();
   };
   auto last_report = SteadyClock::now() - std::chrono::seconds(1);
+  double interval_seconds = 0;  // step times since the last report: it carries their mean
+  int64_t interval_steps = 0;
   opts.run.on_progress = [&](const TrainProgress& p) {
     if (options.on_progress) options.on_progress(p);
+    interval_seconds += p.step_seconds;
+    ++interval_steps;
     const auto now = SteadyClock::now();
     if (!p.log_point && !p.test_accuracy && p.global_step != p.total_steps &&
         now - last_report < std::chrono::milliseconds(250)) {
       return;
     }
     last_report = now;
-    client->ReportProgress(ToWire(rank, p));
+    wire::Progress w = ToWire(rank, p);
+    w.set_step_seconds(interval_seconds / static_cast<double>(interval_steps));
+    w.set_recovery_bytes(StoreRecoveryBytesMoved());  // 0 unless this process ran a store recovery
+    interval_seconds = 0;
+    interval_steps = 0;
+    client->ReportProgress(w);
   };
   WorkerOutcome outcome;
   outcome.rank = rank;

@@ -17,6 +17,7 @@ struct ClusterConfig {
   std::string host = "127.0.0.1";           // the address this host's workers listen on
   std::string secret;                       // "" = $TENAX_SECRET (the launcher makes one up)
   std::string transports;                   // UCX_TLS for the data plane; "" = UCX's choice
+  std::string metrics_listen;               // host:port of the coordinator's Prometheus /metrics; "" = off
   double join_timeout_seconds = 60;         // all workers must have joined by then
   double step_timeout_seconds = 60;         // a collective without progress for this long fails
   double peer_timeout_seconds = 10;         // silence after which a process counts as lost

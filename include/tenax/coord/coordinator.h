@@ -17,7 +17,9 @@
 // The decisions are coord::JobStateMachine's (job_state.h); this role is
 // the I/O around it.
 //
-// Threading: Run() owns its Node on the calling thread.
+// Threading: Run() owns its Node on the calling thread; the metrics
+// endpoint (metrics_endpoint.h) answers scrapes on its own threads from a
+// snapshot the loop publishes every 200 ms, so a scrape never stalls it.
 #pragma once
 
 #include <chrono>
@@ -39,6 +41,11 @@ struct CoordinatorOptions {
   uint16_t port = 0;        // 0 = any free port
   std::string port_file;    // if set, the bound port is written here (atomically) once listening
   std::string secret;
+  // Prometheus metrics (GET /metrics, docs/metrics.md) on "host:port"
+  // ("" = off; port 0 = any free port, written to metrics_port_file
+  // atomically when set). A bad address: InvalidArgument before serving.
+  std::string metrics_listen;
+  std::string metrics_port_file;
   std::chrono::milliseconds join_timeout{60000};
   std::chrono::milliseconds peer_timeout{10000};
   // Elastic jobs (see JobStateOptions in job_state.h).

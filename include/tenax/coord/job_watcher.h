@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -55,6 +56,8 @@ struct JobProgress {
   double elapsed_seconds = 0;
   std::optional<double> test_accuracy;  // set when that rank just evaluated
   int64_t max_step = 0;                 // the highest step any rank reported so far
+  double step_seconds = 0;              // the slowest step time among the ranks' latest reports
+  int64_t recovery_bytes = 0;           // summed over the ranks' latest reports
   // Only max_step rose (JobWatcherOptions::report_max_step): the fields
   // above are the slowest reporting rank's as before, perhaps of fewer
   // ranks than `world`, and test_accuracy is unset.
@@ -78,6 +81,7 @@ struct JobDone {};
 struct JobGeneration {
   uint64_t generation = 0;
   std::vector<int> members;  // member ids
+  std::map<int, std::string> member_names;  // member id -> its name ("host/pid" from tenax worker)
   std::string why;
 };
 

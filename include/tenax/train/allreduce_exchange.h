@@ -20,6 +20,8 @@
 #include <functional>
 #include <memory>
 
+#include "tenax/coding/straggler_model.h"
+
 #include "tenax/comm/group.h"
 #include "tenax/train/elastic_membership.h"
 #include "tenax/train/gradient_exchange.h"
@@ -71,6 +73,18 @@ struct ElasticExchangeOptions {
   // middle of a join. TrainElastic sets it only when the environment has
   // TENAX_TEST_SIGSTOP_AS_DONOR=1 (the worker then SIGSTOPs itself here).
   std::function<void()> before_state_offer;
+  // Emulated stragglers ([stragglers] in a sync job): this process sleeps
+  // (slowdown - 1) x its own compute time of each step, inside the measured
+  // compute time, so measured shares move work away from it as they would
+  // from a slow machine. `straggler_id` is the launcher's worker index (the
+  // model's worker); -1 (joiners) is never slowed.
+  std::shared_ptr<coding::StragglerModel> stragglers;
+  int straggler_id = -1;
+  // A member whose seconds per sample exceed slow_factor x the median of
+  // the members for 10 measured steps in a row is reported as a straggler
+  // ({"event": "straggler"} through on_event, by rank 0); it recovers after
+  // 10 steps below (1 + slow_factor) / 2.
+  double slow_factor = 2.0;
 };
 
 // `group` is the first generation this worker is in: the initial one

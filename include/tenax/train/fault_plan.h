@@ -5,6 +5,8 @@
 //   [[faults]]
 //   action = "kill"      # kill | preempt | stop | cont | restart
 //   worker = 1           # 0..cluster.workers-1; not for restart
+//   storage = 2          # a data node of the job's [storage] (kill only);
+//   wipe = true          #   with its directory deleted (a dead disk)
 //   server = 0           # async jobs: a parameter-server shard (0..async.servers-1)
 //                        # instead of a worker; restart + server = start that
 //                        # shard again on its checkpoint directory
@@ -56,6 +58,8 @@ struct FaultSpec {
   FaultAction action = FaultAction::kKill;
   int64_t worker = -1;                          // the launcher's worker index; -1 for restart or a server
   int64_t server = -1;                          // async: the target shard (signals, or its restart); -1 for none
+  int64_t storage = -1;                         // a data node of [storage] (kill only); -1 for none
+  bool wipe = false;                            // storage: also delete the node's directory (a dead disk)
   std::optional<double> at_seconds;             // since the launcher started the workers
   std::optional<int64_t> at_step;               // when any rank reported this global step (or a later one)
   double grace_seconds = kDefaultGraceSeconds;  // preempt only
@@ -109,6 +113,7 @@ struct FaultPlanContext {
   // does without it), so "cont" applies without elasticity.
   bool stops_tolerated = false;
   int64_t servers = 0;  // async.servers (0 outside async jobs): faults may name them
+  int64_t storage_nodes = 0;  // storage.nodes: kill (and wipe) may name them
   // The job's total steps, or nullopt when unknown (its data cannot be read
   // now: the at_step bound is then not checked). Called only if an entry
   // has at_step.

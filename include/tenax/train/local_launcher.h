@@ -39,6 +39,19 @@
 
 namespace tenax {
 
+// One worker process as the launcher sees it, for a live view. States:
+// "starting" (started, not yet in a generation), "active", "slow" (the job
+// detected it as a straggler), "preempted" (sent SIGTERM), "killed"
+// (SIGKILLed or died), "stopped" (SIGSTOPped), "rejoining" (a replacement
+// started, not yet a member), "left" (out of the job), "done".
+struct WorkerStatus {
+  std::string name;    // "worker 2", "joiner 1"
+  std::string state;   // one of the states above
+  std::string host;    // the emulated host it runs on ("" without a topology)
+  std::string detail;  // free text: "share 41 of 256", "1.8x the median step time"
+  double since_seconds = 0;  // seconds since the launcher started the workers, when the state began
+};
+
 struct LaunchOptions {
   std::string job_path;                // mode = "sync"
   std::vector<std::string> overrides;  // "key=value"; applied here and passed to every child
@@ -46,10 +59,15 @@ struct LaunchOptions {
   // The binary whose `coordinator` and `worker` subcommands are started;
   // "" = this executable.
   std::string tenax_binary;
+  // Run without the job's fault plan (`tenax run --no-faults`: the
+  // fault-free reference); the caller turns [stragglers] off with a --set.
+  bool without_faults = false;
   ProgressFn on_progress;  // the job's progress, as far as its slowest rank got; may be empty
   // One-line notices for the user (where the logs are, that children are
   // being stopped); may be empty.
   std::function<void(const std::string&)> on_notice;
+  // Every worker's state, called whenever one changes; may be empty.
+  std::function<void(const std::vector<WorkerStatus>&)> on_workers;
 };
 
 struct LaunchOutcome {
@@ -58,6 +76,10 @@ struct LaunchOutcome {
   // The job ran in a launcher re-run inside an emulated topology's
   // namespaces, which already showed its result lines.
   bool reported_by_child = false;
+  // The job asks for out_dir/report.html (report.html); false in the
+  // launcher re-run inside a topology (its parent writes it, once the
+  // summary is complete).
+  bool write_report = false;
 };
 
 Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options);

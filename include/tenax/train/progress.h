@@ -23,6 +23,11 @@ struct TrainProgress {
   double eta_seconds = 0;
   bool log_point = false;               // end of a log interval
   std::optional<double> test_accuracy;  // set on the event closing an epoch
+  // Seconds this step took: data read, compute and exchange (evaluation
+  // excluded); 0 when not measured. A worker reports the mean over the
+  // steps since its previous report.
+  double step_seconds = 0;
+  int64_t recovery_bytes = 0;  // bytes moved so far by a store recovery this rank started
 };
 using ProgressFn = std::function<void(const TrainProgress&)>;
 

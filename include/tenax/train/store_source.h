@@ -42,4 +42,9 @@ Result<std::unique_ptr<DataSource>> OpenStoreSource(const TrainConfig& config, S
 // zero stats for sources that are not store sources.
 store::ReadStats StoreReadStats(const DataSource& source);
 
+// Bytes the store recoveries this process ran have read and written so far
+// (every dataset; 0 if it ran none): the worker's progress reports carry it
+// to the coordinator's metrics. Thread-safe.
+int64_t StoreRecoveryBytesMoved();
+
 }  // namespace tenax

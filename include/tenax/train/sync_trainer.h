@@ -37,6 +37,7 @@ struct SyncRunOptions {
   std::function<Status()> interrupt;     // consulted while waiting for peers (coordinator failure, signals)
   double step_timeout_seconds = 60;      // a collective with no progress for this long fails
   size_t bucket_bytes = 256 << 10;       // gradient bucket size
+  int straggler_id = -1;                 // elastic: the launcher's worker index for [stragglers] (-1: a joiner)
 };
 
 // Collective over `group`: every rank calls it with the same config.

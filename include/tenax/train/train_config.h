@@ -69,6 +69,27 @@ struct CostConfig {
   std::string prices;  // a price table file; "" = no cost in summary.json
 };
 
+// A store that `tenax run` builds for the job ([storage]; docs/store.md):
+// `nodes` `tenax storage` processes in out_dir/store, the job's data put
+// into them (RS data_chunks + parity_chunks), and data.catalog pointed at
+// it. The fault plan may kill (and wipe) its nodes.
+struct StorageConfig {
+  int64_t nodes = 0;            // 0 = no store of the launcher's own
+  int64_t zones = 0;            // failure domains the chunks are spread over; 0 = nodes (one per node)
+  int64_t data_chunks = 4;      // k
+  int64_t parity_chunks = 2;    // m
+  int64_t chunk_kib = 256;
+  double link_gbps = 0;         // each node's emulated link (0 = unshaped)
+  std::string source_dir;       // the Fashion-MNIST idx files the store is filled from
+};
+
+// What `tenax run` adds around the job ([report]; docs/report.md).
+struct ReportConfig {
+  bool html = true;        // write out_dir/report.html at the end
+  bool reference = false;  // also run the job without faults and stragglers (out_dir/reference, reused
+                           // while the job is unchanged): summary.json's reference_test_accuracy
+};
+
 struct TrainConfig {
   std::string mode = "single";
   std::string data_format = kFashionMnistFormat;
@@ -108,7 +129,9 @@ struct TrainConfig {
   FaultPlan faults;              // modes "sync" and "async"; executed by `tenax run`
   AsyncConfig async;             // mode "async" only
   coding::CodedConfig coded;     // mode "coded" only
-  coding::StragglerConfig stragglers;  // mode "coded" only
+  coding::StragglerConfig stragglers;  // modes "coded" and "sync" (emulated stragglers)
+  StorageConfig storage;         // modes "sync", "coded", "async" under `tenax run`
+  ReportConfig report;
   CostConfig cost;               // any mode run by `tenax run`
   // An emulated multi-host, multi-zone topology for `tenax run` and how the
   // job is placed on it (docs/placement.md); modes "sync", "async", "coded".

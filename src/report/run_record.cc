@@ -1,0 +1,420 @@
+#include "tenax/report/run_record.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "tenax/core/files.h"
+#include "format.h"
+#include "json_fields.h"
+
+namespace tenax::report {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxFileBytes = size_t{1} << 30;  // a metrics.jsonl of a very long run
+constexpr size_t kMaxWarnings = 8;
+
+// Warnings beyond the first few are counted, not listed: a file of garbage
+// should not make a report of garbage.
+class Warnings {
+ public:
+  explicit Warnings(std::vector<std::string>* out) : out_(out) {}
+  ~Warnings() {
+    if (dropped_ > 0) out_->push_back("... and " + std::to_string(dropped_) + " more lines like these");
+  }
+  void Add(std::string text) {
+    if (out_->size() < kMaxWarnings) {
+      out_->push_back(std::move(text));
+    } else {
+      ++dropped_;
+    }
+  }
+
+ private:
+  std::vector<std::string>* out_;
+  size_t dropped_ = 0;
+};
+
+struct Record {
+  json j;
+  std::string event;
+  std::optional<double> time;     // "time": unix seconds
+  std::optional<double> elapsed;  // "elapsed_seconds"
+  double t = 0;                   // seconds since the run's start, set by Place()
+};
+
+// One JSON object per line; anything else is skipped with a warning naming
+// the line (a truncated last line is the normal state of a killed run).
+std::vector<Record> ParseLines(const std::string& text, const std::string& file, Warnings& warnings) {
+  std::vector<Record> out;
+  size_t line_no = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t nl = text.find('\n', pos);
+    const bool last = nl == std::string::npos;
+    std::string_view line(text.data() + pos, (last ? text.size() : nl) - pos);
+    pos = last ? text.size() : nl + 1;
+    ++line_no;
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
+    if (line.empty()) continue;
+    json j = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      warnings.Add(file + " line " + std::to_string(line_no) +
+                   (last ? " is truncated (the run was stopped while writing it); ignored"
+                         : " is not a JSON object; ignored"));
+      continue;
+    }
+    Record r;
+    r.event = Text(j, "event");
+    r.time = Number(j, "time");
+    r.elapsed = Number(j, "elapsed_seconds");
+    r.j = std::move(j);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// Puts every record on the time axis: "time" minus the start when the record
+// has one, else its elapsed_seconds, else the time of the record before it
+// (records are written in order, so that keeps the order).
+void Place(std::vector<Record>& records, std::optional<double> started_at) {
+  double start = std::numeric_limits<double>::infinity();
+  if (started_at) {
+    start = *started_at;
+  } else {
+    for (const Record& r : records) {
+      if (r.time) start = std::min(start, *r.time);
+    }
+  }
+  double previous = 0;
+  for (Record& r : records) {
+    double t = previous;
+    if (r.time && std::isfinite(start)) {
+      t = *r.time - start;
+    } else if (r.elapsed) {
+      t = *r.elapsed;
+    }
+    if (!std::isfinite(t) || t < 0) t = 0;
+    r.t = previous = t;
+  }
+}
+
+void SortByTime(std::vector<TimePoint>& points) {
+  std::stable_sort(points.begin(), points.end(), [](const TimePoint& a, const TimePoint& b) { return a.t < b.t; });
+}
+
+Curves CurvesOf(const std::vector<Record>& records) {
+  Curves c;
+  for (const Record& r : records) {
+    c.end_seconds = std::max(c.end_seconds, r.t);
+    if (r.event == "train") {
+      if (auto loss = Number(r.j, "loss")) c.train_loss.push_back({r.t, *loss});
+    } else if (r.event == "epoch" || r.event == "final") {
+      if (auto acc = Number(r.j, "test_accuracy")) c.test_accuracy.push_back({r.t, *acc});
+    }
+  }
+  SortByTime(c.train_loss);
+  SortByTime(c.test_accuracy);
+  return c;
+}
+
+// "worker 3" for {"worker": 3} or {"worker": "worker 3"}; the same for
+// joiners, servers and storage nodes ("storage node-2").
+std::string TargetOf(const json& j) {
+  for (const char* key : {"worker", "joiner", "server"}) {
+    if (!j.contains(key)) continue;
+    const json& v = j[key];
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_number_integer()) return std::string(key) + " " + Text(j, key);
+  }
+  if (std::string s = Text(j, "storage"); !s.empty()) return "storage " + s;
+  return Text(j, "target");
+}
+
+std::string FaultText(const Record& r, const std::string& target) {
+  std::string text = Text(r.j, "action");
+  if (text.empty()) text = "fault";
+  if (!target.empty()) text += " " + target;
+  if (std::string signal = Text(r.j, "signal"); !signal.empty()) text += " (" + signal + ")";
+  if (auto step = Integer(r.j, "step")) text += " at step " + std::to_string(*step);
+  if (Flag(r.j, "wiped").value_or(false)) text += ", its data wiped";
+  if (std::string reason = Text(r.j, "reason"); !reason.empty()) text += ": " + reason;
+  return text;
+}
+
+std::string StragglerText(const Record& r, const std::string& target) {
+  const std::string state = Text(r.j, "state");
+  const bool recovered = state == "recovered" || r.event == "straggler_recovered";
+  std::string text = target.empty() ? "a worker" : target;
+  text += recovered ? " is no longer slow" : " is slow";
+  std::vector<std::string> facts;
+  if (auto ratio = Number(r.j, "ratio")) facts.push_back(FixedText(*ratio, 1) + "x the median step time");
+  if (std::string share = Text(r.j, "share"); !share.empty()) facts.push_back("share " + share);
+  if (auto step = Integer(r.j, "step")) facts.push_back("step " + std::to_string(*step));
+  for (size_t i = 0; i < facts.size(); ++i) text += (i == 0 ? " (" : ", ") + facts[i];
+  if (!facts.empty()) text += ")";
+  return text;
+}
+
+std::string RecoveryText(const Record& r) {
+  const std::string phase = Text(r.j, "phase");
+  std::string policy = Text(r.j, "policy");
+  std::string text = "recovery" + (policy.empty() ? std::string() : " (" + policy + ")");
+  text += phase == "done" ? " done" : phase.empty() ? "" : " " + phase;
+  std::vector<std::string> facts;
+  if (std::string ds = Text(r.j, "dataset"); !ds.empty()) facts.push_back("dataset " + ds);
+  if (auto lost = Integer(r.j, "lost_chunks")) facts.push_back(std::to_string(*lost) + " chunks lost");
+  if (auto rebuilt = Integer(r.j, "rebuilt_chunks")) facts.push_back(std::to_string(*rebuilt) + " rebuilt");
+  if (auto bytes = Number(r.j, "bytes")) facts.push_back(BytesText(*bytes));
+  if (auto s = Number(r.j, "seconds")) facts.push_back("in " + FixedText(*s, 1) + " s");
+  for (size_t i = 0; i < facts.size(); ++i) text += (i == 0 ? ": " : ", ") + facts[i];
+  return text;
+}
+
+std::string GenerationText(const Record& r) {
+  std::string text = "generation " + Text(r.j, "number");
+  if (r.j.contains("members") && r.j["members"].is_array()) {
+    std::string members;
+    for (const json& m : r.j["members"]) {
+      if (!m.is_number_integer() && !m.is_string()) continue;
+      members += (members.empty() ? "" : ", ") + (m.is_string() ? m.get<std::string>() : m.dump());
+    }
+    text += ": members " + (members.empty() ? std::string("none") : members);
+  }
+  if (std::string why = Text(r.j, "why"); !why.empty()) text += " (" + why + ")";
+  if (auto ms = Number(r.j, "reform_ms")) text += ", re-formed in " + FixedText(*ms, 0) + " ms";
+  return text;
+}
+
+void ReadEvents(const std::vector<Record>& records, RunRecord& rec) {
+  struct State {
+    double t;
+    std::string worker, state, host, detail;
+  };
+  std::vector<State> states;
+  for (const Record& r : records) {
+    const std::string target = TargetOf(r.j);
+    if (r.event == "fault") {
+      rec.events.push_back({r.t, EventKind::kFault, FaultText(r, target), target});
+    } else if (r.event == "fault_not_fired") {
+      rec.events.push_back({r.t, EventKind::kNotice, "fault not fired: " + FaultText(r, target), target});
+    } else if (r.event == "straggler" || r.event == "straggler_detected" || r.event == "straggler_recovered") {
+      rec.events.push_back({r.t, EventKind::kStraggler, StragglerText(r, target), target});
+    } else if (r.event == "recovery") {
+      rec.events.push_back({r.t, EventKind::kRecovery, RecoveryText(r), ""});
+    } else if (r.event == "notice") {
+      if (std::string text = Text(r.j, "text"); !text.empty()) rec.events.push_back({r.t, EventKind::kNotice, text, ""});
+    } else if (r.event == "generation") {
+      rec.events.push_back({r.t, EventKind::kGeneration, GenerationText(r), ""});
+    } else if (r.event == "worker_state" && !target.empty()) {
+      states.push_back({r.t, target, Text(r.j, "state"), Text(r.j, "host"), Text(r.j, "detail")});
+    }
+  }
+  std::stable_sort(rec.events.begin(), rec.events.end(), [](const RunEvent& a, const RunEvent& b) { return a.t < b.t; });
+  std::stable_sort(states.begin(), states.end(), [](const State& a, const State& b) { return a.t < b.t; });
+
+  // A segment per transition, until the worker's next transition or the run's end.
+  for (const State& s : states) {
+    auto row = std::find_if(rec.workers.begin(), rec.workers.end(),
+                            [&](const WorkerTimeline& w) { return w.name == s.worker; });
+    if (row == rec.workers.end()) {
+      rec.workers.push_back({s.worker, {}});
+      row = rec.workers.end() - 1;
+    }
+    if (!row->segments.empty()) row->segments.back().end = s.t;
+    row->segments.push_back({s.t, rec.end_seconds, s.state.empty() ? "unknown" : s.state, s.host, s.detail});
+  }
+}
+
+void ReadFaults(const json& summary, const std::vector<Record>& records, RunRecord& rec) {
+  if (summary.is_object() && summary.contains("faults") && summary["faults"].is_array()) {
+    for (const json& f : summary["faults"]) {
+      if (!f.is_object()) continue;
+      FaultReaction fr;
+      fr.action = Text(f, "action");
+      fr.target = TargetOf(f);
+      fr.fault = Text(f, "fault");
+      if (fr.fault.empty()) fr.fault = (fr.action.empty() ? std::string("fault") : fr.action) + (fr.target.empty() ? "" : " " + fr.target);
+      fr.at_seconds = Number(f, "at_seconds");
+      if (!fr.at_seconds) fr.at_seconds = Number(f, "elapsed_seconds");
+      fr.reaction = Text(f, "reaction");
+      fr.recovered_seconds = Number(f, "recovered_seconds");
+      fr.recovered = Flag(f, "recovered");
+      rec.faults.push_back(std::move(fr));
+    }
+    return;
+  }
+  // No summary (or an older one): the launcher's fault records, without reactions.
+  for (const Record& r : records) {
+    if (r.event != "fault") continue;
+    FaultReaction fr;
+    fr.action = Text(r.j, "action");
+    fr.target = TargetOf(r.j);
+    fr.fault = FaultText(r, fr.target);
+    fr.at_seconds = r.t;
+    rec.faults.push_back(std::move(fr));
+  }
+}
+
+void ReadBytes(const json& summary, RunRecord& rec) {
+  if (!summary.is_object() || !summary.contains("bytes_moved") || !summary["bytes_moved"].is_object()) return;
+  const json& b = summary["bytes_moved"];
+  for (const char* purpose : {"gradients", "models", "recovery", "shuffling"}) {
+    if (auto v = Number(b, purpose)) rec.bytes_moved.emplace_back(purpose, std::max(0.0, *v));
+  }
+  for (const auto& [key, value] : b.items()) {
+    if (key == "gradients" || key == "models" || key == "recovery" || key == "shuffling") continue;
+    if (auto v = Number(b, key.c_str())) rec.bytes_moved.emplace_back(key, std::max(0.0, *v));
+  }
+}
+
+void ReadCost(const json& summary, RunRecord& rec) {
+  if (!summary.is_object() || !summary.contains("cost") || !summary["cost"].is_object()) return;
+  const json& c = summary["cost"];
+  CostRecord cost;
+  cost.total = Number(c, "total").value_or(0);
+  cost.currency = Text(c, "currency");
+  if (c.contains("by_role") && c["by_role"].is_object()) {
+    for (const auto& [role, value] : c["by_role"].items()) {
+      if (auto v = Number(c["by_role"], role.c_str())) cost.by_role.emplace_back(role, *v);
+    }
+  }
+  if (c.contains("process_seconds") && c["process_seconds"].is_object()) {
+    for (const auto& [role, value] : c["process_seconds"].items()) {
+      if (auto v = Number(c["process_seconds"], role.c_str())) cost.process_seconds[role] = *v;
+    }
+  }
+  rec.cost = std::move(cost);
+}
+
+void ReadSummary(const json& s, RunRecord& rec) {
+  rec.job_id = Text(s, "job_id");
+  rec.mode = Text(s, "mode");
+  rec.model = Text(s, "model");
+  rec.final_test_accuracy = Number(s, "final_test_accuracy");
+  rec.reference_test_accuracy = Number(s, "reference_test_accuracy");
+  rec.wall_seconds = Number(s, "launcher_wall_seconds");
+  if (!rec.wall_seconds) rec.wall_seconds = Number(s, "wall_seconds");
+  rec.steps = Integer(s, "steps");
+  rec.epochs = Integer(s, "epochs");
+  if (s.contains("placement")) FlattenInto(s["placement"], "", rec.placement);
+  ReadBytes(s, rec);
+  ReadCost(s, rec);
+}
+
+// summary.json as an object; absent, broken or not an object is null (with
+// a warning for the last two).
+json ParseSummary(const std::optional<std::string>& text, const std::string& name, Warnings& warnings) {
+  if (!text) return nullptr;
+  json s = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  if (s.is_discarded() || !s.is_object()) {
+    warnings.Add(name + " is not a JSON object (the run was stopped while writing it?); ignored");
+    return nullptr;
+  }
+  return s;
+}
+
+}  // namespace
+
+const char* EventKindName(EventKind kind) {
+  switch (kind) {
+    case EventKind::kFault:
+      return "fault";
+    case EventKind::kStraggler:
+      return "straggler";
+    case EventKind::kRecovery:
+      return "recovery";
+    case EventKind::kNotice:
+      return "notice";
+    case EventKind::kGeneration:
+      return "generation";
+  }
+  return "event";
+}
+
+Result<RunRecord> ParseRunRecord(const RunFiles& files) {
+  if (!files.metrics) {
+    return InvalidArgument(files.dir + " has no metrics.jsonl: is it a tenax run directory?");
+  }
+  RunRecord rec;
+  rec.dir = files.dir;
+  Warnings warnings(&rec.warnings);
+
+  const json summary = ParseSummary(files.summary, "summary.json", warnings);
+  rec.finished = summary.is_object();
+  std::vector<Record> records = ParseLines(*files.metrics, "metrics.jsonl", warnings);
+  Place(records, Number(summary, "started_at"));
+  rec.records = records.size();
+  rec.run = CurvesOf(records);
+  if (rec.finished) ReadSummary(summary, rec);
+
+  rec.end_seconds = rec.run.end_seconds;
+  if (rec.wall_seconds && summary.contains("started_at")) rec.end_seconds = std::max(rec.end_seconds, *rec.wall_seconds);
+  ReadEvents(records, rec);
+  ReadFaults(summary, records, rec);
+  if (!rec.final_test_accuracy && !rec.run.test_accuracy.empty()) {
+    rec.final_test_accuracy = rec.run.test_accuracy.back().value;
+  }
+
+  if (files.reference_metrics) {
+    rec.has_reference = true;
+    const json ref_summary = ParseSummary(files.reference_summary, "reference/summary.json", warnings);
+    std::vector<Record> ref = ParseLines(*files.reference_metrics, "reference/metrics.jsonl", warnings);
+    Place(ref, Number(ref_summary, "started_at"));
+    rec.reference = CurvesOf(ref);
+    if (!rec.reference_test_accuracy) rec.reference_test_accuracy = Number(ref_summary, "final_test_accuracy");
+    if (!rec.reference_test_accuracy && !rec.reference.test_accuracy.empty()) {
+      rec.reference_test_accuracy = rec.reference.test_accuracy.back().value;
+    }
+  }
+  return rec;
+}
+
+namespace {
+
+// A file's contents, nullopt when it does not exist; other failures are errors.
+Result<std::optional<std::string>> ReadIfPresent(const std::string& path) {
+  auto text = ReadFileText(path, kMaxFileBytes);
+  if (text.ok()) return std::optional<std::string>(std::move(text).value());
+  if (text.status().code() == StatusCode::kNotFound) return std::optional<std::string>();
+  return text.status();
+}
+
+}  // namespace
+
+Result<RunRecord> LoadRunRecord(const std::string& dir) {
+  struct stat st {};
+  if (dir.empty()) return InvalidArgument("no run directory given: name the --out DIR of a `tenax run`");
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ENOENT) return NotFound(dir + ": no such directory: name the --out DIR of a `tenax run`");
+    return IoError(dir + ": " + ErrnoMessage(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) return InvalidArgument(dir + " is not a directory: name the --out DIR of a `tenax run`");
+
+  RunFiles files;
+  files.dir = dir;
+  TENAX_ASSIGN_OR_RETURN(files.metrics, ReadIfPresent(dir + "/metrics.jsonl"));
+  if (!files.metrics) return ParseRunRecord(files);  // the "not a run directory" message
+  TENAX_ASSIGN_OR_RETURN(files.summary, ReadIfPresent(dir + "/summary.json"));
+
+  // The reference run: where the summary says, else DIR/reference.
+  std::string ref_dir = dir + "/reference";
+  if (files.summary) {
+    json s = json::parse(*files.summary, nullptr, false);
+    if (std::string named = Text(s, "reference_dir"); !named.empty()) {
+      ref_dir = named.front() == '/' ? named : dir + "/" + named;
+    }
+  }
+  TENAX_ASSIGN_OR_RETURN(files.reference_metrics, ReadIfPresent(ref_dir + "/metrics.jsonl"));
+  TENAX_ASSIGN_OR_RETURN(files.reference_summary, ReadIfPresent(ref_dir + "/summary.json"));
+  return ParseRunRecord(files);
+}
+
+}  // namespace tenax::report

@@ -1,0 +1,328 @@
+#include "run_monitor.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+
+namespace tenax {
+namespace {
+
+std::string MiB(double bytes) { return fmt::format("{:.1f} MiB", bytes / (1 << 20)); }
+
+// "worker 1", "joiner 2", "storage node-2", "server 0": the target of a fault record.
+std::string TargetOf(const nlohmann::json& r) {
+  if (r.contains("storage")) return "storage " + r.value("storage", std::string());
+  if (r.contains("server")) return "server " + std::to_string(r.value("server", 0));
+  if (r.contains("joiner")) return "joiner " + std::to_string(r.value("joiner", 0));
+  if (r.contains("worker")) return "worker " + std::to_string(r.value("worker", 0));
+  return "?";
+}
+
+pid_t PidOfName(const std::string& name) {
+  const auto slash = name.rfind('/');
+  return slash == std::string::npos ? 0 : static_cast<pid_t>(std::atoll(name.c_str() + slash + 1));
+}
+
+}  // namespace
+
+RunMonitor::RunMonitor(std::string metrics_path, Callbacks callbacks, std::vector<std::string> injected_stragglers)
+    : metrics_path_(metrics_path),
+      cb_(std::move(callbacks)),
+      injected_stragglers_(std::move(injected_stragglers)),
+      start_(Now()),
+      tail_(std::move(metrics_path)) {}
+
+double RunMonitor::Now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+RunMonitor::Worker* RunMonitor::ByPid(pid_t pid) {
+  for (auto& w : workers_) {
+    if (w.pid == pid && pid > 0) return &w;
+  }
+  return nullptr;
+}
+
+RunMonitor::Worker* RunMonitor::ByName(const std::string& name) {
+  for (auto& w : workers_) {
+    if (w.status.name == name) return &w;
+  }
+  return nullptr;
+}
+
+void RunMonitor::Record(nlohmann::json record) {
+  if (!writer_ && !write_failed_) {
+    auto w = JsonLinesWriter::Append(metrics_path_);
+    if (w.ok()) {
+      writer_.emplace(std::move(*w));
+    } else {
+      write_failed_ = true;
+      if (cb_.notice) cb_.notice("cannot record the run's events: " + w.status().message());
+    }
+  }
+  if (writer_) (void)writer_->Write(record);
+}
+
+void RunMonitor::Publish() {
+  if (!cb_.workers) return;
+  std::vector<WorkerStatus> all;
+  for (const auto& w : workers_) all.push_back(w.status);
+  cb_.workers(all);
+}
+
+void RunMonitor::SetState(Worker& w, const std::string& state, const std::string& detail) {
+  if (w.status.state == state && w.status.detail == detail) return;
+  const bool changed = w.status.state != state;
+  w.status.state = state;
+  w.status.detail = detail;
+  if (changed) w.status.since_seconds = Now() - start_;
+  Record({{"event", "worker_state"},
+          {"worker", w.status.name},
+          {"state", state},
+          {"host", w.status.host},
+          {"detail", detail}});
+  Publish();
+}
+
+void RunMonitor::AddWorker(const std::string& name, pid_t pid, const std::string& host) {
+  Worker w;
+  w.status.name = name;
+  w.status.host = host;
+  w.pid = pid;
+  workers_.push_back(w);
+  SetState(workers_.back(), name.rfind("joiner", 0) == 0 ? "rejoining" : "starting", "pid " + std::to_string(pid));
+}
+
+void RunMonitor::Notice(const std::string& text) {
+  Record({{"event", "notice"}, {"text", text}});
+  if (cb_.notice) cb_.notice(text);
+}
+
+void RunMonitor::OnFaultRecord(nlohmann::json record) {
+  record["time"] = Now();
+  Record(record);
+  if (record.value("event", "") != "fault") return;
+  faults_.push_back({record["time"].get<double>(), record});
+  const std::string action = record.value("action", "");
+  Worker* w = ByName(TargetOf(record));
+  if (!w || action == "restart") return;  // a joiner's state comes with AddWorker
+  if (action == "kill") SetState(*w, "killed", "SIGKILL at step " + std::to_string(record.value("step", 0)));
+  if (action == "preempt") SetState(*w, "preempted", "notice (SIGTERM): leaves at the next step boundary");
+  if (action == "stop") SetState(*w, "stopped", "SIGSTOP: hangs");
+  if (action == "cont") SetState(*w, "active", "SIGCONT");
+}
+
+void RunMonitor::OnGeneration(const coord::JobGeneration& g) {
+  nlohmann::json names = nlohmann::json::object();
+  for (const auto& [id, name] : g.member_names) names[std::to_string(id)] = name;
+  generations_.push_back({Now(), {{"number", g.generation}, {"members", g.members}, {"why", g.why}, {"names", names}}});
+  std::vector<const Worker*> members;
+  for (const auto& [id, name] : g.member_names) {
+    if (Worker* w = ByPid(PidOfName(name))) {
+      w->member_id = id;
+      members.push_back(w);
+      if (w->status.state != "slow") SetState(*w, "active", "member " + std::to_string(id) + " of generation " +
+                                                              std::to_string(g.generation));
+    }
+  }
+  for (auto& w : workers_) {
+    const bool member = std::find(members.begin(), members.end(), &w) != members.end();
+    if (!member && (w.status.state == "active" || w.status.state == "slow" || w.status.state == "preempted")) {
+      SetState(w, "left", "not in generation " + std::to_string(g.generation));
+    }
+  }
+}
+
+void RunMonitor::OnProgress() {
+  if (!generations_.empty()) return;
+  for (auto& w : workers_) {
+    if (w.status.state == "starting") SetState(w, "active", "training");
+  }
+}
+
+void RunMonitor::OnExit(pid_t pid, int code) {
+  Worker* w = ByPid(pid);
+  if (!w || w->status.state == "killed" || w->status.state == "left" || w->status.state == "done") return;
+  if (w->status.state == "preempted") {
+    SetState(*w, "left", "exited with code " + std::to_string(code) + " after its notice");
+  } else if (code != 0) {
+    SetState(*w, "killed", "exited with code " + std::to_string(code));
+  }
+}
+
+void RunMonitor::OnJobEvent(const nlohmann::json& e) {
+  const std::string kind = e.value("event", "");
+  const double time = e.value("time", Now());
+  if (kind == "straggler") {
+    job_events_.push_back({time, e});
+    Worker* w = ByPid(static_cast<pid_t>(e.value("pid", int64_t{0})));
+    const std::string who = w ? w->status.name : e.value("member", std::string("a member"));
+    const bool slow = e.value("state", "") == "slow";
+    const std::string detail = fmt::format("{:.1f}x the median time per sample; share {} of {}", e.value("ratio", 0.0),
+                                           e.value("share", int64_t{0}), e.value("global_batch", int64_t{0}));
+    if (w && (w->status.state == "active" || w->status.state == "slow")) SetState(*w, slow ? "slow" : "active", detail);
+    Notice(fmt::format("step {}: {} {} ({})", e.value("step", int64_t{0}), who,
+                       slow ? "is a straggler: the others take more of each batch" : "is no longer slow", detail));
+  } else if (kind == "recovery") {
+    job_events_.push_back({time, e});
+    const std::string phase = e.value("phase", "");
+    const std::string policy = e.value("policy", std::string("?"));
+    const std::string dataset = e.value("dataset", std::string("?"));
+    if (phase == "started") {
+      Notice("store: a worker read around a lost chunk of " + dataset + "; " + policy +
+             " recovery planned and started");
+    } else if (phase == "done") {
+      Notice(fmt::format("store: {} recovery of {} done: rebuilt {} of {} lost chunks ({} moved) in {:.1f} s", policy,
+                         dataset,
+                         e.value("chunks_rebuilt", int64_t{0}), e.value("lost_chunks", int64_t{0}),
+                         MiB(e.value("bytes", 0.0)), e.value("seconds", 0.0)));
+    } else {
+      Notice("store: the " + policy + " recovery failed: " + e.value("error", std::string("?")));
+    }
+  }
+}
+
+void RunMonitor::Poll() {
+  const double now = Now();
+  if (now - last_poll_ < 0.2) return;
+  last_poll_ = now;
+  for (const auto& e : tail_.ReadNew()) OnJobEvent(e);
+}
+
+void RunMonitor::Finish() {
+  Poll();
+  for (auto& w : workers_) {
+    if (w.status.state == "active" || w.status.state == "slow") SetState(w, "done", w.status.detail);
+  }
+}
+
+double RunMonitor::RecoveryBytes() const {
+  double bytes = 0;
+  for (const auto& e : job_events_) {
+    if (e.record.value("event", "") == "recovery" && e.record.value("phase", "") == "done") {
+      bytes += e.record.value("bytes", 0.0);
+    }
+  }
+  return bytes;
+}
+
+nlohmann::json RunMonitor::FaultsWithReactions() const {
+  nlohmann::json out = nlohmann::json::array();
+  auto first_generation_after = [&](double t, const std::function<bool(const nlohmann::json&)>& ok) -> const Event* {
+    for (const auto& g : generations_) {
+      if (g.time >= t && ok(g.record)) return &g;
+    }
+    return nullptr;
+  };
+  for (const auto& f : faults_) {
+    const nlohmann::json& r = f.record;
+    const std::string action = r.value("action", "");
+    const std::string target = TargetOf(r);
+    nlohmann::json entry = {{"fault", action + " " + target},
+                            {"action", action},
+                            {"target", target},
+                            {"source", r.value("source", "")},
+                            {"at_seconds", f.time - start_},
+                            {"step", r.value("step", 0)},
+                            {"reaction", "none observed before the job ended"},
+                            {"recovered", false},
+                            {"recovered_seconds", nullptr}};
+    auto recovered = [&](double at, const std::string& reaction) {
+      entry["reaction"] = reaction;
+      entry["recovered"] = true;
+      entry["recovered_seconds"] = std::max(0.0, at - f.time);
+    };
+    if (r.contains("storage")) {
+      if (r.value("wiped", false)) entry["fault"] = "kill " + target + " and wipe its disk";
+      const Event* done = nullptr;
+      for (const auto& e : job_events_) {
+        if (e.time >= f.time && e.record.value("event", "") == "recovery" && e.record.value("phase", "") == "done") {
+          done = &e;
+          break;
+        }
+      }
+      if (done) {
+        const auto& d = done->record;
+        recovered(done->time,
+                  fmt::format("training read around the lost chunks (degraded reads); a {} recovery rebuilt {} of {} "
+                              "lost chunks ({} moved)",
+                              d.value("policy", std::string("?")), d.value("chunks_rebuilt", int64_t{0}),
+                              d.value("lost_chunks", int64_t{0}), MiB(d.value("bytes", 0.0))));
+      } else {
+        entry["reaction"] = "training read around the lost chunks (degraded reads); no recovery finished";
+      }
+    } else if (action == "restart") {
+      const pid_t pid = static_cast<pid_t>(r.value("pid", int64_t{0}));
+      const Event* g = first_generation_after(f.time, [&](const nlohmann::json& gen) {
+        for (const auto& [id, name] : gen["names"].items()) {
+          if (PidOfName(name.get<std::string>()) == pid) return true;
+        }
+        return false;
+      });
+      if (g) {
+        recovered(g->time, fmt::format("{} joined generation {} and copied the model from a live peer", target,
+                                       g->record.value("number", 0)));
+      }
+    } else if (action == "kill" || action == "preempt" || action == "stop") {
+      const pid_t pid = static_cast<pid_t>(r.value("pid", int64_t{0}));
+      const Event* g = first_generation_after(f.time, [&](const nlohmann::json& gen) {
+        for (const auto& [id, name] : gen["names"].items()) {
+          if (PidOfName(name.get<std::string>()) == pid) return false;
+        }
+        return true;
+      });
+      if (g) {
+        recovered(g->time, fmt::format("the other {} workers re-formed as generation {} and went on ({})",
+                                       g->record["members"].size(), g->record.value("number", 0),
+                                       g->record.value("why", std::string())));
+      }
+    } else if (action == "cont") {
+      recovered(f.time, "resumed");
+    }
+    out.push_back(entry);
+  }
+  // The injected stragglers ([stragglers]): each one's first detection.
+  const double train_start = generations_.empty() ? start_ : generations_.front().time;
+  std::vector<std::string> listed;
+  for (const auto& e : job_events_) {
+    if (e.record.value("event", "") != "straggler" || e.record.value("state", "") != "slow") continue;
+    std::string who = e.record.value("member", std::string("?"));
+    for (const auto& w : workers_) {
+      if (w.pid == static_cast<pid_t>(e.record.value("pid", int64_t{0}))) who = w.status.name;
+    }
+    const bool injected =
+        std::find(injected_stragglers_.begin(), injected_stragglers_.end(), who) != injected_stragglers_.end();
+    if (!injected || std::find(listed.begin(), listed.end(), who) != listed.end()) continue;
+    listed.push_back(who);
+    out.push_back({{"fault", "straggler " + who},
+                   {"action", "straggler"},
+                   {"target", who},
+                   {"source", "stragglers"},
+                   {"at_seconds", train_start - start_},
+                   {"step", e.record.value("step", 0)},
+                   {"reaction", fmt::format("detected at step {} ({:.1f}x the median time per sample); its share of "
+                                            "each global batch fell to {} of {}",
+                                            e.record.value("step", int64_t{0}), e.record.value("ratio", 0.0),
+                                            e.record.value("share", int64_t{0}),
+                                            e.record.value("global_batch", int64_t{0}))},
+                   {"recovered", true},
+                   {"recovered_seconds", std::max(0.0, e.time - train_start)}});
+  }
+  for (const auto& who : injected_stragglers_) {
+    if (std::find(listed.begin(), listed.end(), who) != listed.end()) continue;
+    out.push_back({{"fault", "straggler " + who},
+                   {"action", "straggler"},
+                   {"target", who},
+                   {"source", "stragglers"},
+                   {"at_seconds", train_start - start_},
+                   {"step", 0},
+                   {"reaction", "not detected before the job ended"},
+                   {"recovered", false},
+                   {"recovered_seconds", nullptr}});
+  }
+  return out;
+}
+
+}  // namespace tenax

@@ -1,0 +1,103 @@
+// What `tenax run` tells the user while a job runs, and what it records
+// for the report (docs/report.md): every worker's state (WorkerStatus,
+// local_launcher.h) from the fault plan's records, the coordinator's
+// generations and the job's own events (stragglers, store recoveries)
+// tailed from the run's metrics.jsonl; one notice line per event; and, at
+// the end, every injected fault with the system's reaction and its time to
+// recover, for summary.json.
+//
+// Records it writes to metrics.jsonl: {"event": "worker_state", "worker",
+// "state", "host", "detail"} per transition and {"event": "notice",
+// "text"} per event line. Times are unix seconds (JsonLinesWriter's
+// "time"): the records come from several processes.
+//
+// Threading: the launcher's thread only. Failure: a metrics write that
+// fails is reported once as a notice; the job goes on.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tenax/coord/job_watcher.h"
+#include "tenax/core/metrics.h"
+#include "tenax/train/local_launcher.h"
+
+namespace tenax {
+
+class RunMonitor {
+ public:
+  struct Callbacks {
+    std::function<void(const std::string&)> notice;                // may be empty
+    std::function<void(const std::vector<WorkerStatus>&)> workers;  // may be empty
+  };
+  // `metrics_path`: the run's metrics.jsonl (appended to).
+  // `injected_stragglers`: the workers [stragglers] slows ("worker 3"):
+  // their detection is a reaction to an injected fault; others the job
+  // detects are events only.
+  RunMonitor(std::string metrics_path, Callbacks callbacks, std::vector<std::string> injected_stragglers = {});
+
+  // A worker process the launcher started ("worker 2", "joiner 1").
+  void AddWorker(const std::string& name, pid_t pid, const std::string& host);
+  // A record of the fault injector, as it is made.
+  void OnFaultRecord(nlohmann::json record);
+  // A new membership from the coordinator.
+  void OnGeneration(const coord::JobGeneration& g);
+  // The job reported progress: without generations (a job that is not
+  // elastic) the started workers are active from then on.
+  void OnProgress();
+  // A child that exited without a fault aimed at it (its code).
+  void OnExit(pid_t pid, int code);
+  // Reads the job's new events from metrics.jsonl (at most every 200 ms).
+  void Poll();
+  // An event line (also recorded).
+  void Notice(const std::string& text);
+  // The job ended: the members still active are done.
+  void Finish();
+
+  // summary.json's "faults": every fault with "reaction" and
+  // "recovered_seconds" (null when the system had not recovered by the
+  // end), plus the straggler the job detected.
+  nlohmann::json FaultsWithReactions() const;
+  // Bytes the store recoveries reported moving (their "done" records).
+  double RecoveryBytes() const;
+
+ private:
+  struct Worker {
+    WorkerStatus status;
+    pid_t pid = 0;
+    std::optional<int> member_id;
+  };
+  struct Event {  // what the reactions are computed from
+    double time = 0;
+    nlohmann::json record;
+  };
+
+  static double Now();
+  Worker* ByPid(pid_t pid);
+  Worker* ByName(const std::string& name);
+  void SetState(Worker& w, const std::string& state, const std::string& detail);
+  void Record(nlohmann::json record);
+  void Publish();
+  void OnJobEvent(const nlohmann::json& e);
+
+  std::string metrics_path_;
+  Callbacks cb_;
+  std::vector<std::string> injected_stragglers_;
+  std::optional<JsonLinesWriter> writer_;
+  bool write_failed_ = false;
+  double start_ = 0;
+  std::vector<Worker> workers_;
+  JsonLinesTail tail_;  // the job's records in metrics.jsonl
+  double last_poll_ = 0;
+  std::vector<Event> faults_;       // the injector's "fault" records
+  std::vector<Event> generations_;  // {"number", "members", "why", "names"}
+  std::vector<Event> job_events_;   // straggler and recovery records
+};
+
+}  // namespace tenax

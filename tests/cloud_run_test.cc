@@ -1,0 +1,166 @@
+// The README's main command, short: `tenax run examples/quickstart.toml`
+// (examples/cloud.toml made short) end to end with every fault it
+// schedules, as real processes: an emulated 2-zone cloud (namespaces as
+// root, loopback otherwise), a store of 6 `tenax storage` processes the
+// launcher fills, a worker SIGKILLed and replaced, a data node SIGKILLed with
+// its directory wiped (the workers read around it and run a PRM recovery), a
+// worker preempted (SIGTERM) and replaced, a persistent 3x straggler, and
+// the fault-free reference run first. Checks what a user reads afterwards:
+// summary.json's faults with reactions and times to recover, the reference
+// accuracy, the workers' states in metrics.jsonl, report.html, and that
+// nothing is left running.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "testing.h"
+
+namespace tenax::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::vector<nlohmann::json> Records(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded()) out.push_back(j);
+  }
+  return out;
+}
+
+const nlohmann::json* FaultOf(const nlohmann::json& faults, const std::string& name) {
+  for (const auto& f : faults) {
+    if (f.value("fault", "") == name) return &f;
+  }
+  return nullptr;
+}
+
+bool Alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+
+TEST(CloudRunTest, TheQuickstartSurvivesEveryScheduledFaultAndReportsEachReaction) {
+  setenv("TENAX_SECRET", "cloud-run-test-secret-0123456789", 1);
+  ScratchDir dir;
+  const std::string out = dir / "run";
+  const std::string source = TENAX_SOURCE_DIR;
+  Child run({TenaxBinary(), "run", source + "/examples/quickstart.toml", "--out", out, "--set",
+             "cost.prices=\"" + source + "/examples/prices/gcp-c2-standard-8-us-central1-spot-workers.toml\""});
+  ASSERT_EQ(run.Wait(900s), 0) << run.stderr_text();
+  const std::string err = run.stderr_text();
+  // Not a terminal: plain lines, no escape sequences.
+  EXPECT_EQ(err.find('\x1b'), std::string::npos);
+
+  auto summary = nlohmann::json::parse(ReadText(out + "/summary.json"), nullptr, false);
+  ASSERT_TRUE(summary.is_object()) << err;
+  auto reference = nlohmann::json::parse(ReadText(out + "/reference/summary.json"), nullptr, false);
+  ASSERT_TRUE(reference.is_object()) << ReadText(out + "/reference.log");
+  // The reference is the fault-free run of the same job, and what the summary says it is.
+  EXPECT_EQ(summary["reference_test_accuracy"].get<double>(), reference["final_test_accuracy"].get<double>());
+  EXPECT_FALSE(reference.contains("faults") && !reference["faults"].empty()) << reference["faults"].dump();
+  EXPECT_EQ(reference["steps"], summary["steps"]);
+  // Both trained (10 classes: chance is 0.1).
+  EXPECT_GT(summary["final_test_accuracy"].get<double>(), 0.5);
+  EXPECT_GT(reference["final_test_accuracy"].get<double>(), 0.5);
+  EXPECT_EQ(summary["steps"].get<int64_t>(), 400);
+
+  // Every scheduled fault, the straggler too, with the system's reaction
+  // and a time to recover.
+  const auto& faults = summary["faults"];
+  ASSERT_TRUE(faults.is_array()) << summary.dump(2);
+  for (const char* name : {"kill worker 1", "restart joiner 1", "kill storage node-2 and wipe its disk",
+                           "preempt worker 2", "restart joiner 2", "straggler worker 3"}) {
+    const nlohmann::json* f = FaultOf(faults, name);
+    ASSERT_NE(f, nullptr) << name << " missing from " << faults.dump(2);
+    EXPECT_TRUE(f->value("recovered", false)) << f->dump();
+    ASSERT_TRUE((*f)["recovered_seconds"].is_number()) << f->dump();
+    EXPECT_GE((*f)["recovered_seconds"].get<double>(), 0.0) << f->dump();
+    EXPECT_LT((*f)["recovered_seconds"].get<double>(), 120.0) << f->dump();
+    EXPECT_FALSE(f->value("reaction", "").empty()) << f->dump();
+  }
+  EXPECT_NE(FaultOf(faults, "kill worker 1")->value("reaction", "").find("re-formed as generation"), std::string::npos);
+  EXPECT_NE(FaultOf(faults, "restart joiner 1")->value("reaction", "").find("joined generation"), std::string::npos);
+  EXPECT_NE(FaultOf(faults, "kill storage node-2 and wipe its disk")->value("reaction", "").find("prm recovery rebuilt"),
+            std::string::npos);
+  EXPECT_TRUE(FaultOf(faults, "kill storage node-2 and wipe its disk")->value("wiped", false));
+
+  // metrics.jsonl: one time axis, the recovery, the straggler's smaller
+  // share, and every worker's states in order.
+  auto records = Records(out + "/metrics.jsonl");
+  ASSERT_FALSE(records.empty());
+  std::map<std::string, std::vector<std::string>> states;
+  std::set<pid_t> pids;
+  std::map<std::string, pid_t> pid_of;
+  std::vector<nlohmann::json> slow_events;
+  bool recovered = false;
+  for (const auto& r : records) {
+    EXPECT_TRUE(r.contains("time") && r["time"].is_number()) << r.dump();
+    const std::string e = r.value("event", "");
+    if (e == "worker_state") {
+      states[r.value("worker", "")].push_back(r.value("state", ""));
+      const std::string d = r.value("detail", "");
+      if (d.rfind("pid ", 0) == 0) {
+        pids.insert(static_cast<pid_t>(std::atoi(d.c_str() + 4)));
+        pid_of[r.value("worker", "")] = static_cast<pid_t>(std::atoi(d.c_str() + 4));
+      }
+    }
+    if (e == "recovery" && r.value("phase", "") == "done" && r.value("dataset", "") == "fashion-mnist-train") {
+      recovered = true;
+      EXPECT_EQ(r.value("policy", ""), "prm");
+      EXPECT_GT(r.value("lost_chunks", 0), 0) << r.dump();
+      EXPECT_GT(r.value("chunks_rebuilt", 0), 0) << r.dump();
+      EXPECT_GT(r.value("bytes", 0.0), 0.0) << r.dump();
+    }
+    if (e == "straggler" && r.value("state", "") == "slow") slow_events.push_back(r);
+  }
+  EXPECT_TRUE(recovered) << "no recovery record";
+  // Worker 3, 3x slower, is detected, and the others take most of its share.
+  const nlohmann::json* slow3 = nullptr;
+  for (const auto& r : slow_events) {
+    if (r.value("pid", 0) == pid_of["worker 3"] && !slow3) slow3 = &r;
+  }
+  ASSERT_NE(slow3, nullptr) << "worker 3 (pid " << pid_of["worker 3"] << ") never reported slow";
+  EXPECT_GT(slow3->value("ratio", 0.0), 2.0) << slow3->dump();
+  EXPECT_LT(slow3->value("share", 128), 128 / 4) << "the straggler kept an even share: " << slow3->dump();
+  auto has = [&](const std::string& w, const std::string& s) {
+    const auto& v = states[w];
+    return std::find(v.begin(), v.end(), s) != v.end();
+  };
+  EXPECT_TRUE(has("worker 1", "killed")) << nlohmann::json(states).dump();
+  EXPECT_TRUE(has("worker 2", "preempted")) << nlohmann::json(states).dump();
+  EXPECT_TRUE(has("worker 3", "slow")) << nlohmann::json(states).dump();
+  EXPECT_TRUE(has("joiner 1", "rejoining") && has("joiner 1", "active")) << nlohmann::json(states).dump();
+  EXPECT_TRUE(has("joiner 2", "rejoining") && has("joiner 2", "active")) << nlohmann::json(states).dump();
+  EXPECT_EQ(states["worker 0"].back(), "done") << nlohmann::json(states).dump();
+
+  // The bytes by purpose: gradients every step, two model copies, the recovery.
+  const auto& bytes = summary["bytes_moved"];
+  EXPECT_GT(bytes.value("gradients", 0.0), 0.0) << bytes.dump();
+  EXPECT_GT(bytes.value("models", 0.0), 0.0) << bytes.dump();
+  EXPECT_GT(bytes.value("recovery", 0.0), 0.0) << bytes.dump();
+  EXPECT_GT(summary["cost"].value("total", 0.0), 0.0) << summary.dump(2);
+
+  // The live view's event lines were there.
+  for (const char* line : {"fault: SIGKILL worker 1", "is a straggler", "prm recovery of fashion-mnist-train done", "fault-free reference"}) {
+    EXPECT_NE(err.find(line), std::string::npos) << line << " not in:\n" << err;
+  }
+  // The report, with data in every chart.
+  const std::string html = ReadText(out + "/report.html");
+  EXPECT_NE(html.find("data-chart="), std::string::npos);
+  EXPECT_EQ(html.find("data-points=\"0\""), std::string::npos) << "a chart of report.html has no data";
+
+  // Nothing left running: every worker, storage node and probe is gone.
+  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << "pid " << pid << " still runs";
+}
+
+}  // namespace
+}  // namespace tenax::testing
