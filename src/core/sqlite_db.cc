@@ -2,6 +2,9 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
+#include <thread>
+
 namespace tenax {
 
 SqliteStatement::SqliteStatement(sqlite3* db, const char* sql) {
@@ -32,7 +35,21 @@ Result<SqliteDb> SqliteDb::Open(const std::string& path, const std::string& what
   // 2-core machine a writer can hold the lock for seconds.
   sqlite3_busy_timeout(raw, 30000);
   // A file that is not a database fails here, with SQLite's own words.
-  TENAX_RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));
+  // Processes opening one file at the same moment (a job's workers and the
+  // store's catalog) may get SQLITE_BUSY here without the busy handler being
+  // asked (the WAL index is being set up by another): retry for as long as
+  // the busy timeout would have waited.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (true) {
+    const int pragma = sqlite3_exec(raw, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", nullptr, nullptr,
+                                     nullptr);
+    if (pragma == SQLITE_OK) break;
+    if ((pragma != SQLITE_BUSY && pragma != SQLITE_LOCKED) || std::chrono::steady_clock::now() >= until) {
+      TENAX_RETURN_IF_ERROR(db.Exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"));  // its words
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // another process holds the lock
+  }
   return db;
 }
 

@@ -202,6 +202,13 @@ nlohmann::json BytesMoved(const nlohmann::json& summary, const RunMonitor& monit
   return {{"gradients", gradients}, {"models", models}, {"recovery", recovery}, {"shuffling", shuffling}};
 }
 
+// "test accuracy 0.8865 against 0.8925 without faults (-0.60 points)".
+std::string AccuracyAgainstReference(const nlohmann::json& summary) {
+  const double run = summary.value("final_test_accuracy", 0.0), ref = summary.value("reference_test_accuracy", 0.0);
+  return fmt::format("test accuracy {:.4f} against {:.4f} without faults ({:+.2f} points)", run, ref,
+                     100 * (run - ref));
+}
+
 }  // namespace
 
 Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
@@ -261,6 +268,13 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   // Start order: the coordinator, its port, then the workers pointed at it.
   std::vector<std::string> sets;
   for (const auto& o : options.overrides) sets.insert(sets.end(), {"--set", o});
+  // The price table as this launcher found it (perhaps beside the job file):
+  // the workers get the job's text from the coordinator, without its path.
+  if (!job.config.cost.prices.empty()) {
+    std::error_code ec;
+    const auto absolute = std::filesystem::absolute(job.config.cost.prices, ec);
+    if (!ec) sets.insert(sets.end(), {"--set", "cost.prices=" + nlohmann::json(absolute.string()).dump()});
+  }
   // An emulated topology (docs/placement.md): the hosts exist before any
   // child, and this thread moves into their control namespace, where the
   // coordinator listens.
@@ -277,6 +291,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
           outcome->summary["reference_test_accuracy"] = reference->value("final_test_accuracy", 0.0);
           outcome->summary["reference_dir"] = "reference";
           TENAX_RETURN_IF_ERROR(WriteFileAtomic(out + "/summary.json", outcome->summary.dump(2) + "\n"));
+          notice(AccuracyAgainstReference(outcome->summary));
         }
         return outcome;
       }
@@ -576,11 +591,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   if (reference) {
     outcome.summary["reference_test_accuracy"] = reference->value("final_test_accuracy", 0.0);
     outcome.summary["reference_dir"] = "reference";
-    const double diff = 100 * (outcome.summary.value("final_test_accuracy", 0.0) -
-                               reference->value("final_test_accuracy", 0.0));
-    notice(fmt::format("test accuracy {:.4f} against {:.4f} without faults ({:+.2f} points)",
-                       outcome.summary.value("final_test_accuracy", 0.0), reference->value("final_test_accuracy", 0.0),
-                       diff));
+    notice(AccuracyAgainstReference(outcome.summary));
   }
   if (topology) outcome.summary["placement"] = topology->Summary();
   if (async) {
