@@ -5,9 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 
 #include "tenax/core/files.h"
+#include "tenax/report/html_report.h"
 #include "testing.h"
 
 namespace tenax::report {
@@ -278,6 +283,67 @@ TEST(RunRecord, OddRecordsAreTolerated) {
   EXPECT_EQ(r.final_test_accuracy, 0.7);
   ASSERT_EQ(r.events.size(), 2u);
   EXPECT_EQ(r.events[1].text, "worker 3 is slow");
+}
+
+// What `tenax run examples/cloud.toml` recorded (tests/data/report_cloud_run:
+// runs/cloud2 of 2026-11-25, metrics.jsonl and summary.json of the run and
+// of its fault-free reference, as written). The loader's numbers are checked
+// against the files' own records, read here independently.
+std::vector<nlohmann::json> Lines(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+TEST(RunRecord, ARecordedCloudRunLoadsWithEveryFaultWorkerAndCurve) {
+  const std::string dir = std::string(TENAX_SOURCE_DIR) + "/tests/data/report_cloud_run";
+  ASSERT_OK_AND_ASSIGN(RunRecord r, LoadRunRecord(dir));
+  const auto summary = nlohmann::json::parse(testing::ReadText(dir + "/summary.json"));
+  EXPECT_TRUE(r.finished);
+  EXPECT_TRUE(r.has_reference);
+  EXPECT_EQ(r.final_test_accuracy, summary["final_test_accuracy"].get<double>());
+  EXPECT_EQ(r.reference_test_accuracy, summary["reference_test_accuracy"].get<double>());
+  // One accuracy point per epoch record, one loss point per train record, in both runs.
+  auto count = [](const std::vector<nlohmann::json>& records, const std::string& event) {
+    return static_cast<size_t>(std::count_if(records.begin(), records.end(),
+                                             [&](const nlohmann::json& j) { return j.value("event", "") == event; }));
+  };
+  const auto run = Lines(dir + "/metrics.jsonl"), ref = Lines(dir + "/reference/metrics.jsonl");
+  EXPECT_GE(r.run.test_accuracy.size(), count(run, "epoch"));
+  EXPECT_EQ(r.run.train_loss.size(), count(run, "train"));
+  EXPECT_EQ(r.reference.train_loss.size(), count(ref, "train"));
+  EXPECT_GT(count(run, "epoch"), 0u);
+  // Every worker the launcher recorded has a row, each faulted one ends in its state.
+  std::map<std::string, std::string> last_state;
+  for (const auto& j : run) {
+    if (j.value("event", "") == "worker_state") last_state[j.value("worker", "")] = j.value("state", "");
+  }
+  ASSERT_EQ(r.workers.size(), last_state.size());
+  for (const auto& w : r.workers) {
+    ASSERT_FALSE(w.segments.empty()) << w.name;
+    EXPECT_EQ(w.segments.back().state, last_state[w.name]) << w.name;
+  }
+  EXPECT_EQ(last_state["worker 1"], "killed");
+  EXPECT_EQ(last_state["worker 2"], "left");
+  // The faults with their reactions, as summary.json lists them.
+  ASSERT_EQ(r.faults.size(), summary["faults"].size());
+  for (size_t i = 0; i < r.faults.size(); ++i) {
+    EXPECT_EQ(r.faults[i].reaction, summary["faults"][i]["reaction"].get<std::string>());
+    ASSERT_TRUE(r.faults[i].recovered_seconds.has_value()) << r.faults[i].fault;
+    EXPECT_EQ(*r.faults[i].recovered_seconds, summary["faults"][i]["recovered_seconds"].get<double>());
+  }
+  // Bytes by purpose, the purposes in their order.
+  ASSERT_GE(r.bytes_moved.size(), 4u);
+  EXPECT_EQ(r.bytes_moved[0].first, "gradients");
+  EXPECT_EQ(r.bytes_moved[0].second, summary["bytes_moved"]["gradients"].get<double>());
+  EXPECT_EQ(r.bytes_moved[2].first, "recovery");
+  EXPECT_EQ(r.bytes_moved[2].second, summary["bytes_moved"]["recovery"].get<double>());
+  ASSERT_TRUE(r.cost.has_value());
+  EXPECT_EQ(r.cost->total, summary["cost"]["total"].get<double>());
+  // And the page has data in every chart.
+  const std::string html = RenderReportHtml(r);
+  EXPECT_EQ(html.find("data-points=\"0\""), std::string::npos);
 }
 
 TEST(RunRecord, NotARunDirectory) {
