@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "tenax/core/metrics.h"
 
 namespace tenax {
 namespace {
@@ -343,13 +342,6 @@ nlohmann::json FaultInjector::Executed() const {
     if (r.value("event", "") == "fault") faults.push_back(r);
   }
   return faults;
-}
-
-Status FaultInjector::AppendRecords(const std::string& metrics_path) const {
-  if (records_.empty()) return Status::Ok();
-  TENAX_ASSIGN_OR_RETURN(JsonLinesWriter w, JsonLinesWriter::Append(metrics_path));
-  for (const auto& r : records_) TENAX_RETURN_IF_ERROR(w.Write(r));
-  return Status::Ok();
 }
 
 }  // namespace tenax

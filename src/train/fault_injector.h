@@ -84,8 +84,6 @@ class FaultInjector {
   const std::vector<nlohmann::json>& records() const { return records_; }
   // The faults executed (the "fault" records), for summary.json.
   nlohmann::json Executed() const;
-  // Appends records() to a metrics.jsonl (JsonLinesWriter::Append).
-  Status AppendRecords(const std::string& metrics_path) const;
 
  private:
   // A fault of the plan: an entry or an event of the random schedule.

@@ -121,7 +121,6 @@ void RunMonitor::OnGeneration(const coord::JobGeneration& g) {
   std::vector<const Worker*> members;
   for (const auto& [id, name] : g.member_names) {
     if (Worker* w = ByPid(PidOfName(name))) {
-      w->member_id = id;
       members.push_back(w);
       if (w->status.state != "slow") SetState(*w, "active", "member " + std::to_string(id) + " of generation " +
                                                               std::to_string(g.generation));

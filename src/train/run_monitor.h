@@ -71,7 +71,6 @@ class RunMonitor {
   struct Worker {
     WorkerStatus status;
     pid_t pid = 0;
-    std::optional<int> member_id;
   };
   struct Event {  // what the reactions are computed from
     double time = 0;
