@@ -202,6 +202,15 @@ nlohmann::json BytesMoved(const nlohmann::json& summary, const RunMonitor& monit
   return {{"gradients", gradients}, {"models", models}, {"recovery", recovery}, {"shuffling", shuffling}};
 }
 
+// An async job's work queue in the coordinator's state file (out_dir/coordinator.db).
+Result<std::unique_ptr<coord::WorkQueue>> OpenAsyncQueue(const TrainConfig& config, const std::string& out_dir) {
+  coord::WorkQueueOptions qo;
+  TENAX_ASSIGN_OR_RETURN(qo.total_steps, AsyncTotalSteps(config));
+  qo.unit_steps = config.async.unit_steps;
+  qo.shards = static_cast<int>(config.async.servers);
+  return coord::WorkQueue::Open(out_dir + "/coordinator.db", qo);
+}
+
 // "test accuracy 0.8865 against 0.8925 without faults (-0.60 points)".
 std::string AccuracyAgainstReference(const nlohmann::json& summary) {
   const double run = summary.value("final_test_accuracy", 0.0), ref = summary.value("reference_test_accuracy", 0.0);
@@ -444,6 +453,20 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   int64_t max_step = 0;  // the highest step any rank reported
   int64_t async_logged = 0;  // async: the last multiple of log.every_steps shown as a log line
   // The plan's records go to metrics.jsonl as they are made (RunMonitor).
+  // An async job's queue, read from the coordinator's state file once a
+  // second: leases that expired and units re-issued are event lines.
+  std::unique_ptr<coord::WorkQueue> queue_view;
+  auto last_queue_poll = SteadyClock::now();
+  auto poll_queue = [&](bool now = false) {
+    if (!now && SteadyClock::now() - last_queue_poll < 1s) return;
+    last_queue_poll = SteadyClock::now();
+    if (!queue_view) {
+      auto opened = OpenAsyncQueue(job.config, out);
+      if (!opened.ok()) return;  // not created yet: the next poll tries again
+      queue_view = std::move(*opened);
+    }
+    if (auto counts = queue_view->Counts(); counts.ok()) monitor.OnQueueCounts(*counts);
+  };
   // Exits the monitor was told about, by supervisor index.
   std::vector<bool> exit_seen;
   auto watch_exits = [&] {
@@ -494,6 +517,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     faults.Poll(max_step);
     watch_exits();
     monitor.Poll();
+    if (async) poll_queue();
     Deadline wait = Deadline::After(50ms);
     if (auto due = faults.NextDue()) wait = wait.Earlier(Deadline::At(*due));
     auto event = watcher->Next(wait);
@@ -543,6 +567,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   // Every child ends on its own once the job is done, except those the
   // fault plan stopped: Finish SIGKILLs them.
   faults.Finish(max_step);
+  if (async) poll_queue(true);  // the last re-issues, before the counts go into the summary
   monitor.Finish();
   // The store's nodes serve until the job is done; then they stop like the rest.
   if (storage) {
@@ -602,11 +627,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     }
     outcome.summary["preemptions"] = preemptions;
     // The queue's counts, from the coordinator's state file.
-    coord::WorkQueueOptions qo;
-    TENAX_ASSIGN_OR_RETURN(qo.total_steps, AsyncTotalSteps(job.config));
-    qo.unit_steps = job.config.async.unit_steps;
-    qo.shards = static_cast<int>(job.config.async.servers);
-    TENAX_ASSIGN_OR_RETURN(auto queue, coord::WorkQueue::Open(out + "/coordinator.db", qo));
+    TENAX_ASSIGN_OR_RETURN(auto queue, OpenAsyncQueue(job.config, out));
     TENAX_ASSIGN_OR_RETURN(coord::WorkQueueCounts counts, queue->Counts());
     outcome.summary["units"] = counts.units;
     outcome.summary["units_issued"] = counts.units_issued;

@@ -141,6 +141,22 @@ void RunMonitor::OnProgress() {
   }
 }
 
+void RunMonitor::OnQueueCounts(const coord::WorkQueueCounts& c) {
+  if (c.leases_expired > queue_.leases_expired) {
+    Notice(fmt::format("work queue: {} lease(s) expired (a worker went silent); {} expired in all",
+                       c.leases_expired - queue_.leases_expired, c.leases_expired));
+  }
+  if (c.units_reissued > queue_.units_reissued) {
+    Notice(fmt::format("work queue: {} unit(s) re-issued to another worker; {} re-issued in all",
+                       c.units_reissued - queue_.units_reissued, c.units_reissued));
+  }
+  if (c.results_rejected > queue_.results_rejected) {
+    Notice(fmt::format("work queue: {} result(s) rejected by the shards' validation; {} in all",
+                       c.results_rejected - queue_.results_rejected, c.results_rejected));
+  }
+  queue_ = c;
+}
+
 void RunMonitor::OnExit(pid_t pid, int code) {
   Worker* w = ByPid(pid);
   if (!w || w->status.state == "killed" || w->status.state == "left" || w->status.state == "done") return;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "tenax/coord/job_watcher.h"
+#include "tenax/coord/work_queue.h"
 #include "tenax/core/metrics.h"
 #include "tenax/train/local_launcher.h"
 
@@ -51,6 +52,9 @@ class RunMonitor {
   // The job reported progress: without generations (a job that is not
   // elastic) the started workers are active from then on.
   void OnProgress();
+  // An async job's work-queue counts (polled by the launcher): a line per
+  // lease that expired, unit re-issued and result rejected since the last.
+  void OnQueueCounts(const coord::WorkQueueCounts& counts);
   // A child that exited without a fault aimed at it (its code).
   void OnExit(pid_t pid, int code);
   // Reads the job's new events from metrics.jsonl (at most every 200 ms).
@@ -97,6 +101,7 @@ class RunMonitor {
   std::vector<Event> faults_;       // the injector's "fault" records
   std::vector<Event> generations_;  // {"number", "members", "why", "names"}
   std::vector<Event> job_events_;   // straggler and recovery records
+  coord::WorkQueueCounts queue_;    // the last counts OnQueueCounts saw
 };
 
 }  // namespace tenax
