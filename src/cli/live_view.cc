@@ -58,7 +58,7 @@ std::string Sanitize(std::string text) {
 const char* StateColour(const std::string& state) {
   if (state == "active") return "\033[32m";  // green
   if (state == "slow") return "\033[33m";    // yellow
-  if (state == "preempted" || state == "killed" || state == "stopped") return "\033[31m";  // red
+  if (state == "preempted" || state == "killed" || state == "failed" || state == "stopped") return "\033[31m";  // red
   if (state == "rejoining" || state == "starting") return "\033[36m";                      // cyan
   if (state == "left" || state == "done") return "\033[2m";                                // dim
   return "";

@@ -97,7 +97,7 @@ Status JobStore::CheckOwnership() {
   TENAX_ASSIGN_OR_RETURN(int64_t app_id, sql_->ApplicationId());
   // A stamped file gets the tables a newer tenax added (CREATE IF NOT
   // EXISTS); it may also hold the store's catalog (store/catalog.h).
-  if (app_id == kTenaxApplicationId) return Exec(std::string("BEGIN;") + kSchema + "COMMIT;");
+  if (app_id == kTenaxApplicationId) return Exec(std::string("BEGIN IMMEDIATE;") + kSchema + "COMMIT;");
   if (app_id != 0) {
     return FailedPrecondition("state file " + path_ + " belongs to another program (SQLite application id " +
                               std::to_string(app_id) + "); use another --state file");
@@ -115,7 +115,7 @@ Status JobStore::CheckOwnership() {
     return FailedPrecondition("state file " + path_ + " is not a tenax coordinator state file (it holds tables " +
                               names + "); use another --state file");
   }
-  return Exec(std::string("BEGIN;") + kSchema + "PRAGMA application_id = " + std::to_string(kTenaxApplicationId) +
+  return Exec(std::string("BEGIN IMMEDIATE;") + kSchema + "PRAGMA application_id = " + std::to_string(kTenaxApplicationId) +
               "; COMMIT;");
 }
 
@@ -185,7 +185,7 @@ Status JobStore::RemoveMember(int rank) {
 }
 
 Status JobStore::RenewLeases(const std::vector<int>& ranks, int64_t lease_until_ms) {
-  TENAX_RETURN_IF_ERROR(Exec("BEGIN"));
+  TENAX_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   for (int r : ranks) {
     Statement u(db_, "UPDATE member SET lease_until_ms = ? WHERE rank = ?");
     u.Bind(1, lease_until_ms);
@@ -199,7 +199,7 @@ Status JobStore::RenewLeases(const std::vector<int>& ranks, int64_t lease_until_
 }
 
 Status JobStore::PutGeneration(const GenerationRecord& g) {
-  TENAX_RETURN_IF_ERROR(Exec("BEGIN"));
+  TENAX_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
   auto fail = [&](const std::string& what) {
     (void)Exec("ROLLBACK");
     return Error(what + " " + std::to_string(g.number));

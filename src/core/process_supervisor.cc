@@ -222,7 +222,14 @@ void ProcessSupervisor::WaitForActivity(Deadline until) {
 }
 
 std::optional<ChildFailure> ProcessSupervisor::FailureOf(const Child& c) const {
-  if (!c.exit || *c.exit == 0 || c.stopped || c.exit_expected) return std::nullopt;
+  if (c.exit_expected) return std::nullopt;
+  return ExitOf(c);
+}
+
+std::optional<ChildFailure> ProcessSupervisor::ExitReport(size_t index) const { return ExitOf(*children_.at(index)); }
+
+std::optional<ChildFailure> ProcessSupervisor::ExitOf(const Child& c) const {
+  if (!c.exit || *c.exit == 0 || c.stopped) return std::nullopt;
   ChildFailure f;
   f.name = c.name;
   f.exit_code = *c.exit;

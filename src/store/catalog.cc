@@ -84,7 +84,7 @@ Result<std::unique_ptr<StoreCatalog>> StoreCatalog::Open(const std::string& path
                                 " is not a tenax file (it holds tables but no tenax stamp); use another --catalog file");
     }
   }
-  TENAX_RETURN_IF_ERROR(db.Exec(std::string("BEGIN;") + kSchema + "PRAGMA application_id = " +
+  TENAX_RETURN_IF_ERROR(db.Exec(std::string("BEGIN IMMEDIATE;") + kSchema + "PRAGMA application_id = " +
                                 std::to_string(kTenaxApplicationId) + "; COMMIT;"));
   return std::unique_ptr<StoreCatalog>(new StoreCatalog(std::move(db)));
 }
@@ -124,7 +124,7 @@ Status StoreCatalog::AddNodes(const std::vector<StoreNode>& nodes) {
       return InvalidArgument("data node location '" + n.location + "' is given twice");
     }
   }
-  TENAX_RETURN_IF_ERROR(db_.Exec("BEGIN"));
+  TENAX_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE"));
   for (size_t i = 0; i < nodes.size(); ++i) {
     SqliteStatement u(db_.get(), "INSERT INTO store_node (id, name, location, zone, state) VALUES (?, ?, ?, ?, ?)");
     u.Bind(1, static_cast<int64_t>(i));
@@ -161,7 +161,7 @@ Status StoreCatalog::PutManifest(const DatasetManifest& m) {
       }
     }
   }
-  TENAX_RETURN_IF_ERROR(db_.Exec("BEGIN"));
+  TENAX_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE"));
   auto fail = [&](const std::string& what) {
     Status err = db_.Error(what + " of " + m.dataset);
     (void)db_.Exec("ROLLBACK");

@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <mutex>
+#include <thread>
+
 #include "fashion_mnist_store_test.h"
 #include "tenax/core/sqlite_db.h"
 
@@ -189,6 +193,57 @@ TEST_F(CatalogTest, AnotherProgramsDatabaseIsRefusedUntouched) {
   auto tables = raw->Tables();
   ASSERT_TRUE(tables.ok());
   EXPECT_EQ(*tables, std::set<std::string>{"photos"});
+}
+
+
+// A job's workers open the store's catalog at the same moment while
+// another process writes to it (CI once failed a job with "database is
+// locked" from a worker's open): every open and read succeeds and sees the
+// nodes the catalog holds.
+TEST_F(CatalogTest, ManyHandlesOpenAndReadAtOnceWhileAnotherWrites) {
+  {
+    auto cat = StoreCatalog::Open(CatalogPath());
+    ASSERT_TRUE(cat.ok()) << cat.status().message();
+    ASSERT_TRUE((*cat)->AddNodes(Nodes()).ok());
+  }
+  constexpr int kReaders = 6, kRounds = 15;
+  std::atomic<int> failures{0}, opened{0};
+  std::mutex mu;
+  std::string first_error;
+  auto fail = [&](const std::string& what) {
+    ++failures;
+    std::lock_guard<std::mutex> lock(mu);
+    if (first_error.empty()) first_error = what;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kReaders; ++t) {
+    threads.emplace_back([&] {
+      for (int r = 0; r < kRounds; ++r) {
+        auto cat = StoreCatalog::Open(CatalogPath());
+        if (!cat.ok()) { fail(cat.status().message()); continue; }
+        ++opened;
+        auto nodes = (*cat)->Nodes();
+        if (!nodes.ok()) { fail(nodes.status().message()); continue; }
+        if (nodes->size() != 6 || (*nodes)[4].name != "data-4") fail("read back other nodes");
+      }
+    });
+  }
+  threads.emplace_back([&] {  // the writer: a recovery marking a node failed and live again
+    auto cat = StoreCatalog::Open(CatalogPath());
+    if (!cat.ok()) { fail(cat.status().message()); return; }
+    for (int r = 0; r < kRounds * 2; ++r) {
+      Status st = (*cat)->SetNodeState(2, r % 2 == 0 ? NodeState::kFailed : NodeState::kLive);
+      if (!st.ok()) fail(st.message());
+    }
+  });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0) << first_error;
+  EXPECT_EQ(opened.load(), kReaders * kRounds);
+  auto cat = StoreCatalog::Open(CatalogPath());
+  ASSERT_TRUE(cat.ok());
+  auto nodes = (*cat)->Nodes();
+  ASSERT_TRUE(nodes.ok());
+  EXPECT_EQ((*nodes)[2].state, NodeState::kLive);  // the writer's last word
 }
 
 }  // namespace

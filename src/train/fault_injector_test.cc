@@ -7,11 +7,14 @@
 #include <signal.h>
 
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "run_monitor.h"
 #include "testing.h"
 
 namespace tenax {
@@ -311,6 +314,60 @@ TEST(FaultInjectorTest, AServerIsKilledAndRestartedOnlyOnceItsOldProcessIsGone) 
   injector.Finish(0);
   children.Stop();
   EXPECT_FALSE(children.FirstFailure().has_value());
+}
+
+
+// In an elastic job every worker's exit is expected (the coordinator judges
+// it), yet a worker that fails on its own is not a planned kill: the
+// monitor marks it "failed" with the end of its log, and the supervisor
+// still reports that log for the launcher's error (CI once saw only
+// "killed (exited with code 2)" for a worker whose log said why).
+TEST(FaultInjectorTest, AWorkerThatFailsOnItsOwnIsFailedWithItsLogNotKilled) {
+  testing::ScratchDir dir;
+  ProcessSupervisor children("fault test", 5s);
+  auto planned = children.StartLogged("worker 0", {"sleep", "60"}, dir / "w0.log");
+  auto own = children.StartLogged("worker 1", Sh("echo starting; echo 'tenax worker: error: the catalog is locked' >&2; exit 2"),
+                                  dir / "w1.log");
+  ASSERT_TRUE(planned.ok() && own.ok());
+  children.ExpectExit(*planned);
+  children.ExpectExit(*own);
+  std::vector<std::pair<std::string, std::string>> states;  // (worker, state) per change, in order
+  std::map<std::string, std::string> last;
+  RunMonitor monitor(dir / "metrics.jsonl", {{}, [&](const std::vector<WorkerStatus>& ws) {
+                       for (const auto& w : ws) {
+                         if (last[w.name] != w.state) states.emplace_back(w.name, w.state);
+                         last[w.name] = w.state;
+                       }
+                     }});
+  monitor.AddWorker("worker 0", children.pid(*planned), "");
+  monitor.AddWorker("worker 1", children.pid(*own), "");
+  monitor.OnFaultRecord(nlohmann::json{{"event", "fault"}, {"action", "kill"}, {"worker", 0}, {"pid", children.pid(*planned)}, {"step", 3}});
+  ASSERT_TRUE(children.Signal(*planned, SIGKILL).ok());
+  for (size_t i : {*planned, *own}) {
+    auto code = children.WaitForExit(i, Deadline::After(30s));
+    ASSERT_TRUE(code.ok()) << code.status().message();
+  }
+  EXPECT_FALSE(children.FirstFailure().has_value());  // both exits were expected
+  auto report = children.ExitReport(*own);
+  ASSERT_TRUE(report.has_value());
+  EXPECT_EQ(report->exit_code, 2);
+  ASSERT_FALSE(report->last_lines.empty());
+  EXPECT_EQ(report->last_lines.back(), "tenax worker: error: the catalog is locked");
+  EXPECT_FALSE(monitor.OnExit(children.pid(*planned), 137, "killed"));
+  EXPECT_TRUE(monitor.OnExit(children.pid(*own), 2, report->last_lines.back()));
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"worker 0", "starting"}, {"worker 1", "starting"}, {"worker 0", "killed"}, {"worker 1", "failed"}};
+  EXPECT_EQ(states, want);
+  // The record a user reads in metrics.jsonl says why.
+  std::ifstream in(dir / "metrics.jsonl");
+  std::string line, failed;
+  while (std::getline(in, line)) {
+    if (line.find("\"failed\"") != std::string::npos) failed = line;
+  }
+  auto record = nlohmann::json::parse(failed, nullptr, false);
+  ASSERT_FALSE(record.is_discarded()) << failed;
+  EXPECT_EQ(record.value("worker", ""), "worker 1");
+  EXPECT_EQ(record.value("detail", ""), "exited with code 2: tenax worker: error: the catalog is locked");
 }
 
 }  // namespace

@@ -467,17 +467,26 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     }
     if (auto counts = queue_view->Counts(); counts.ok()) monitor.OnQueueCounts(*counts);
   };
-  // Exits the monitor was told about, by supervisor index.
+  // Exits the monitor was told about, by supervisor index, and the first
+  // worker that failed on its own (no fault aimed at it): if the job then
+  // fails, that is most likely why, so its log's end goes into the error.
   std::vector<bool> exit_seen;
+  std::optional<ChildFailure> first_own_failure;
   auto watch_exits = [&] {
     exit_seen.resize(children.size(), false);
     for (size_t i = 0; i < children.size(); ++i) {
       if (exit_seen[i]) continue;
       if (auto code = children.exit_code(i)) {
         exit_seen[i] = true;
-        monitor.OnExit(children.pid(i), *code);
+        std::optional<ChildFailure> report = children.ExitReport(i);
+        const std::string why = report && !report->last_lines.empty() ? report->last_lines.back() : "";
+        if (monitor.OnExit(children.pid(i), *code, why) && report && !first_own_failure) first_own_failure = report;
       }
     }
+  };
+  auto own_failure = [&]() -> std::string {
+    watch_exits();
+    return first_own_failure ? "; the first worker that failed on its own: " + first_own_failure->Describe() : "";
   };
   spdlog::debug("started the coordinator (pid {}) and {} workers", children.pid(0), k.workers);
   monitor.Notice("job " + k.job_id + ": coordinator on " + coordinator + ", " + std::to_string(k.workers) +
@@ -525,7 +534,8 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
       std::optional<ChildFailure> why = children.FirstFailure();
       faults.Finish(max_step);
       children.Stop();
-      return PeerLost("lost the coordinator: " + event.status().message() + (why ? "; " + why->Describe() : ""));
+      return PeerLost("lost the coordinator: " + event.status().message() +
+                      (why ? "; " + why->Describe() : own_failure()));
     }
     if (coded) decoder_events.Poll([&](const std::string& text) { monitor.Notice(text); });
     if (!event->has_value()) continue;
@@ -555,9 +565,10 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
                      " workers (ranks " + ids + "): " + g->why);
       monitor.OnGeneration(*g);
     } else if (auto* f = std::get_if<coord::JobFailed>(&**event)) {
+      const std::string own = own_failure();
       faults.Finish(max_step);
       children.Stop();
-      return PeerLost("job " + k.job_id + " failed: " + f->Describe() + " (logs in " + logs + ")");
+      return PeerLost("job " + k.job_id + " failed: " + f->Describe() + " (logs in " + logs + ")" + own);
     } else {
       break;  // JobDone
     }

@@ -157,14 +157,16 @@ void RunMonitor::OnQueueCounts(const coord::WorkQueueCounts& c) {
   queue_ = c;
 }
 
-void RunMonitor::OnExit(pid_t pid, int code) {
+bool RunMonitor::OnExit(pid_t pid, int code, const std::string& why) {
   Worker* w = ByPid(pid);
-  if (!w || w->status.state == "killed" || w->status.state == "left" || w->status.state == "done") return;
+  if (!w || w->status.state == "killed" || w->status.state == "left" || w->status.state == "done") return false;
   if (w->status.state == "preempted") {
     SetState(*w, "left", "exited with code " + std::to_string(code) + " after its notice");
-  } else if (code != 0) {
-    SetState(*w, "killed", "exited with code " + std::to_string(code));
+    return false;
   }
+  if (code == 0) return false;
+  SetState(*w, "failed", "exited with code " + std::to_string(code) + (why.empty() ? "" : ": " + why));
+  return true;
 }
 
 void RunMonitor::OnJobEvent(const nlohmann::json& e) {

@@ -55,8 +55,11 @@ class RunMonitor {
   // An async job's work-queue counts (polled by the launcher): a line per
   // lease that expired, unit re-issued and result rejected since the last.
   void OnQueueCounts(const coord::WorkQueueCounts& counts);
-  // A child that exited without a fault aimed at it (its code).
-  void OnExit(pid_t pid, int code);
+  // A child exited with `code`. A worker no fault was aimed at that exits
+  // non-zero failed on its own: state "failed", with `why` (the end of its
+  // log) as the detail, and true is returned so the launcher can name it
+  // if the job then fails. False for planned exits and other children.
+  bool OnExit(pid_t pid, int code, const std::string& why = "");
   // Reads the job's new events from metrics.jsonl (at most every 200 ms).
   void Poll();
   // An event line (also recorded).

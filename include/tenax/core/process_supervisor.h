@@ -103,6 +103,11 @@ class ProcessSupervisor {
   // The first child, in the order exits were observed (start order within
   // one Poll), that failed on its own; nullopt if none. Polls first.
   std::optional<ChildFailure> FirstFailure();
+  // Child `index`'s exit as a ChildFailure (its code and the end of its log)
+  // when it exited with a non-zero code and the supervisor did not stop it,
+  // even if its exit was expected (ExpectExit): an elastic job's launcher
+  // tells a worker's own failure from a planned kill. nullopt otherwise.
+  std::optional<ChildFailure> ExitReport(size_t index) const;
   // Waits until child `index` printed a line (captured output) containing
   // `text` and returns that line. Unavailable (with the failure) if the
   // child exited first, DeadlineExceeded at `deadline`; the others are left
@@ -124,6 +129,7 @@ class ProcessSupervisor {
                      bool capture);
   void ReadOutput(Child& c);
   std::optional<ChildFailure> FailureOf(const Child& c) const;
+  std::optional<ChildFailure> ExitOf(const Child& c) const;  // FailureOf, expected or not
   std::optional<ChildFailure> EarliestFailure() const;
 
   std::string group_;

@@ -2,8 +2,13 @@
 // store's catalog share one file format convention, so they share this.
 //
 // - `SqliteDb` owns a connection opened read-write (created if absent) in
-//   WAL mode with a 5 s busy timeout; `Exec` runs statements, errors name
+//   WAL mode with a 30 s busy timeout; `Exec` runs statements, errors name
 //   the file.
+// - Several processes share these files (a job's workers open the store's
+//   catalog at once), so every transaction that writes begins with
+//   `BEGIN IMMEDIATE`: a deferred one that read first and then writes gets
+//   SQLITE_BUSY at once, without the busy timeout, when another connection
+//   committed in between (SQLite cannot upgrade a stale snapshot).
 // - Every tenax file is stamped with `kTenaxApplicationId` ("TNXC", SQLite's
 //   PRAGMA application_id), so a file of another program is refused rather
 //   than written into, and the coordinator's tables and the store's catalog
