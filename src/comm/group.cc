@@ -90,7 +90,16 @@ Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string
   return Form(node, job_id, generation, rank, std::move(members), {}, deadline);
 }
 
-Result<std::unique_ptr<Group>> Group::Reform(Group& previous, const std::string& job_id, uint64_t generation, int rank,
+std::map<uint32_t, net::PeerId> Group::ConnectionsById() const {
+  std::map<uint32_t, net::PeerId> out;
+  for (int r = 0; r < world(); ++r) {
+    if (r != rank_ && static_cast<size_t>(r) < members_.size()) out[members_[static_cast<size_t>(r)].id] = peer(r);
+  }
+  return out;
+}
+
+Result<std::unique_ptr<Group>> Group::Reform(Group& previous, const std::map<uint32_t, net::PeerId>& known,
+                                             const std::string& job_id, uint64_t generation, int rank,
                                              std::vector<GroupMember> members, Deadline deadline) {
   if (rank < 0 || static_cast<size_t>(rank) >= members.size()) {
     return InvalidArgument("rank " + std::to_string(rank) + " outside a group of " + std::to_string(members.size()));
@@ -99,19 +108,17 @@ Result<std::unique_ptr<Group>> Group::Reform(Group& previous, const std::string&
   if (!members[static_cast<size_t>(rank)].joining) {
     for (size_t r = 0; r < members.size(); ++r) {
       if (static_cast<int>(r) == rank || members[r].joining) continue;
-      for (int p = 0; p < previous.world(); ++p) {
-        if (p == previous.rank() || previous.members_[static_cast<size_t>(p)].id != members[r].id) continue;
-        if (!previous.node_.PeerStatus(previous.peer(p)).ok()) {
-          return PeerLost("rank " + std::to_string(r) + " (" + members[r].name + ") of generation " +
-                          std::to_string(generation) + " is gone: " + previous.node_.PeerStatus(previous.peer(p)).message());
-        }
-        reuse[r] = previous.peer(p);
-      }
-      if (reuse[r] == 0) {
+      auto it = known.find(members[r].id);
+      if (it == known.end()) {
         return FailedPrecondition("rank " + std::to_string(r) + " (" + members[r].name +
                                   ") is not joining generation " + std::to_string(generation) +
-                                  " but was not in this member's generation " + std::to_string(previous.generation()));
+                                  " but this member has no connection to it from the stable generation");
       }
+      if (Status st = previous.node_.PeerStatus(it->second); !st.ok()) {
+        return PeerLost("rank " + std::to_string(r) + " (" + members[r].name + ") of generation " +
+                        std::to_string(generation) + " is gone: " + st.message());
+      }
+      reuse[r] = it->second;
     }
   }
   TENAX_ASSIGN_OR_RETURN(auto group, Form(previous.node_, job_id, generation, rank, std::move(members),

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <set>
 #include <future>
 #include <thread>
 
@@ -116,6 +117,99 @@ TEST(GroupGeneration, TheAcceptingRankNamesTheRefusedPeerWhenNobodyElseCame) {
   // The refused peer's address is its outgoing one, so only its prefix is known.
   EXPECT_NE(std::string::npos, m.find("(refused: rank 0 at 127.0.0.1:")) << m;
   EXPECT_NE(std::string::npos, m.find(" is at membership generation 4, rank 1 at generation 5)")) << m;
+}
+
+
+// Every rank of `g` adds (rank + 1) x {1, 2, 3}: the sum is checked.
+Status SumOverWholeGroup(Group& g) {
+  TENAX_ASSIGN_OR_RETURN(auto ar, Allreduce::Create(g, 3, Deadline::After(20s)));
+  for (size_t i = 0; i < 3; ++i) ar->data()[i] = static_cast<float>((g.rank() + 1) * static_cast<int>(i + 1));
+  TENAX_RETURN_IF_ERROR(ar->Run(0, 3, 1.0f, Deadline::After(20s)));
+  const int w = g.world();
+  for (size_t i = 0; i < 3; ++i) {
+    const float want = static_cast<float>(w * (w + 1) / 2 * static_cast<int>(i + 1));
+    if (ar->data()[i] != want) {
+      return Internal("rank " + std::to_string(g.rank()) + ": element " + std::to_string(i) + " is " +
+                      std::to_string(ar->data()[i]) + ", want " + std::to_string(want));
+    }
+  }
+  return g.Barrier(Deadline::After(20s));
+}
+
+// The case an elastic job failed on (docs/elastic.md): generation 2 adds
+// joiner J, but member M skips it (generation 3 is out before M reaches its
+// step boundary). A formed generation 2 with J; M never connected to J.
+// Generation 3 keeps J marked joining because generation 1 is the newest
+// every member formed (the stable one): A and M reuse their generation-1
+// connection, J dials both anew, and a sum over generation 3 is right.
+TEST(GroupGeneration, AMemberThatSkippedAGenerationReformsFromTheStableOne) {
+  std::promise<std::vector<GroupMember>> roster_promise;
+  std::shared_future<std::vector<GroupMember>> roster = roster_promise.get_future().share();
+  std::promise<void> a_gen1, m_gen1, gen2_done_promise;
+  std::shared_future<void> a_gen1_done = a_gen1.get_future().share(), m_gen1_done = m_gen1.get_future().share();
+  std::shared_future<void> gen2_done = gen2_done_promise.get_future().share();
+  auto members_of = [&](std::vector<uint32_t> ids, std::set<uint32_t> joining) -> Result<std::vector<GroupMember>> {
+    if (roster.wait_for(20s) != std::future_status::ready) return DeadlineExceeded("no roster");
+    std::vector<GroupMember> all = roster.get(), out;
+    for (uint32_t id : ids) {
+      out.push_back(all[id]);
+      out.back().joining = joining.count(id) > 0;
+    }
+    return out;
+  };
+  auto wait_gen2 = [&]() -> Status {
+    return gen2_done.wait_for(30s) == std::future_status::ready ? Status::Ok() : DeadlineExceeded("generation 2");
+  };
+  NodeThread a("A", [&](net::Node& node) -> Status {
+    TENAX_ASSIGN_OR_RETURN(auto g1m, members_of({0, 1}, {0, 1}));
+    TENAX_ASSIGN_OR_RETURN(auto g1, Group::Connect(node, "job-s", 1, 0, g1m, Deadline::After(20s)));
+    a_gen1.set_value();
+    const auto stable = g1->ConnectionsById();
+    TENAX_ASSIGN_OR_RETURN(auto g2m, members_of({0, 1, 2}, {2}));
+    TENAX_ASSIGN_OR_RETURN(auto g2, Group::Reform(*g1, stable, "job-s", 2, 0, g2m, Deadline::After(20s)));
+    TENAX_RETURN_IF_ERROR(wait_gen2());
+    TENAX_ASSIGN_OR_RETURN(auto g3m, members_of({0, 1, 2}, {2}));
+    TENAX_ASSIGN_OR_RETURN(auto g3, Group::Reform(*g2, stable, "job-s", 3, 0, g3m, Deadline::After(20s)));
+    if (g3->peer(1) != stable.at(1)) return Internal("A did not keep its connection to M");
+    return SumOverWholeGroup(*g3);
+  });
+  NodeThread m("M", [&](net::Node& node) -> Status {
+    TENAX_ASSIGN_OR_RETURN(auto g1m, members_of({0, 1}, {0, 1}));
+    TENAX_ASSIGN_OR_RETURN(auto g1, Group::Connect(node, "job-s", 1, 1, g1m, Deadline::After(20s)));
+    m_gen1.set_value();
+    const auto stable = g1->ConnectionsById();
+    TENAX_RETURN_IF_ERROR(wait_gen2());  // skips generation 2
+    TENAX_ASSIGN_OR_RETURN(auto g3m, members_of({0, 1, 2}, {2}));
+    TENAX_ASSIGN_OR_RETURN(auto g3, Group::Reform(*g1, stable, "job-s", 3, 1, g3m, Deadline::After(20s)));
+    return SumOverWholeGroup(*g3);
+  });
+  NodeThread j("J", [&](net::Node& node) -> Status {
+    TENAX_ASSIGN_OR_RETURN(auto g2m, members_of({0, 1, 2}, {2}));
+    if (a_gen1_done.wait_for(20s) != std::future_status::ready || m_gen1_done.wait_for(20s) != std::future_status::ready) {
+      gen2_done_promise.set_value();
+      return DeadlineExceeded("generation 1 was not formed");
+    }
+    // It reaches A (rank 0) and then waits in vain for M.
+    auto g2 = Group::Join(node, "job-s", 2, 2, g2m, Deadline::After(2s));
+    gen2_done_promise.set_value();
+    if (g2.ok()) return Internal("J formed generation 2 without M");
+    TENAX_ASSIGN_OR_RETURN(auto g3m, members_of({0, 1, 2}, {2}));
+    TENAX_ASSIGN_OR_RETURN(auto g3, Group::Join(node, "job-s", 3, 2, g3m, Deadline::After(20s)));
+    return SumOverWholeGroup(*g3);
+  });
+  ASSERT_TRUE(a.port() != 0 && m.port() != 0 && j.port() != 0);
+  std::vector<GroupMember> all;
+  uint32_t id = 0;
+  for (auto [name, port] : {std::pair<const char*, uint16_t>{"A", a.port()}, {"M", m.port()}, {"J", j.port()}}) {
+    GroupMember member{"127.0.0.1", port, name};
+    member.id = id++;
+    all.push_back(member);
+  }
+  roster_promise.set_value(all);
+  const Status sa = a.Join(), sm = m.Join(), sj = j.Join();
+  EXPECT_TRUE(sa.ok()) << sa.ToString();
+  EXPECT_TRUE(sm.ok()) << sm.ToString();
+  EXPECT_TRUE(sj.ok()) << sj.ToString();
 }
 
 }  // namespace

@@ -50,6 +50,10 @@ Result<wire::Roster> DecodeRoster(std::string_view bytes, const std::string& pee
   const int n = m.members_size();
   if (!ShortText(m.why(), 4096)) return Bad(peer, "roster with an overlong reason");
   if (n == 0 || n > static_cast<int>(kMaxWorld)) return Bad(peer, "roster of " + std::to_string(n) + " members");
+  if (m.generation() == 0 || m.stable_generation() > m.generation()) {
+    return Bad(peer, "roster of generation " + std::to_string(m.generation()) + " with stable generation " +
+                         std::to_string(m.stable_generation()));
+  }
   std::vector<bool> seen(static_cast<size_t>(n), false);
   std::set<uint32_t> ids;
   for (const auto& member : m.members()) {
@@ -95,6 +99,12 @@ Result<wire::Failure> DecodeFailure(std::string_view bytes, const std::string& p
 Result<wire::Leave> DecodeLeave(std::string_view bytes, const std::string& peer) {
   TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::Leave>(bytes, peer, "leave"));
   if (m.rank() >= kMaxMemberId || !ShortText(m.reason(), 4096)) return Bad(peer, "malformed leave");
+  return m;
+}
+
+Result<wire::Formed> DecodeFormed(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::Formed>(bytes, peer, "formed"));
+  if (m.generation() == 0) return Bad(peer, "formed report without a generation");
   return m;
 }
 

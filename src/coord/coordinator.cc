@@ -160,6 +160,7 @@ std::optional<Status> Coordinator::Apply(const Actions& actions, const net::Cont
       wire::Roster r;
       r.set_generation(a.generation);
       r.set_why(a.why);
+      r.set_stable_generation(a.stable);
       uint32_t position = 0;
       for (const MemberRecord& m : a.members) {
         auto* e = r.add_members();
@@ -265,6 +266,12 @@ Actions Coordinator::Handle(const net::ControlMessage& m) {
       auto f = DecodeFailure(m.payload, label);
       if (!f.ok()) return refuse(f.status());
       return machine_.OnSuspect(m.from, static_cast<int>(f->rank()), f->reason());
+    }
+    case kFormedKind: {
+      if (!member) return {};
+      auto f = DecodeFormed(m.payload, label);
+      if (!f.ok()) return refuse(f.status());
+      return machine_.OnFormed(m.from, f->generation());
     }
     default:
       return refuse(ProtocolError("unexpected message kind " + std::to_string(m.kind)));

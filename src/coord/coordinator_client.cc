@@ -24,7 +24,7 @@ Status CoordinatorClient::ConnectAndJoin(Deadline deadline) {
   if (connected_ || info_.world != 0) {
     if (static_cast<int>(reply.rank()) != info_.rank) return ProtocolError("coordinator moved us to another rank");
   }
-  info_ = {static_cast<int>(reply.rank()), static_cast<int>(reply.world()), reply.config_toml()};
+  info_ = {static_cast<int>(reply.rank()), static_cast<int>(reply.world()), reply.config_toml(), reply.generation()};
   peer_ = *peer;
   connected_ = true;
   return Status::Ok();
@@ -164,6 +164,12 @@ void CoordinatorClient::ReportSuspect(int member_id, const std::string& reason) 
   f.set_rank(static_cast<uint32_t>(member_id));
   f.set_reason(reason.substr(0, 4000));
   if (Usable()) (void)node_.SendControl(peer_, kSuspectKind, f.SerializeAsString(), Deadline::After(1s));
+}
+
+void CoordinatorClient::ReportFormed(uint64_t generation) {
+  wire::Formed f;
+  f.set_generation(generation);
+  if (Usable()) (void)node_.SendControl(peer_, kFormedKind, f.SerializeAsString(), Deadline::After(1s));
 }
 
 void CoordinatorClient::ReportProgress(const wire::Progress& progress) {

@@ -78,6 +78,11 @@ JobStateMachine::JobStateMachine(JobStateOptions options, JobRecord job, std::ve
     if (job_.phase == JobPhase::kRunning && Active(m)) last_roster_.insert(m.rank);
     members_[m.rank] = std::move(m);
   }
+  // A restarted coordinator has lost the members' reports: it takes the
+  // newest generation as formed (a member that had not formed it fails
+  // its re-form and is reported, which publishes another generation).
+  stable_ = job_.generation;
+  stable_ids_ = last_roster_;
 }
 
 std::vector<ConnId> JobStateMachine::ConnectedMembers() const {
@@ -184,7 +189,8 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
     // rejoined member: one that already has it ignores it.
     std::vector<MemberRecord> roster;
     for (int id : last_roster_) roster.push_back(members_[id]);
-    out.push_back(action::PublishRoster{{from}, job_.generation, std::move(roster), "coordinator restarted", {}});
+    out.push_back(
+        action::PublishRoster{{from}, job_.generation, std::move(roster), "coordinator restarted", {}, stable_});
   }
   if (job_.phase == JobPhase::kJoining && static_cast<int>(members_.size()) == job_.world) {
     job_.phase = JobPhase::kRunning;
@@ -222,8 +228,9 @@ void JobStateMachine::NextGeneration(const std::string& why, Actions& out) {
     if (!Active(m)) continue;
     roster.push_back(m);
     ids.insert(r);
-    if (!last_roster_.count(r)) joining.insert(r);
+    if (!stable_ids_.count(r)) joining.insert(r);
   }
+  forming_[job_.generation] = {ids, ids};
   // Told to the members of the new generation and to those of the last
   // one still connected (a leaver learns that it may go).
   std::set<int> told = ids;
@@ -239,7 +246,21 @@ void JobStateMachine::NextGeneration(const std::string& why, Actions& out) {
     if (links_[id].connected) to.push_back(links_[id].conn);
   }
   if (o_.elastic) to.insert(to.end(), watchers_.begin(), watchers_.end());  // the launcher shows it
-  out.push_back(action::PublishRoster{std::move(to), job_.generation, std::move(roster), why, std::move(joining)});
+  out.push_back(
+      action::PublishRoster{std::move(to), job_.generation, std::move(roster), why, std::move(joining), stable_});
+}
+
+Actions JobStateMachine::OnFormed(ConnId from, uint64_t generation) {
+  auto rank = RankOf(from);
+  auto it = forming_.find(generation);
+  if (!o_.elastic || !rank || it == forming_.end()) return {};
+  it->second.yet.erase(*rank);
+  if (!it->second.yet.empty()) return {};
+  stable_ = generation;
+  stable_ids_ = it->second.members;
+  forming_.erase(forming_.begin(), std::next(it));  // older ones can no longer become stable
+  spdlog::info("job {}: every member formed generation {}", job_.job_id, generation);
+  return {};
 }
 
 void JobStateMachine::Remove(int rank, MemberState state, const std::string& why, Actions& out) {

@@ -3,6 +3,8 @@
 // values), never a sleep.
 #include "tenax/coord/job_state.h"
 
+#include "tenax/coord/coord_codec.h"
+
 #include <gtest/gtest.h>
 
 namespace tenax::coord {
@@ -85,6 +87,8 @@ struct Running {
       EXPECT_EQ(r, AdmittedRank(m.OnJoin(100 + r, Ask(r, "w" + std::to_string(r)), clock.now())));
     }
     EXPECT_EQ(JobPhase::kRunning, m.job().phase);
+    // Every member formed the first generation (an elastic worker reports it).
+    for (int r = 0; r < world; ++r) EXPECT_TRUE(m.OnFormed(100 + r, 1).empty());
   }
 };
 
@@ -384,7 +388,9 @@ TEST(JobStateMachineElastic, AJoinerGetsANewIdAndIsPublishedAsJoiningUpToMaxWork
   EXPECT_EQ(2u, roster.generation);
   EXPECT_EQ((std::vector<int>{0, 1, 2}), Ids(roster.members));
   EXPECT_EQ((std::set<int>{2}), roster.joining);
+  EXPECT_EQ(1u, roster.stable);
   EXPECT_EQ((std::vector<ConnId>{100, 101, 200}), roster.to);
+  for (ConnId c : {100, 101, 200}) job.m.OnFormed(c, 2);
   // max_workers reached: the next joiner waits, and no generation is made.
   actions = job.m.OnJoin(201, Ask(-1, "spare"), job.clock.now());
   EXPECT_EQ(3, AdmittedRank(actions));
@@ -396,6 +402,50 @@ TEST(JobStateMachineElastic, AJoinerGetsANewIdAndIsPublishedAsJoiningUpToMaxWork
   EXPECT_EQ(3u, roster.generation);
   EXPECT_EQ((std::vector<int>{1, 2, 3}), Ids(roster.members));
   EXPECT_EQ((std::set<int>{3}), roster.joining);
+  EXPECT_EQ(2u, roster.stable);
+}
+
+// A join (generation 2) superseded by a leave before every member formed
+// it (generation 3): a member that skipped generation 2 never connected to
+// the joiner, so the joiner stays joining (every pair with it is new) and
+// the members reuse the connections of generation 1, the stable one. Once
+// every member forms generation 3, it is the stable one.
+TEST(JobStateMachineElastic, AJoinerOfAGenerationNotEveryMemberFormedStaysJoining) {
+  Running job(3, ElasticOptions(1, 4));
+  auto actions = job.m.OnJoin(200, Ask(-1, "late"), job.clock.now());
+  EXPECT_EQ(3, AdmittedRank(actions));
+  auto roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ(2u, roster.generation);
+  EXPECT_EQ((std::set<int>{3}), roster.joining);
+  EXPECT_EQ(1u, roster.stable);
+  // Ranks 0 and the joiner formed generation 2; rank 1 did not (yet).
+  job.m.OnFormed(100, 2);
+  job.m.OnFormed(200, 2);
+  job.m.OnFormed(200, 7);  // a generation never published: ignored
+  actions = job.m.OnLeave(102, "stopped by signal 15");
+  roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ(3u, roster.generation);
+  EXPECT_EQ((std::vector<int>{0, 1, 3}), Ids(roster.members));
+  EXPECT_EQ((std::set<int>{3}), roster.joining);
+  EXPECT_EQ(1u, roster.stable);
+  // Rank 1's late report for generation 2 cannot make it stable any more
+  // (rank 2 never reported it); generation 3, once all formed it, is.
+  job.m.OnFormed(101, 2);
+  for (ConnId c : {100, 101}) job.m.OnFormed(c, 3);
+  actions = job.m.OnConnectionLost(101, "reset");
+  roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ(4u, roster.generation);
+  EXPECT_EQ((std::set<int>{3}), roster.joining) << "generation 3 is not formed by the joiner yet";
+  EXPECT_EQ(1u, roster.stable);
+  job.m.OnFormed(200, 3);  // now every member of generation 3 formed it, but 4 is out
+  job.m.OnFormed(100, 4);
+  job.m.OnFormed(200, 4);
+  actions = job.m.OnJoin(201, Ask(-1, "later"), job.clock.now());
+  roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ(5u, roster.generation);
+  EXPECT_EQ((std::vector<int>{0, 3, 4}), Ids(roster.members));
+  EXPECT_EQ((std::set<int>{4}), roster.joining);
+  EXPECT_EQ(4u, roster.stable);
 }
 
 TEST(JobStateMachineElastic, ALeaveIsAGenerationToldToTheLeaverTooAndCostsNoFailure) {
@@ -489,6 +539,42 @@ TEST(JobStateMachineElastic, ARestartedCoordinatorRepublishesTheNewestGeneration
   EXPECT_EQ(4u, roster.generation);
   EXPECT_EQ((std::vector<int>{0, 2}), Ids(roster.members));
   EXPECT_EQ((std::vector<ConnId>{500}), roster.to);
+}
+
+
+// What a member reads about the stable generation comes off the network:
+// a roster whose stable generation is above its own, or of generation 0,
+// and a Formed report without a generation are refused naming the peer.
+TEST(CoordCodec, ARosterOrFormedReportThatContradictsItselfIsRefused) {
+  auto roster = [](uint64_t generation, uint64_t stable) {
+    wire::Roster r;
+    r.set_generation(generation);
+    r.set_stable_generation(stable);
+    auto* m = r.add_members();
+    m->set_rank(0);
+    m->set_member_id(4);
+    m->set_host("10.0.0.2");
+    m->set_port(7000);
+    m->set_name("w4");
+    return r.SerializeAsString();
+  };
+  auto ok = DecodeRoster(roster(3, 2), "coordinator");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(2u, ok->stable_generation());
+  EXPECT_TRUE(DecodeRoster(roster(3, 3), "coordinator").ok());  // a restarted coordinator's re-publication
+  auto above = DecodeRoster(roster(3, 4), "coordinator");
+  EXPECT_EQ(StatusCode::kProtocolError, above.status().code());
+  EXPECT_NE(std::string::npos, above.status().message().find("roster of generation 3 with stable generation 4"))
+      << above.status().ToString();
+  EXPECT_NE(std::string::npos, above.status().message().find("coordinator")) << above.status().ToString();
+  EXPECT_FALSE(DecodeRoster(roster(0, 0), "coordinator").ok());
+  wire::Formed f;
+  EXPECT_FALSE(DecodeFormed(f.SerializeAsString(), "rank 2").ok());
+  f.set_generation(5);
+  auto formed = DecodeFormed(f.SerializeAsString(), "rank 2");
+  ASSERT_TRUE(formed.ok()) << formed.status().ToString();
+  EXPECT_EQ(5u, formed->generation());
+  EXPECT_FALSE(DecodeFormed("\xff\xff\xff", "rank 2").ok());
 }
 
 }  // namespace

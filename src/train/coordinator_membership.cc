@@ -7,6 +7,7 @@ namespace tenax {
 Result<MembershipView> ViewOf(const wire::Roster& roster, int member_id, bool leaving) {
   MembershipView v;
   v.generation = roster.generation();
+  v.stable_generation = roster.stable_generation();
   v.why = roster.why();
   v.members.resize(static_cast<size_t>(roster.members_size()));
   for (const auto& m : roster.members()) {

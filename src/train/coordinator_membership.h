@@ -24,6 +24,7 @@ class CoordinatorMembership final : public ElasticMembership {
   bool NewerPublished(uint64_t generation) override;
   Result<MembershipView> Next(uint64_t generation, Deadline deadline) override;
   void ReportSuspect(uint32_t member_id, const std::string& reason) override;
+  void Formed(uint64_t generation) override { client_.ReportFormed(generation); }
   void Leave(const std::string& reason) override;
   bool leaving() const override { return leaving_; }
 

@@ -46,9 +46,7 @@ class ElasticExchange final : public AllreduceExchange {
       : AllreduceExchange(group.get(), o.base), owned_(std::move(group)), eo_(std::move(o)) {
     options_.interrupt = [this] { return Interrupt(); };
     prescale_ = true;
-    const auto& ms = owned_->members();
-    joined_late_ = ms[static_cast<size_t>(rank())].joining &&
-                   std::any_of(ms.begin(), ms.end(), [](const comm::GroupMember& m) { return !m.joining; });
+    joined_late_ = eo_.joined_late;
     has_state_ = !joined_late_;
     last_ok_ = boundary_start_ = SteadyClock::now();
   }
@@ -78,7 +76,10 @@ class ElasticExchange final : public AllreduceExchange {
     params_ = model.Parameters();
     TENAX_ASSIGN_OR_RETURN(arena_, group_->node().Allocate(2 * layout_.params_count * sizeof(float)));
     sync_needed_ = joined_late_;
-    if (!joined_late_) Record(0, "first generation: " + std::to_string(world()) + " workers", {});
+    if (!joined_late_) {
+      Record(0, "first generation: " + std::to_string(world()) + " workers", {});
+      NoteFormed();  // connected to everyone, and the initial model was broadcast
+    }
     return Status::Ok();
   }
 
@@ -146,8 +147,13 @@ class ElasticExchange final : public AllreduceExchange {
       if (reform_needed_) {
         auto view = eo_.membership->Next(std::max(group_->generation(), failed_generation_), deadline);
         if (!view.ok()) return view.status();
-        auto g = comm::Group::Reform(*owned_, eo_.membership->job_id(), view->generation, view->rank, view->members,
-                                     deadline);
+        // Connections are reused from the stable generation (the newest
+        // one every member formed), not from this member's last one: a
+        // member may have formed a generation the others skipped.
+        auto known = formed_.find(view->stable_generation);
+        auto g = comm::Group::Reform(*owned_, known == formed_.end() ? std::map<uint32_t, net::PeerId>{} : known->second,
+                                     eo_.membership->job_id(), view->generation, view->rank, view->members, deadline);
+        formed_.erase(formed_.begin(), formed_.lower_bound(view->stable_generation));
         if (!g.ok()) {
           if (!Repairable(g.status())) return g.status();
           spdlog::warn("rank {}: re-forming generation {} failed ({}); waiting for the next one", rank(),
@@ -185,6 +191,7 @@ class ElasticExchange final : public AllreduceExchange {
       }
       applied = *synced;
       sync_needed_ = false;
+      NoteFormed();
       if (why.empty()) why = "joined as rank " + std::to_string(rank());
     }
     nlohmann::json timing;
@@ -528,6 +535,13 @@ class ElasticExchange final : public AllreduceExchange {
   ElasticExchangeOptions eo_;
   bool joined_late_ = false, has_state_ = true, reform_needed_ = false, sync_needed_ = false, detached_ = false;
   uint64_t failed_generation_ = 0;
+  // This member's connections of each generation it formed (member id ->
+  // peer), from the stable one on: Reform reuses the stable one's.
+  std::map<uint64_t, std::map<uint32_t, net::PeerId>> formed_;
+  void NoteFormed() {
+    formed_[group_->generation()] = group_->ConnectionsById();
+    eo_.membership->Formed(group_->generation());
+  }
   mutable int64_t global_batch_ = 0;
   // Samples per rank of the current generation's steps (SliceOf, UpdateShares).
   mutable std::vector<int64_t> shares_;

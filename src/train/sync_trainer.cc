@@ -77,6 +77,7 @@ Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& ef
         std::chrono::duration<double>(options.step_timeout_seconds));
     xo.base.bucket_bytes = options.bucket_bytes;
     xo.membership = &membership;
+    xo.joined_late = options.joined_running_job;
     xo.configured_workers = config.cluster.workers;
     xo.max_workers = config.cluster.max_workers;
     xo.measured_shares = config.cluster.shares == "measured";

@@ -225,10 +225,23 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   if (k.elastic) {
     CoordinatorMembership membership(*client, k.job_id, rank);
     TENAX_ASSIGN_OR_RETURN(MembershipView view, ViewOf(roster, rank, false));
-    const bool all_new = std::all_of(view.members.begin(), view.members.end(),
-                                     [](const comm::GroupMember& m) { return m.joining; });
+    // The first generation connects every pair; a joiner of a running job
+    // dials the members (the roster's joining flags say who dials whom).
+    const bool all_new = client->info().generation == 0;
+    opts.joined_running_job = !all_new;
     auto group = all_new ? comm::Group::Connect(*node, k.job_id, view.generation, view.rank, view.members, join_deadline)
                          : comm::Group::Join(*node, k.job_id, view.generation, view.rank, view.members, join_deadline);
+    // A joiner's generation may be superseded while it dials (a member left
+    // a moment after it joined, and the members went on to the next one):
+    // it then joins the newest one, as members do at a step boundary.
+    while (!all_new && !group.ok() && !join_deadline.Expired()) {
+      auto next = membership.Next(view.generation, Deadline::After(std::chrono::seconds(10)).Earlier(join_deadline));
+      if (!next.ok()) break;  // no newer generation: the join's own error is the one to report
+      spdlog::warn("rank {}: joining generation {} failed ({}); joining generation {}", rank, view.generation,
+                   group.status().message(), next->generation);
+      view = std::move(*next);
+      group = comm::Group::Join(*node, k.job_id, view.generation, view.rank, view.members, join_deadline);
+    }
     if (!group.ok()) {
       // A joiner's failure is not the job's: the coordinator removes a
       // member whose connection ends, and the others go on.

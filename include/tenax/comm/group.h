@@ -13,6 +13,7 @@
 // later, a lost member surfaces as the Node's PeerLost status for that peer.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -52,13 +53,20 @@ class Group {
     return Form(node, job_id, generation, rank, std::move(members), {}, deadline);
   }
 
-  // The group of the next membership generation. Connections to members
-  // of `previous` (matched by id) that are healthy and not joining are kept
-  // as they are; the others are made as in Connect, where a joining member
-  // dials one that is not, and between two joining members the lower rank
-  // dials. Messages `previous` kept for a later generation move along.
-  static Result<std::unique_ptr<Group>> Reform(Group& previous, const std::string& job_id, uint64_t generation,
-                                               int rank, std::vector<GroupMember> members, Deadline deadline);
+  // The group of the next membership generation. `known`: this member's
+  // connections of a generation every member formed (member id -> peer;
+  // the stable generation, elastic_membership.h): those to members not
+  // joining are kept as they are (PeerLost if one is gone). The others are
+  // made as in Connect, where a joining member dials one that is not, and
+  // between two joining members the lower rank dials. FailedPrecondition
+  // when a member not joining has no connection in `known` (the members
+  // disagree about the stable generation). Messages `previous` kept for a
+  // later generation move along.
+  static Result<std::unique_ptr<Group>> Reform(Group& previous, const std::map<uint32_t, net::PeerId>& known,
+                                               const std::string& job_id, uint64_t generation, int rank,
+                                               std::vector<GroupMember> members, Deadline deadline);
+  // This group's connections by member id (for Reform's `known`).
+  std::map<uint32_t, net::PeerId> ConnectionsById() const;
 
   // A group over connections that already exist (`peers[rank]` is unused).
   static std::unique_ptr<Group> FromPeers(net::Node& node, int rank, std::vector<net::PeerId> peers,

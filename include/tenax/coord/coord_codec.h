@@ -23,6 +23,7 @@ inline constexpr uint32_t kWatchKind = net::KindValue(net::MessageKind::kWatch);
 inline constexpr uint32_t kLeaveKind = net::KindValue(net::MessageKind::kLeave);
 // A member's report that another member is lost (a wire::Failure naming it).
 inline constexpr uint32_t kSuspectKind = net::KindValue(net::MessageKind::kSuspect);
+inline constexpr uint32_t kFormedKind = net::KindValue(net::MessageKind::kFormed);
 
 // Asynchronous jobs: units (workers <-> coordinator) and shard checks and
 // merges (parameter-server shards <-> coordinator).
@@ -55,6 +56,7 @@ Result<wire::Done> DecodeDone(std::string_view bytes, const std::string& peer);
 Result<wire::Failure> DecodeFailure(std::string_view bytes, const std::string& peer);
 Result<wire::Leave> DecodeLeave(std::string_view bytes, const std::string& peer);
 Result<wire::Watch> DecodeWatch(std::string_view bytes, const std::string& peer);
+Result<wire::Formed> DecodeFormed(std::string_view bytes, const std::string& peer);
 // Asynchronous jobs. Units < kMaxUnits, attempts 1..kMaxAttempts, shards
 // < kMaxShards (a grant's shard list: distinct), steps >= 0, verdict words
 // from the documented set.

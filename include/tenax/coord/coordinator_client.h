@@ -20,6 +20,9 @@ struct JoinInfo {
   int rank = 0;
   int world = 0;
   std::string config_toml;
+  // The membership generation when admitted: 0 while the job was still
+  // gathering its first members, above 0 for a joiner of a running job.
+  uint64_t generation = 0;
 };
 
 class CoordinatorClient {
@@ -46,6 +49,8 @@ class CoordinatorClient {
   void Leave(const std::string& reason);
   // Member `member_id` failed a collective with us (lost or stuck).
   void ReportSuspect(int member_id, const std::string& reason);
+  // This member formed `generation` (docs/elastic.md: the stable generation).
+  void ReportFormed(uint64_t generation);
 
   // Asynchronous jobs. The next unit for this worker (or "wait"/"done"):
   // asks and waits for the grant, rejoining a restarted coordinator;

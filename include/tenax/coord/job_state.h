@@ -134,7 +134,10 @@ struct PublishRoster {
   uint64_t generation = 0;
   std::vector<MemberRecord> members;  // by position in the group (rank = the member's id)
   std::string why;
-  std::set<int> joining;  // ids new in this generation
+  std::set<int> joining;  // ids not in generation `stable` (every pair with them is new)
+  // The newest generation every member of which reported it formed
+  // (OnFormed); 0: none. Members reuse that generation's connections.
+  uint64_t stable = 0;
 };
 struct AnnounceFailure {
   std::vector<ConnId> to;
@@ -198,6 +201,13 @@ class JobStateMachine {
   // (its collective failed). Ignored for other jobs and from non-members.
   Actions OnLeave(ConnId from, const std::string& reason);
   Actions OnSuspect(ConnId from, int suspect, const std::string& reason);
+  // Elastic jobs: a member formed `generation` and agreed on its state.
+  // Once every member of a generation has, it is the stable one: the next
+  // roster marks as joining whoever is not in it, and the others reuse its
+  // connections. (Marking "not in the last published roster" instead broke
+  // when a generation was superseded before every member formed it: a
+  // member that skipped it had no connection to its joiner.)
+  Actions OnFormed(ConnId from, uint64_t generation);
   // The job failed for a reason no member is to blame for (an async job's
   // unit that failed every attempt): `reason` is the whole failure.
   Actions OnJobFailure(const std::string& reason);
@@ -259,6 +269,12 @@ class JobStateMachine {
   // Elastic bookkeeping.
   std::string fingerprint_;                 // the job's plan fingerprint (the first one heard)
   std::set<int> last_roster_;               // ids of the newest published generation
+  uint64_t stable_ = 0;                     // see OnFormed
+  std::set<int> stable_ids_;                // the members of generation stable_
+  struct Forming {
+    std::set<int> members, yet;  // of the generation; those yet to report formed
+  };
+  std::map<uint64_t, Forming> forming_;     // published generations above stable_
   bool paused_ = false;                     // below min_workers, waiting for joiners
   std::optional<SteadyClock::time_point> paused_since_;
   std::vector<std::string> lost_since_pause_;  // "rank 1 on host"

@@ -47,6 +47,7 @@ namespace tenax::net {
   X(kShardCheck, 0x20e, "coord")                                     \
   X(kShardVerdict, 0x20f, "coord")                                   \
   X(kShardMerged, 0x210, "coord")                                    \
+  X(kFormed, 0x211, "coord")                                         \
   /* ps: workers and parameter-server shards (ps_codec.h) */         \
   X(kPsHello, 0x300, "ps")                                           \
   X(kPsWelcome, 0x301, "ps")                                         \

@@ -61,6 +61,10 @@ std::unique_ptr<GradientExchange> MakeAllreduceExchange(comm::Group& group, cons
 struct ElasticExchangeOptions {
   AllreduceExchangeOptions base;  // base.interrupt: stop signals are handled here, leave it empty
   ElasticMembership* membership = nullptr;  // outlives the exchange
+  // Admitted to a running job: it holds no model and gets the state from
+  // the members at its first step boundary (otherwise rank 0 broadcasts
+  // the initial model to the first generation).
+  bool joined_late = false;
   int64_t configured_workers = 1;           // global batch = configured_workers x batch
   int64_t max_workers = 1;                  // the largest generation (speed slots)
   bool measured_shares = true;              // shares follow measured speed; false: always even

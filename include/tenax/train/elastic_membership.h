@@ -4,8 +4,9 @@
 // its coordinator connection; tests may implement it in memory.
 //
 // A generation is a roster: members by rank (position 0..W-1), each with a
-// stable member id; `joining` marks members new in it. docs/elastic.md has
-// the protocol this serves.
+// stable member id; `joining` marks members not in the stable generation
+// (the newest every member reported formed), with whom every pair is new.
+// docs/elastic.md has the protocol this serves.
 //
 // Threading: called from the training thread, which drives the Node.
 // Libtorch-free.
@@ -23,6 +24,9 @@ namespace tenax {
 
 struct MembershipView {
   uint64_t generation = 0;
+  // The newest generation every member of which formed it (0: none): the
+  // members not marked joining reuse the connections they made in it.
+  uint64_t stable_generation = 0;
   int rank = -1;  // this worker's position in it
   std::vector<comm::GroupMember> members;
   std::string why;
@@ -41,6 +45,8 @@ class ElasticMembership {
   virtual Result<MembershipView> Next(uint64_t generation, Deadline deadline) = 0;
   // Best effort, to the coordinator.
   virtual void ReportSuspect(uint32_t member_id, const std::string& reason) = 0;
+  // Best effort: this member formed `generation` and agreed on its state.
+  virtual void Formed(uint64_t generation) = 0;
   virtual void Leave(const std::string& reason) = 0;
   virtual bool leaving() const = 0;
 };

@@ -38,6 +38,7 @@ struct SyncRunOptions {
   double step_timeout_seconds = 60;      // a collective with no progress for this long fails
   size_t bucket_bytes = 256 << 10;       // gradient bucket size
   int straggler_id = -1;                 // elastic: the launcher's worker index for [stragglers] (-1: a joiner)
+  bool joined_running_job = false;       // elastic: admitted after the first generation (it holds no model yet)
 };
 
 // Collective over `group`: every rank calls it with the same config.
