@@ -171,6 +171,22 @@ TEST_F(SchedExtenderCliTest, AnswersKubeSchedulerReadsStateChangesRefusesBadBodi
   EXPECT_NE(child_->stderr_text().find("refused 4"), std::string::npos) << child_->stderr_text();
 }
 
+// A second extender on a port one already serves is refused (exit 3,
+// naming the address) instead of sharing the port and half of
+// kube-scheduler's calls; the first goes on answering.
+TEST_F(SchedExtenderCliTest, ASecondExtenderOnTheSamePortIsRefusedAndTheFirstKeepsServing) {
+  const std::string address = "127.0.0.1:" + std::to_string(port_);
+  Child second({testing::TenaxBinary(), "sched", "extender", "--listen", address, "--state", state_});
+  EXPECT_EQ(3, second.Wait(60s)) << second.stderr_text();
+  EXPECT_NE(second.stderr_text().find("cannot listen on " + address), std::string::npos) << second.stderr_text();
+  for (int i = 0; i < 4; ++i) {  // with a shared port some of these would reach the second one, or nobody
+    auto res = client_->Get("/tenax/nothing-here");
+    ASSERT_TRUE(res) << httplib::to_string(res.error());
+    EXPECT_EQ(404, res->status);
+    EXPECT_NE(res->body.find("/tenax/filter"), std::string::npos) << res->body;
+  }
+}
+
 TEST(SchedExtenderCliFlagsTest, HelpNamesTheProtocolAndBadFlagsOrStateStopTheStart) {
   testing::ProcessResult help = testing::RunProcess({testing::TenaxBinary(), "sched", "extender", "--help"});
   EXPECT_EQ(help.exit_code, 0) << help.err;

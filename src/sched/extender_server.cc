@@ -132,6 +132,14 @@ Result<std::unique_ptr<ExtenderServer>> ExtenderServer::Start(const ExtenderServ
     res.set_content(EncodeExtenderError("internal error: " + what), kJson);
   });
 
+  // httplib's default socket options set SO_REUSEPORT: a second extender
+  // (a stale one, or a typo in a manifest) would bind the same port and
+  // silently take half of kube-scheduler's calls. SO_REUSEADDR alone still
+  // lets a restarted extender take its port back from TIME_WAIT.
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
   if (options.port == 0) {
     const int port = http.bind_to_any_port(options.host);
     if (port <= 0) return Unavailable("extender: cannot listen on " + options.host + " (any port)");
