@@ -79,8 +79,10 @@ JobStateMachine::JobStateMachine(JobStateOptions options, JobRecord job, std::ve
     members_[m.rank] = std::move(m);
   }
   // A restarted coordinator has lost the members' reports: it takes the
-  // newest generation as formed (a member that had not formed it fails
-  // its re-form and is reported, which publishes another generation).
+  // newest generation as formed, as the rule before the stable generation
+  // did for every generation. A member that had not formed it cannot
+  // re-form from it: its re-form fails naming the member it has no
+  // connection to (docs/elastic.md).
   stable_ = job_.generation;
   stable_ids_ = last_roster_;
 }
