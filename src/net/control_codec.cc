@@ -1,9 +1,11 @@
 #include "tenax/net/control_codec.h"
 
+#include "tenax/net/bounded_decode.h"
+
 namespace tenax::net {
 namespace {
 
-Status Bad(const std::string& peer, const std::string& what) { return ProtocolError("peer " + peer + ": " + what); }
+constexpr auto& Bad = BadMessage;
 
 }  // namespace
 

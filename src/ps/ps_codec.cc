@@ -2,18 +2,16 @@
 
 #include <set>
 
+#include "tenax/net/bounded_decode.h"
+
 namespace tenax::ps {
 namespace {
 
-Status Bad(const std::string& peer, const std::string& what) { return ProtocolError("peer " + peer + ": " + what); }
+constexpr auto& Bad = net::BadMessage;
 
 template <typename Msg>
 Result<Msg> Parse(std::string_view bytes, const std::string& peer, const char* what) {
-  Msg m;
-  if (bytes.size() > kMaxPsMessageBytes || !m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return Bad(peer, std::string("undecodable ") + what + " (" + std::to_string(bytes.size()) + " bytes)");
-  }
-  return m;
+  return net::DecodeBoundedProto<Msg>(bytes, kMaxPsMessageBytes, peer, what);
 }
 
 bool ShortText(const std::string& s, size_t max = 256) { return s.size() <= max; }

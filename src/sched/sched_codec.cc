@@ -3,18 +3,16 @@
 #include <cmath>
 #include <set>
 
+#include "tenax/net/bounded_decode.h"
+
 namespace tenax::sched {
 namespace {
 
-Status Bad(const std::string& peer, const std::string& what) { return ProtocolError("peer " + peer + ": " + what); }
+constexpr auto& Bad = net::BadMessage;
 
 template <typename Msg>
 Result<Msg> Parse(std::string_view bytes, const std::string& peer, const char* what) {
-  Msg m;
-  if (bytes.size() > kMaxSchedMessageBytes || !m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
-    return Bad(peer, std::string("undecodable ") + what + " (" + std::to_string(bytes.size()) + " bytes)");
-  }
-  return m;
+  return net::DecodeBoundedProto<Msg>(bytes, kMaxSchedMessageBytes, peer, what);
 }
 
 bool Name(const std::string& s) { return !s.empty() && s.size() <= 253; }
