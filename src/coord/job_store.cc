@@ -185,49 +185,45 @@ Status JobStore::RemoveMember(int rank) {
 }
 
 Status JobStore::RenewLeases(const std::vector<int>& ranks, int64_t lease_until_ms) {
-  TENAX_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  for (int r : ranks) {
-    Statement u(db_, "UPDATE member SET lease_until_ms = ? WHERE rank = ?");
-    u.Bind(1, lease_until_ms);
-    u.Bind(2, static_cast<int64_t>(r));
-    if (!u.ok() || u.Step() != SQLITE_DONE) {
-      (void)Exec("ROLLBACK");
-      return Error("renew leases");
+  return sql_->WriteTransaction([&]() -> Status {
+    for (int r : ranks) {
+      Statement u(db_, "UPDATE member SET lease_until_ms = ? WHERE rank = ?");
+      u.Bind(1, lease_until_ms);
+      u.Bind(2, static_cast<int64_t>(r));
+      if (!u.ok() || u.Step() != SQLITE_DONE) return Error("renew leases");
     }
-  }
-  return Exec("COMMIT");
+    return Status::Ok();
+  });
 }
 
 Status JobStore::PutGeneration(const GenerationRecord& g) {
-  TENAX_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
-  auto fail = [&](const std::string& what) {
-    (void)Exec("ROLLBACK");
-    return Error(what + " " + std::to_string(g.number));
-  };
-  {
-    Statement del(db_, "DELETE FROM generation_member WHERE generation = ?");
-    if (!del.ok()) return fail("write generation");
-    del.Bind(1, static_cast<int64_t>(g.number));
-    if (del.Step() != SQLITE_DONE) return fail("write generation");
-  }
-  {
-    Statement u(db_, "INSERT OR REPLACE INTO generation (number, first_step, why) VALUES (?, ?, ?)");
-    if (!u.ok()) return fail("write generation");
-    u.Bind(1, static_cast<int64_t>(g.number));
-    u.Bind(2, g.first_step);
-    u.Bind(3, g.why);
-    if (u.Step() != SQLITE_DONE) return fail("write generation");
-  }
-  for (const MemberRecord& m : g.members) {
-    Statement u(db_, (std::string("INSERT INTO generation_member (generation, ") + kMemberColumns +
-                      ") VALUES (?, ?, ?, ?, ?, ?, ?)")
-                         .c_str());
-    if (!u.ok()) return fail("write the members of generation");
-    u.Bind(1, static_cast<int64_t>(g.number));
-    BindMember(u, 2, m);
-    if (u.Step() != SQLITE_DONE) return fail("write the members of generation");
-  }
-  return Exec("COMMIT");
+  return sql_->WriteTransaction([&]() -> Status {
+    auto fail = [&](const std::string& what) { return Error(what + " " + std::to_string(g.number)); };
+    {
+      Statement del(db_, "DELETE FROM generation_member WHERE generation = ?");
+      if (!del.ok()) return fail("write generation");
+      del.Bind(1, static_cast<int64_t>(g.number));
+      if (del.Step() != SQLITE_DONE) return fail("write generation");
+    }
+    {
+      Statement u(db_, "INSERT OR REPLACE INTO generation (number, first_step, why) VALUES (?, ?, ?)");
+      if (!u.ok()) return fail("write generation");
+      u.Bind(1, static_cast<int64_t>(g.number));
+      u.Bind(2, g.first_step);
+      u.Bind(3, g.why);
+      if (u.Step() != SQLITE_DONE) return fail("write generation");
+    }
+    for (const MemberRecord& m : g.members) {
+      Statement u(db_, (std::string("INSERT INTO generation_member (generation, ") + kMemberColumns +
+                        ") VALUES (?, ?, ?, ?, ?, ?, ?)")
+                           .c_str());
+      if (!u.ok()) return fail("write the members of generation");
+      u.Bind(1, static_cast<int64_t>(g.number));
+      BindMember(u, 2, m);
+      if (u.Step() != SQLITE_DONE) return fail("write the members of generation");
+    }
+    return Status::Ok();
+  });
 }
 
 Result<std::vector<GenerationRecord>> JobStore::Generations() {

@@ -124,21 +124,18 @@ Status StoreCatalog::AddNodes(const std::vector<StoreNode>& nodes) {
       return InvalidArgument("data node location '" + n.location + "' is given twice");
     }
   }
-  TENAX_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE"));
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    SqliteStatement u(db_.get(), "INSERT INTO store_node (id, name, location, zone, state) VALUES (?, ?, ?, ?, ?)");
-    u.Bind(1, static_cast<int64_t>(i));
-    u.Bind(2, nodes[i].name);
-    u.Bind(3, nodes[i].location);
-    u.Bind(4, nodes[i].zone);
-    u.Bind(5, std::string(ToString(nodes[i].state)));
-    if (!SqliteStatement::IsDone(u.Step())) {
-      Status err = db_.Error("add data node " + nodes[i].name);
-      (void)db_.Exec("ROLLBACK");
-      return err;
+  return db_.WriteTransaction([&]() -> Status {
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      SqliteStatement u(db_.get(), "INSERT INTO store_node (id, name, location, zone, state) VALUES (?, ?, ?, ?, ?)");
+      u.Bind(1, static_cast<int64_t>(i));
+      u.Bind(2, nodes[i].name);
+      u.Bind(3, nodes[i].location);
+      u.Bind(4, nodes[i].zone);
+      u.Bind(5, std::string(ToString(nodes[i].state)));
+      if (!SqliteStatement::IsDone(u.Step())) return db_.Error("add data node " + nodes[i].name);
     }
-  }
-  return db_.Exec("COMMIT");
+    return Status::Ok();
+  });
 }
 
 Status StoreCatalog::SetNodeState(int id, NodeState state) {
@@ -161,50 +158,47 @@ Status StoreCatalog::PutManifest(const DatasetManifest& m) {
       }
     }
   }
-  TENAX_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE"));
-  auto fail = [&](const std::string& what) {
-    Status err = db_.Error(what + " of " + m.dataset);
-    (void)db_.Exec("ROLLBACK");
-    return err;
-  };
-  {
-    SqliteStatement del(db_.get(), "DELETE FROM store_chunk WHERE dataset = ?");
-    del.Bind(1, m.dataset);
-    if (!SqliteStatement::IsDone(del.Step())) return fail("replace the chunks");
-  }
-  {
-    SqliteStatement u(db_.get(),
-                      "INSERT OR REPLACE INTO store_dataset (name, records, record_bytes, chunk_bytes, k, m, "
-                      "class_totals, sample_shape) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
-    u.Bind(1, m.dataset);
-    u.Bind(2, static_cast<int64_t>(m.layout.records));
-    u.Bind(3, static_cast<int64_t>(m.layout.record_bytes));
-    u.Bind(4, static_cast<int64_t>(m.layout.chunk_bytes));
-    u.Bind(5, static_cast<int64_t>(m.layout.k));
-    u.Bind(6, static_cast<int64_t>(m.layout.m));
-    u.Bind(7, JoinCounts(m.class_totals));
-    u.Bind(8, JoinCounts(m.sample_shape));
-    if (!SqliteStatement::IsDone(u.Step())) return fail("write the layout");
-  }
-  for (size_t s = 0; s < m.stripes.size(); ++s) {
-    for (const StoredChunk& c : m.stripes[s]) {
-      SqliteStatement u(db_.get(),
-                        "INSERT INTO store_chunk (dataset, stripe, idx, node, first_record, record_count, "
-                        "payload_bytes, crc32c, class_counts, deferred) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
-      u.Bind(1, m.dataset);
-      u.Bind(2, static_cast<int64_t>(s));
-      u.Bind(3, static_cast<int64_t>(c.index));
-      u.Bind(4, static_cast<int64_t>(c.node));
-      u.Bind(5, static_cast<int64_t>(c.first_record));
-      u.Bind(6, static_cast<int64_t>(c.record_count));
-      u.Bind(7, static_cast<int64_t>(c.payload_bytes));
-      u.Bind(8, static_cast<int64_t>(c.payload_crc32c));
-      u.Bind(9, JoinCounts(c.class_counts));
-      u.Bind(10, int64_t{c.deferred ? 1 : 0});
-      if (!SqliteStatement::IsDone(u.Step())) return fail("write the chunks");
+  return db_.WriteTransaction([&]() -> Status {
+    auto fail = [&](const std::string& what) { return db_.Error(what + " of " + m.dataset); };
+    {
+      SqliteStatement del(db_.get(), "DELETE FROM store_chunk WHERE dataset = ?");
+      del.Bind(1, m.dataset);
+      if (!SqliteStatement::IsDone(del.Step())) return fail("replace the chunks");
     }
-  }
-  return db_.Exec("COMMIT");
+    {
+      SqliteStatement u(db_.get(),
+                        "INSERT OR REPLACE INTO store_dataset (name, records, record_bytes, chunk_bytes, k, m, "
+                        "class_totals, sample_shape) VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+      u.Bind(1, m.dataset);
+      u.Bind(2, static_cast<int64_t>(m.layout.records));
+      u.Bind(3, static_cast<int64_t>(m.layout.record_bytes));
+      u.Bind(4, static_cast<int64_t>(m.layout.chunk_bytes));
+      u.Bind(5, static_cast<int64_t>(m.layout.k));
+      u.Bind(6, static_cast<int64_t>(m.layout.m));
+      u.Bind(7, JoinCounts(m.class_totals));
+      u.Bind(8, JoinCounts(m.sample_shape));
+      if (!SqliteStatement::IsDone(u.Step())) return fail("write the layout");
+    }
+    for (size_t s = 0; s < m.stripes.size(); ++s) {
+      for (const StoredChunk& c : m.stripes[s]) {
+        SqliteStatement u(db_.get(),
+                          "INSERT INTO store_chunk (dataset, stripe, idx, node, first_record, record_count, "
+                          "payload_bytes, crc32c, class_counts, deferred) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        u.Bind(1, m.dataset);
+        u.Bind(2, static_cast<int64_t>(s));
+        u.Bind(3, static_cast<int64_t>(c.index));
+        u.Bind(4, static_cast<int64_t>(c.node));
+        u.Bind(5, static_cast<int64_t>(c.first_record));
+        u.Bind(6, static_cast<int64_t>(c.record_count));
+        u.Bind(7, static_cast<int64_t>(c.payload_bytes));
+        u.Bind(8, static_cast<int64_t>(c.payload_crc32c));
+        u.Bind(9, JoinCounts(c.class_counts));
+        u.Bind(10, int64_t{c.deferred ? 1 : 0});
+        if (!SqliteStatement::IsDone(u.Step())) return fail("write the chunks");
+      }
+    }
+    return Status::Ok();
+  });
 }
 
 Result<std::vector<std::string>> StoreCatalog::Datasets() {
@@ -304,37 +298,33 @@ Result<std::string> StoreCatalog::ClaimRecovery(const std::string& dataset, cons
   const int64_t now =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   // IMMEDIATE: the write lock first, so that two claimants serialise.
-  TENAX_RETURN_IF_ERROR(db_.Exec("BEGIN IMMEDIATE;"));
-  auto fail = [&](const std::string& what) {
-    Status st = db_.Error(what);
-    (void)db_.Exec("ROLLBACK;");
-    return st;
-  };
-  {
-    SqliteStatement drop(db_.get(), "DELETE FROM store_recovery WHERE dataset = ? AND started_unix < ?");
-    if (!drop.ok()) return fail("claim the recovery of " + dataset);
-    drop.Bind(1, dataset);
-    drop.Bind(2, now - stale_seconds);
-    if (!SqliteStatement::IsDone(drop.Step())) return fail("claim the recovery of " + dataset);
-  }
-  {
-    SqliteStatement add(db_.get(), "INSERT OR IGNORE INTO store_recovery (dataset, owner, started_unix) VALUES (?, ?, ?)");
-    if (!add.ok()) return fail("claim the recovery of " + dataset);
-    add.Bind(1, dataset);
-    add.Bind(2, owner);
-    add.Bind(3, now);
-    if (!SqliteStatement::IsDone(add.Step())) return fail("claim the recovery of " + dataset);
-  }
-  std::string holder;
-  {
-    SqliteStatement q(db_.get(), "SELECT owner FROM store_recovery WHERE dataset = ?");
-    if (!q.ok()) return fail("claim the recovery of " + dataset);
-    q.Bind(1, dataset);
-    if (!SqliteStatement::IsRow(q.Step())) return fail("claim the recovery of " + dataset);
-    holder = q.Text(0);
-  }
-  TENAX_RETURN_IF_ERROR(db_.Exec("COMMIT;"));
-  return holder;
+  return db_.WriteTransaction([&]() -> Result<std::string> {
+    auto fail = [&](const std::string& what) { return db_.Error(what); };
+    {
+      SqliteStatement drop(db_.get(), "DELETE FROM store_recovery WHERE dataset = ? AND started_unix < ?");
+      if (!drop.ok()) return fail("claim the recovery of " + dataset);
+      drop.Bind(1, dataset);
+      drop.Bind(2, now - stale_seconds);
+      if (!SqliteStatement::IsDone(drop.Step())) return fail("claim the recovery of " + dataset);
+    }
+    {
+      SqliteStatement add(db_.get(), "INSERT OR IGNORE INTO store_recovery (dataset, owner, started_unix) VALUES (?, ?, ?)");
+      if (!add.ok()) return fail("claim the recovery of " + dataset);
+      add.Bind(1, dataset);
+      add.Bind(2, owner);
+      add.Bind(3, now);
+      if (!SqliteStatement::IsDone(add.Step())) return fail("claim the recovery of " + dataset);
+    }
+    std::string holder;
+    {
+      SqliteStatement q(db_.get(), "SELECT owner FROM store_recovery WHERE dataset = ?");
+      if (!q.ok()) return fail("claim the recovery of " + dataset);
+      q.Bind(1, dataset);
+      if (!SqliteStatement::IsRow(q.Step())) return fail("claim the recovery of " + dataset);
+      holder = q.Text(0);
+    }
+    return holder;
+  });
 }
 
 Status StoreCatalog::ReleaseRecovery(const std::string& dataset, const std::string& owner) {

@@ -63,6 +63,23 @@ class SqliteDb {
   sqlite3* get() const { return db_; }
   const std::string& path() const { return path_; }
   Status Exec(const std::string& sql);
+  // BEGIN IMMEDIATE, `fn` (returns Status or Result<T>), COMMIT; ROLLBACK
+  // when `fn` or the COMMIT fails, returning that failure. IMMEDIATE takes
+  // the write lock first, so the busy timeout applies (see the top).
+  template <typename Fn>
+  auto WriteTransaction(Fn&& fn) -> decltype(fn()) {
+    TENAX_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE"));
+    auto result = fn();
+    if (!result.ok()) {
+      (void)Exec("ROLLBACK");
+      return result;
+    }
+    if (Status st = Exec("COMMIT"); !st.ok()) {
+      (void)Exec("ROLLBACK");
+      return st;
+    }
+    return result;
+  }
   // IoError "WHAT PATH: what: <SQLite's message>".
   Status Error(const std::string& what) const;
   // Rows changed by the last INSERT, UPDATE or DELETE.
