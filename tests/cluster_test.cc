@@ -143,6 +143,39 @@ TEST_F(ClusterTest, HungWorkerIsReportedByRankWithinThePeerTimeout) {
   EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "the stopped worker was left behind";
 }
 
+// A worker that dies before the job formed: the job cannot start, and the
+// run says so at once, naming the worker, instead of after the coordinator's
+// join timeout. Worker 0 is SIGSTOPped by the plan at 0 s so that the job
+// cannot form whatever worker 1 got to before the test SIGKILLs it (no
+// fault is aimed at worker 1: its death is its own).
+TEST_F(ClusterTest, AWorkerDeadBeforeTheJobFormedFailsTheRunAtOnceNotAfterTheJoinTimeout) {
+  ScratchDir dir;
+  std::string text = ReadText(WriteJob(dir, "early", "", 1000000));
+  const std::string timeout = "join_timeout_seconds = 30";
+  ASSERT_NE(std::string::npos, text.find(timeout));
+  text.replace(text.find(timeout), timeout.size(), "join_timeout_seconds = 300");
+  text += "[[faults]]\naction = \"stop\"\nworker = 0\nat_seconds = 0\n";
+  const std::string job = dir / "early.toml";
+  std::ofstream(job) << text;
+  Child run({TenaxBinary(), "run", job, "--out", dir / "run"});
+  ASSERT_TRUE(run.WaitForStderrLine("SIGSTOP worker 0")) << run.stderr_text();
+  auto victims = ProcessesMentioning("--rank 1 --out " + dir / "run");
+  ASSERT_EQ(1u, victims.size());
+  const auto killed_at = Clock::now();
+  ASSERT_EQ(0, kill(victims[0], SIGKILL));
+  EXPECT_EQ(3, run.Wait()) << run.stderr_text();
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed_at).count();
+  // The old behaviour waited the 300 s join timeout; the stopped worker 0
+  // costs at most the launcher's 5 s grace on the way out.
+  EXPECT_LT(seconds, 60.0) << run.stderr_text();
+  const std::string& err = run.stderr_text();
+  EXPECT_NE(std::string::npos, err.find("job early cannot start, a worker failed before every worker had joined: "
+                                        "worker 1 exited with code 137"))
+      << err;
+  EXPECT_NE(std::string::npos, err.find("worker-1.log")) << "the error names the worker's log: " << err;
+  EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "children left running";
+}
+
 TEST_F(ClusterTest, MpirunStartsTheWorkers) {
   ScratchDir dir;
   const std::string job = WriteJob(dir, "mpi");

@@ -395,6 +395,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     workers.push_back(index);
     roles.push_back("worker");
   }
+  std::optional<size_t> decoder_index;
   if (job.config.mode == "coded") {
     // The decoder: the last rank, a `tenax worker` too (docs/coded.md).
     const std::string rank = std::to_string(k.workers);
@@ -404,7 +405,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     TENAX_ASSIGN_OR_RETURN(size_t index, children.StartLogged("decoder (rank " + rank + ")",
                                                               on_slot(static_cast<int>(k.workers), argv),
                                                               logs + "/decoder.log"));
-    (void)index;
+    decoder_index = index;
     roles.push_back("worker");
   }
 
@@ -488,6 +489,20 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     watch_exits();
     return first_own_failure ? "; the first worker that failed on its own: " + first_own_failure->Describe() : "";
   };
+  // Until the job's first generation or step, every worker (and a coded
+  // job's decoder) must join for the job to start at all: one that failed on
+  // its own by then means the job cannot start, and waiting out the
+  // coordinator's join timeout would only hide why. (An async job's workers
+  // come and go; a worker a fault was aimed at is the plan's business.)
+  bool job_started = false;
+  auto failure_before_start = [&]() -> std::optional<ChildFailure> {
+    if (job_started || async) return std::nullopt;
+    if (first_own_failure) return first_own_failure;
+    if (decoder_index) {
+      if (auto code = children.exit_code(*decoder_index); code && *code != 0) return children.ExitReport(*decoder_index);
+    }
+    return std::nullopt;
+  };
   spdlog::debug("started the coordinator (pid {}) and {} workers", children.pid(0), k.workers);
   monitor.Notice("job " + k.job_id + ": coordinator on " + coordinator + ", " + std::to_string(k.workers) +
                  (job.config.mode == "coded" ? " workers and a decoder" : " workers") + "; logs in " + logs);
@@ -525,6 +540,12 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     children.Poll();  // notes exits as they happen, so the first failure is the first one
     faults.Poll(max_step);
     watch_exits();
+    if (std::optional<ChildFailure> early = failure_before_start()) {
+      faults.Finish(max_step);
+      children.Stop();
+      return PeerLost("job " + k.job_id + " cannot start, a worker failed before every worker had joined: " +
+                      early->Describe());
+    }
     monitor.Poll();
     if (async) poll_queue();
     Deadline wait = Deadline::After(50ms);
@@ -539,6 +560,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     }
     if (coded) decoder_events.Poll([&](const std::string& text) { monitor.Notice(text); });
     if (!event->has_value()) continue;
+    job_started = true;  // the coordinator formed the job: it judges failures from now on
     if (auto* p = std::get_if<coord::JobProgress>(&**event)) {
       max_step = std::max(max_step, p->max_step);
       monitor.OnProgress();
