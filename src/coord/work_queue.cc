@@ -7,37 +7,12 @@
 #include <set>
 #include <sstream>
 
+#include "tenax/core/sqlite_db.h"
+
 namespace tenax::coord {
 namespace {
 
-// A prepared statement, finalized on scope exit.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
-  ~Stmt() { sqlite3_finalize(stmt_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-  bool ok() const { return rc_ == SQLITE_OK; }
-  Stmt& Bind(int i, int64_t v) {
-    sqlite3_bind_int64(stmt_, i, v);
-    return *this;
-  }
-  Stmt& Bind(int i, const std::string& s) {
-    sqlite3_bind_text(stmt_, i, s.c_str(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  int Step() { return sqlite3_step(stmt_); }
-  int64_t Int(int i) const { return sqlite3_column_int64(stmt_, i); }
-  std::string Text(int i) const {
-    auto p = sqlite3_column_text(stmt_, i);
-    return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, i)))
-             : std::string();
-  }
-
- private:
-  sqlite3_stmt* stmt_ = nullptr;
-  int rc_ = SQLITE_ERROR;
-};
+using Stmt = SqliteStatement;
 
 // Per (unit, shard): whether the shard still has to merge the unit.
 //   pending  - needs an accepted result
@@ -109,18 +84,11 @@ namespace {
 // transaction (InTransaction below).
 class WorkQueueSql {
  public:
-  WorkQueueSql(sqlite3* db, const std::string& path, const WorkQueueOptions& o) : db_(db), path_(path), o_(o) {}
+  WorkQueueSql(SqliteDb& db, const WorkQueueOptions& o) : sqlite_(db), db_(db.get()), o_(o) {}
 
-  Status Error(const std::string& what) const { return IoError(path_ + ": " + what + ": " + sqlite3_errmsg(db_)); }
-  Status Exec(const char* sql) {
-    char* err = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-      std::string msg = err ? err : "?";
-      sqlite3_free(err);
-      return IoError(path_ + ": " + msg);
-    }
-    return Status::Ok();
-  }
+  SqliteDb& sqlite() { return sqlite_; }
+  Status Error(const std::string& what) const { return sqlite_.Error(what); }
+  Status Exec(const char* sql) { return sqlite_.Exec(sql); }
   Status Run(Stmt& s, const char* what) {
     if (!s.ok()) return Error(std::string("cannot prepare ") + what);
     const int rc = s.Step();
@@ -234,32 +202,21 @@ class WorkQueueSql {
     return Run(s, "cannot write an attempt");
   }
 
+  SqliteDb& sqlite_;
   sqlite3* db_;
-  const std::string& path_;
   const WorkQueueOptions& o_;
 };
 
-// BEGIN IMMEDIATE ... COMMIT around `fn`; ROLLBACK when it fails.
+// The write transaction every public call runs in (SqliteDb: BEGIN
+// IMMEDIATE ... COMMIT, ROLLBACK when `fn` fails).
 template <typename Fn>
 auto InTransaction(WorkQueueSql& q, Fn&& fn) -> decltype(fn()) {
-  TENAX_RETURN_IF_ERROR(q.Exec("BEGIN IMMEDIATE"));
-  auto result = fn();
-  if (!result.ok()) {
-    (void)q.Exec("ROLLBACK");
-    return result;
-  }
-  if (Status st = q.Exec("COMMIT"); !st.ok()) {
-    (void)q.Exec("ROLLBACK");
-    return st;
-  }
-  return result;
+  return q.sqlite().WriteTransaction(std::forward<Fn>(fn));
 }
 
 }  // namespace
 
-WorkQueue::~WorkQueue() {
-  if (db_) sqlite3_close(db_);
-}
+WorkQueue::~WorkQueue() = default;
 
 Result<std::unique_ptr<WorkQueue>> WorkQueue::Open(const std::string& path, const WorkQueueOptions& o) {
   if (o.total_steps < 1 || o.unit_steps < 1 || o.shards < 1 || o.shards > 64 || o.lease_ms < 1 || o.max_attempts < 1) {
@@ -271,13 +228,14 @@ Result<std::unique_ptr<WorkQueue>> WorkQueue::Open(const std::string& path, cons
   std::unique_ptr<WorkQueue> q(new WorkQueue());
   q->path_ = path;
   q->options_ = o;
-  if (sqlite3_open_v2(path.c_str(), &q->db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                      nullptr) != SQLITE_OK) {
-    return IoError(path + ": cannot open the work queue: " + (q->db_ ? sqlite3_errmsg(q->db_) : "out of memory"));
-  }
-  sqlite3_busy_timeout(q->db_, 5000);
-  WorkQueueSql sql(q->db_, q->path_, q->options_);
-  TENAX_RETURN_IF_ERROR(sql.Exec("PRAGMA journal_mode = WAL"));
+  // SqliteDb: WAL, the 30 s busy timeout, and retries while another process
+  // (the launcher reads the queue once a second) sets up the WAL index.
+  TENAX_ASSIGN_OR_RETURN(SqliteDb opened, SqliteDb::Open(path, "work queue"));
+  q->sqlite_ = std::make_unique<SqliteDb>(std::move(opened));
+  q->db_ = q->sqlite_->get();
+  WorkQueueSql sql(*q->sqlite_, q->options_);
+  // An accepted result must survive a power loss, not only a crash of the
+  // coordinator: FULL syncs the WAL at every commit.
   TENAX_RETURN_IF_ERROR(sql.Exec("PRAGMA synchronous = FULL"));
   TENAX_RETURN_IF_ERROR(InTransaction(sql, [&]() -> Status {
     TENAX_RETURN_IF_ERROR(sql.Exec(kSchema));
@@ -338,20 +296,20 @@ Result<int> ExpireWhere(WorkQueueSql& q, sqlite3* db, const char* select, const 
 }  // namespace
 
 Result<int> WorkQueue::ExpireLeases(int64_t now_ms) {
-  WorkQueueSql q(db_, path_, options_);
+  WorkQueueSql q(*sqlite_, options_);
   return ExpireWhere(q, db_, "SELECT unit, lease_attempt FROM wq_unit WHERE lease_attempt > 0 AND lease_deadline <= ?",
                      now_ms, "the lease passed its deadline", now_ms);
 }
 
 Result<int> WorkQueue::ExpireLeasesOf(const std::string& worker, const std::string& why, int64_t now_ms) {
-  WorkQueueSql q(db_, path_, options_);
+  WorkQueueSql q(*sqlite_, options_);
   return ExpireWhere(q, db_, "SELECT unit, lease_attempt FROM wq_unit WHERE lease_attempt > 0 AND lease_worker = ?",
                      worker, worker + " is gone: " + why, now_ms);
 }
 
 Result<LeaseOutcome> WorkQueue::Lease(const std::string& worker, int64_t now_ms) {
   TENAX_RETURN_IF_ERROR(ExpireLeases(now_ms).status());
-  WorkQueueSql q(db_, path_, options_);
+  WorkQueueSql q(*sqlite_, options_);
   return InTransaction(q, [&]() -> Result<LeaseOutcome> {
     LeaseOutcome out;
     Stmt s(db_,
@@ -389,7 +347,7 @@ Result<LeaseOutcome> WorkQueue::Lease(const std::string& worker, int64_t now_ms)
 }
 
 Status WorkQueue::Release(int64_t unit, int64_t attempt, const std::string& why, int64_t now_ms) {
-  WorkQueueSql q(db_, path_, options_);
+  WorkQueueSql q(*sqlite_, options_);
   return InTransaction(q, [&]() -> Status {
     TENAX_ASSIGN_OR_RETURN(auto row, q.Unit(unit));
     if (!row || row->lease_attempt != attempt || attempt == 0) {
@@ -404,7 +362,7 @@ Status WorkQueue::Release(int64_t unit, int64_t attempt, const std::string& why,
 
 Result<UnitVerdict> WorkQueue::ReportCheck(int64_t unit, int64_t attempt, int shard, bool valid,
                                            const std::string& reason, int64_t steps_done, int64_t now_ms) {
-  WorkQueueSql q(db_, path_, options_);
+  WorkQueueSql q(*sqlite_, options_);
   return InTransaction(q, [&]() -> Result<UnitVerdict> {
     UnitVerdict v;
     v.unit = unit;
@@ -525,7 +483,7 @@ Result<UnitVerdict> WorkQueue::ReportCheck(int64_t unit, int64_t attempt, int sh
 }
 
 Status WorkQueue::RecordMerged(int64_t unit, int64_t attempt, int shard, int64_t merge_seq, int64_t now_ms) {
-  WorkQueueSql q(db_, path_, options_);
+  WorkQueueSql q(*sqlite_, options_);
   return InTransaction(q, [&]() -> Status {
     TENAX_ASSIGN_OR_RETURN(auto need, q.NeedOf(unit, shard));
     if (!need || need->state != "accepted" || need->attempt != attempt) {
@@ -539,7 +497,7 @@ Status WorkQueue::RecordMerged(int64_t unit, int64_t attempt, int shard, int64_t
 }
 
 Result<std::vector<int64_t>> WorkQueue::ShardRestored(int shard, int64_t merges_in_checkpoint, int64_t now_ms) {
-  WorkQueueSql q(db_, path_, options_);
+  WorkQueueSql q(*sqlite_, options_);
   return InTransaction(q, [&]() -> Result<std::vector<int64_t>> {
     if (shard < 0 || shard >= options_.shards) return InvalidArgument("no shard " + std::to_string(shard));
     std::vector<std::pair<int64_t, std::string>> lost;
@@ -568,7 +526,7 @@ Result<std::vector<int64_t>> WorkQueue::ShardRestored(int shard, int64_t merges_
 }
 
 Result<WorkQueueCounts> WorkQueue::Counts() {
-  WorkQueueSql q(db_, path_, options_);
+  WorkQueueSql q(*sqlite_, options_);
   WorkQueueCounts c;
   Stmt s(db_, "SELECT issued, reissued, rejected, expired, partial, accepted FROM wq_options WHERE id = 1");
   if (!s.ok() || s.Step() != SQLITE_ROW) return q.Error("cannot read counts");
@@ -589,7 +547,7 @@ Result<WorkQueueCounts> WorkQueue::Counts() {
 }
 
 Result<std::vector<UnitEvent>> WorkQueue::Events() {
-  WorkQueueSql q(db_, path_, options_);
+  WorkQueueSql q(*sqlite_, options_);
   Stmt s(db_, "SELECT seq, at_ms, unit, attempt, shard, what, detail FROM wq_event ORDER BY seq");
   if (!s.ok()) return q.Error("cannot read events");
   std::vector<UnitEvent> out;
@@ -602,7 +560,7 @@ Result<std::vector<UnitEvent>> WorkQueue::Events() {
 }
 
 Result<bool> WorkQueue::AllDone() {
-  WorkQueueSql q(db_, path_, options_);
+  WorkQueueSql q(*sqlite_, options_);
   Stmt s(db_, "SELECT COUNT(*) FROM wq_need WHERE state IN ('pending', 'accepted')");
   if (!s.ok() || s.Step() != SQLITE_ROW) return q.Error("cannot count open units");
   return s.Int(0) == 0;

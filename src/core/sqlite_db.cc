@@ -11,10 +11,14 @@ SqliteStatement::SqliteStatement(sqlite3* db, const char* sql) {
   ok_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) == SQLITE_OK;
 }
 SqliteStatement::~SqliteStatement() { sqlite3_finalize(stmt_); }
-void SqliteStatement::Bind(int i, const std::string& s) {
+SqliteStatement& SqliteStatement::Bind(int i, const std::string& s) {
   sqlite3_bind_text(stmt_, i, s.c_str(), static_cast<int>(s.size()), SQLITE_TRANSIENT);
+  return *this;
 }
-void SqliteStatement::Bind(int i, int64_t v) { sqlite3_bind_int64(stmt_, i, v); }
+SqliteStatement& SqliteStatement::Bind(int i, int64_t v) {
+  sqlite3_bind_int64(stmt_, i, v);
+  return *this;
+}
 int SqliteStatement::Step() { return ok_ ? sqlite3_step(stmt_) : SQLITE_MISUSE; }
 bool SqliteStatement::IsRow(int rc) { return rc == SQLITE_ROW; }
 bool SqliteStatement::IsDone(int rc) { return rc == SQLITE_DONE; }
@@ -27,7 +31,7 @@ int64_t SqliteStatement::Int(int i) const { return sqlite3_column_int64(stmt_, i
 
 Result<SqliteDb> SqliteDb::Open(const std::string& path, const std::string& what) {
   sqlite3* raw = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
+  const int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   SqliteDb db(raw, path, what);
   if (rc != SQLITE_OK) return db.Error("cannot open");
   // Several processes share one file (a job's workers open the store's

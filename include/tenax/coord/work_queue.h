@@ -44,6 +44,9 @@
 #include "tenax/core/status.h"
 
 struct sqlite3;
+namespace tenax {
+class SqliteDb;
+}
 
 namespace tenax::coord {
 
@@ -177,7 +180,8 @@ class WorkQueue {
 
  private:
   WorkQueue() = default;
-  sqlite3* db_ = nullptr;
+  std::unique_ptr<SqliteDb> sqlite_;
+  sqlite3* db_ = nullptr;  // sqlite_'s connection
   std::string path_;
   WorkQueueOptions options_;
 };

@@ -15,7 +15,11 @@
 //   may live in the same file (the "coordinator's SQLite").
 // - `SqliteStatement` is a prepared statement, finalized on scope exit.
 //
-// Threading: one SqliteDb per thread. Failures are IoError with SQLite's
+// Threading: the connection is opened serialized (SQLITE_OPEN_FULLMUTEX),
+// so single calls from several threads are safe; a transaction spans calls,
+// so callers that share one SqliteDb between threads serialize their
+// transactions themselves (the coordinator's work queue does). Otherwise
+// one SqliteDb per thread. Failures are IoError with SQLite's
 // own words (including "file is not a database").
 #pragma once
 
@@ -39,8 +43,8 @@ class SqliteStatement {
   SqliteStatement(const SqliteStatement&) = delete;
   SqliteStatement& operator=(const SqliteStatement&) = delete;
   bool ok() const { return ok_; }
-  void Bind(int i, const std::string& s);
-  void Bind(int i, int64_t v);
+  SqliteStatement& Bind(int i, const std::string& s);  // returns *this, to chain
+  SqliteStatement& Bind(int i, int64_t v);
   int Step();          // SQLite's result code (SQLITE_ROW, SQLITE_DONE, ...)
   static bool IsRow(int rc);
   static bool IsDone(int rc);
