@@ -60,7 +60,10 @@ void Node::Impl::LosePeer(PeerId id, Status why, bool close_ep, bool flush_close
     }
   }
   p->phase = Phase::kLost;
-  p->lost = why.WithContext("peer " + p->Label());
+  // `why` may come from a call that already named the peer ("peer X: not
+  // connected"): name it once.
+  const std::string who = "peer " + p->Label();
+  p->lost = why.message().rfind(who, 0) == 0 ? why : why.WithContext(who);
   spdlog::warn("[{}] {}", options.name, p->lost.message());
   if (close_ep && p->ep) {
     by_ep.erase(p->ep);

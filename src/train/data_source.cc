@@ -37,6 +37,8 @@ class InMemorySource final : public DataSource {
     return Batch{Decode(data_.images.slice(0, begin, end)), data_.labels.slice(0, begin, end)};
   }
 
+  Result<torch::Tensor> Labels() override { return data_.labels; }
+
  private:
   Status OutOfRange(int64_t index) const {
     return InvalidArgument(info_.description + ": sample " + std::to_string(index) + " is outside [0, " +
@@ -53,6 +55,11 @@ class InMemorySource final : public DataSource {
 };
 
 }  // namespace
+
+Result<torch::Tensor> DataSource::Labels() {
+  TENAX_ASSIGN_OR_RETURN(Batch all, ReadRange(0, info().size));
+  return all.labels;
+}
 
 // Computed with the tensor ops a whole-array conversion would use (so the
 // values are bit-identical to it).

@@ -260,6 +260,10 @@ print('%.17g %.17g' % (x.mean(), x.std()))
   auto labels = d->test->ReadRange(0, 3);
   ASSERT_TRUE(labels.ok()) << labels.status().ToString();
   EXPECT_TRUE(torch::equal(labels->labels, torch::tensor({2, 0, 1}, torch::kInt64)));
+  // Labels() (the coded exchange partitions by them) without reading images.
+  auto all_labels = d->train->Labels();
+  ASSERT_TRUE(all_labels.ok()) << all_labels.status().ToString();
+  EXPECT_TRUE(torch::equal(*all_labels, torch::tensor({0, 1, 0, 1, 0, 2}, torch::kInt64)));
 
   // A limit trims the split; the class count still comes from the whole file.
   auto first4 = OpenDataSource(c, Split::kTrain, 4);

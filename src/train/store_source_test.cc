@@ -67,6 +67,15 @@ TEST_F(StoreSourceTest, ReadsTheSameTensorsAsTheIdxFilesAlsoWithTwoNodesFailed) 
   auto range_files = (*from_files)->ReadRange(4990, 5010);
   ASSERT_TRUE(range.ok() && range_files.ok());
   EXPECT_TRUE(torch::equal(range->images, range_files->images));
+  // Every label in order: the store's (read through its samples) and the
+  // files' (held apart from the images) agree with the files' own bytes.
+  auto labels_store = (*from_store)->Labels();
+  auto labels_files = (*from_files)->Labels();
+  auto every = (*from_files)->ReadRange(0, 10000);
+  ASSERT_TRUE(labels_store.ok() && labels_files.ok() && every.ok());
+  EXPECT_TRUE(torch::equal(*labels_store, every->labels));
+  EXPECT_TRUE(torch::equal(*labels_files, every->labels));
+  EXPECT_EQ(10000, labels_files->numel());
 
   // Two wiped disks: a fresh source decodes what they held, bit-exact.
   ASSERT_TRUE(store_->Fail("node-1").ok());

@@ -130,8 +130,12 @@ Result<TrainOutcome> TrainAsync(const TrainConfig& config, const ConfigDoc& effe
 }
 
 Result<ps::InitialModel> InitialFlatModel(const TrainConfig& config) {
+  TENAX_ASSIGN_OR_RETURN(PreparedTraining prepared, PrepareTraining(config));
+  return InitialFlatModel(config, prepared);
+}
+
+Result<ps::InitialModel> InitialFlatModel(const TrainConfig& config, const PreparedTraining& prepared) {
   return GuardTorch("building the initial model failed", [&]() -> Result<ps::InitialModel> {
-    TENAX_ASSIGN_OR_RETURN(PreparedTraining prepared, PrepareTraining(config));
     auto* data = static_cast<DataSplits*>(prepared.data.get());
     Result<std::unique_ptr<TrainableModel>> made = Internal("model not built");
     SeededModelInit(config.seed, [&] { made = MakeTrainableModel(config, data->train->info()); });
@@ -200,8 +204,7 @@ Result<TrainOutcome> TrainCoded(const TrainConfig& config, const ConfigDoc& effe
     xo.coded = config.coded;
     xo.code_seed = static_cast<uint64_t>(config.seed);
     xo.seed = config.seed;
-    TENAX_ASSIGN_OR_RETURN(Batch all, data.train->ReadRange(0, data.train->info().size));
-    xo.train_labels = all.labels;
+    TENAX_ASSIGN_OR_RETURN(xo.train_labels, data.train->Labels());
     TENAX_ASSIGN_OR_RETURN(xo.stragglers, StragglersOf(config));
     xo.step_timeout = StepTimeout(config);
     auto exchange = MakeCodedExchange(group, std::move(xo));
@@ -213,11 +216,11 @@ Result<TrainOutcome> TrainCoded(const TrainConfig& config, const ConfigDoc& effe
 Result<nlohmann::json> DecodeCoded(const TrainConfig& config, const std::string& out_dir, comm::Group& group,
                                    const std::function<void(int64_t step, int64_t total)>& on_step) {
   return GuardTorch("decoding failed", [&]() -> Result<nlohmann::json> {
-    TENAX_ASSIGN_OR_RETURN(ps::InitialModel initial,
-                           net::RunKeepingAlive(group.node(), [&] { return InitialFlatModel(config); }));
-    TENAX_ASSIGN_OR_RETURN(DataSplits data,
-                           net::RunKeepingAlive(group.node(), [&] { return OpenDataSplits(config); }));
-    const DatasetInfo& info = data.train->info();
+    // One read of the data serves the model's shapes and the partition sizes.
+    TENAX_ASSIGN_OR_RETURN(PreparedTraining prepared,
+                           net::RunKeepingAlive(group.node(), [&] { return PrepareTraining(config); }));
+    TENAX_ASSIGN_OR_RETURN(ps::InitialModel initial, InitialFlatModel(config, prepared));
+    const DatasetInfo& info = static_cast<const DataSplits*>(prepared.data.get())->train->info();
     int64_t sample_bytes = static_cast<int64_t>(sizeof(float));
     for (int64_t d : info.sample_shape) sample_bytes *= d;
     coding::DecoderOptions o;

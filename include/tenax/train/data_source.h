@@ -58,6 +58,10 @@ class DataSource {
   virtual Result<Batch> Read(const torch::Tensor& indices) = 0;
   // Samples [begin, end) (evaluation reads contiguous ranges).
   virtual Result<Batch> ReadRange(int64_t begin, int64_t end) = 0;
+  // Every sample's label in order (int64 [size]), e.g. to partition the
+  // data by class. Default: reads every sample; a source that holds its
+  // labels apart from the images returns them without touching an image.
+  virtual Result<torch::Tensor> Labels();
   // The order in which an epoch visits the samples: a permutation of
   // [0, size) drawn from `gen` (the loop seeds it per epoch, the same on
   // every rank). Default: a uniform shuffle. A source that reads in units

@@ -76,6 +76,8 @@ Result<TrainOutcome> TrainAsync(const TrainConfig& config, const ConfigDoc& effe
 // worker builds it (under SeededModelInit(train.seed)), flattened in
 // parameter order, with its plan fingerprint (PrepareTraining's).
 Result<ps::InitialModel> InitialFlatModel(const TrainConfig& config);
+// The same from data already opened by PrepareTraining.
+Result<ps::InitialModel> InitialFlatModel(const TrainConfig& config, const PreparedTraining& prepared);
 
 // Mode "coded" (docs/coded.md). A worker (rank < cluster.workers) trains
 // through the coded exchange; the decoder (rank cluster.workers) decodes
