@@ -147,6 +147,8 @@ std::optional<Status> Coordinator::Apply(const Actions& actions, const net::Cont
       return stored(store_.RenewLeases(a.ranks, a.until_ms));
     } else if constexpr (std::is_same_v<T, action::PutGeneration>) {
       return stored(store_.PutGeneration(a.generation));
+    } else if constexpr (std::is_same_v<T, action::SetStableGeneration>) {
+      return stored(store_.SetStableGeneration(a.generation));
     } else if constexpr (std::is_same_v<T, action::Refuse>) {
       Drop(a.to, a.reason);
     } else if constexpr (std::is_same_v<T, action::Admit>) {

@@ -78,13 +78,20 @@ JobStateMachine::JobStateMachine(JobStateOptions options, JobRecord job, std::ve
     if (job_.phase == JobPhase::kRunning && Active(m)) last_roster_.insert(m.rank);
     members_[m.rank] = std::move(m);
   }
-  // A restarted coordinator has lost the members' reports: it takes the
-  // newest generation as formed, as the rule before the stable generation
-  // did for every generation. A member that had not formed it cannot
-  // re-form from it: its re-form fails naming the member it has no
-  // connection to (docs/elastic.md).
-  stable_ = job_.generation;
-  stable_ids_ = last_roster_;
+  // A restarted coordinator takes the stable generation it recorded; the
+  // members' reports of newer generations died with the old process, so
+  // the stable one advances again with the next generation every member
+  // forms. Without a record (a file of an older tenax, or none formed
+  // yet) it takes the newest generation as formed: a member that had not
+  // formed it cannot re-form from it, and its re-form fails naming the
+  // member it has no connection to (docs/elastic.md).
+  if (job_.stable_generation > 0 && job_.stable_generation <= job_.generation && !job_.stable_members.empty()) {
+    stable_ = job_.stable_generation;
+    stable_ids_ = job_.stable_members;
+  } else {
+    stable_ = job_.generation;
+    stable_ids_ = last_roster_;
+  }
 }
 
 std::vector<ConnId> JobStateMachine::ConnectedMembers() const {
@@ -262,7 +269,7 @@ Actions JobStateMachine::OnFormed(ConnId from, uint64_t generation) {
   stable_ids_ = it->second.members;
   forming_.erase(forming_.begin(), std::next(it));  // older ones can no longer become stable
   spdlog::info("job {}: every member formed generation {}", job_.job_id, generation);
-  return {};
+  return {action::SetStableGeneration{generation}};
 }
 
 void JobStateMachine::Remove(int rank, MemberState state, const std::string& why, Actions& out) {

@@ -32,7 +32,7 @@ JobStateOptions Options() {
   return o;
 }
 
-JobRecord NewJob(int world) { return {"job-x", "mode = \"sync\"\n", world, JobPhase::kJoining, 0, "", false}; }
+JobRecord NewJob(int world) { return {"job-x", "mode = \"sync\"\n", world, JobPhase::kJoining, 0, "", false, 0, {}}; }
 
 JoinAsk Ask(int requested_rank, const std::string& name) {
   return {"job-x", name, "host-" + name, static_cast<uint16_t>(5000 + name.size()), requested_rank, false, ""};
@@ -87,8 +87,16 @@ struct Running {
       EXPECT_EQ(r, AdmittedRank(m.OnJoin(100 + r, Ask(r, "w" + std::to_string(r)), clock.now())));
     }
     EXPECT_EQ(JobPhase::kRunning, m.job().phase);
-    // Every member formed the first generation (an elastic worker reports it).
-    for (int r = 0; r < world; ++r) EXPECT_TRUE(m.OnFormed(100 + r, 1).empty());
+    // Every member formed the first generation (an elastic worker reports
+    // it); the last report makes it the stable one, which is recorded.
+    for (int r = 0; r < world; ++r) {
+      const Actions a = m.OnFormed(100 + r, 1);
+      if (o.elastic && r + 1 == world) {
+        EXPECT_EQ(1u, One<action::SetStableGeneration>(a).generation);
+      } else {
+        EXPECT_TRUE(a.empty());
+      }
+    }
   }
 };
 
@@ -288,7 +296,7 @@ TEST(JobStateMachine, LeasesOfConnectedMembersAreRenewedEverySecond) {
 // with their ranks; one that does not come back fails the job.
 TEST(JobStateMachine, ResumedJobTakesItsMembersBackAndFailsOneThatNeverReturns) {
   FakeClock clock;
-  JobRecord job{"job-x", "cfg", 3, JobPhase::kRunning, 1, "", true};
+  JobRecord job{"job-x", "cfg", 3, JobPhase::kRunning, 1, "", true, 0, {}};
   std::vector<MemberRecord> stored;
   for (int r = 0; r < 3; ++r) {
     stored.push_back({r, "w" + std::to_string(r), "host-w" + std::to_string(r), 7000, MemberState::kJoined, 5});
@@ -320,7 +328,7 @@ TEST(JobStateMachine, ResumedJobTakesItsMembersBackAndFailsOneThatNeverReturns) 
 
 TEST(JobStateMachine, ResumedJobFinishesWhenTheRejoinedRanksAreDone) {
   FakeClock clock;
-  JobRecord job{"job-x", "cfg", 2, JobPhase::kRunning, 1, "", true};
+  JobRecord job{"job-x", "cfg", 2, JobPhase::kRunning, 1, "", true, 0, {}};
   std::vector<MemberRecord> stored{{0, "w0", "h0", 7000, MemberState::kJoined, 5},
                                    {1, "w1", "h1", 7000, MemberState::kJoined, 5}};
   JobStateMachine m(Options(), job, stored, clock.now());
@@ -541,6 +549,55 @@ TEST(JobStateMachineElastic, ARestartedCoordinatorRepublishesTheNewestGeneration
   EXPECT_EQ((std::vector<ConnId>{500}), roster.to);
 }
 
+
+// A coordinator restarted after a join whose generation not every member
+// formed yet: it takes the stable generation it recorded, not its newest
+// one, so the joiner is still joining in the next generation (the members
+// that never formed the join's generation have no connection to it).
+TEST(JobStateMachineElastic, ARestartedCoordinatorKeepsTheRecordedStableGenerationForJoiningFlags) {
+  FakeClock clock;
+  JobRecord job = NewJob(3);
+  job.phase = JobPhase::kRunning;
+  job.generation = 3;  // rank 3 joined in generation 3
+  job.resumed = true;
+  job.stable_generation = 2;
+  job.stable_members = {0, 1, 2};
+  std::vector<MemberRecord> members = {{0, "w0", "host-w0", 5002, MemberState::kJoined, 0},
+                                       {1, "w1", "host-w1", 5002, MemberState::kJoined, 0},
+                                       {2, "w2", "host-w2", 5002, MemberState::kJoined, 0},
+                                       {3, "w3", "host-w3", 5002, MemberState::kJoined, 0}};
+  JobStateMachine m(ElasticOptions(1, 4), job, members, clock.now());
+  for (int r = 0; r < 4; ++r) {
+    JoinAsk back = Ask(r, "w" + std::to_string(r));
+    back.rejoin = true;
+    const auto actions = m.OnJoin(300 + r, back, clock.now());
+    EXPECT_EQ(r, AdmittedRank(actions));
+    EXPECT_EQ(2u, One<action::PublishRoster>(actions).stable) << "the re-published generation 3 names stable 2";
+  }
+  auto actions = m.OnLeave(302, "stopped by signal 15");
+  auto roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ(4u, roster.generation);
+  EXPECT_EQ((std::vector<int>{0, 1, 3}), Ids(roster.members));
+  EXPECT_EQ((std::set<int>{3}), roster.joining);
+  EXPECT_EQ(2u, roster.stable);
+  // Once every member forms generation 4 it is stable, and recorded.
+  EXPECT_TRUE(m.OnFormed(300, 4).empty());
+  EXPECT_TRUE(m.OnFormed(301, 4).empty());
+  EXPECT_EQ(4u, One<action::SetStableGeneration>(m.OnFormed(303, 4)).generation);
+
+  // Without a record (an older file): the newest generation, as before.
+  job.stable_generation = 0;
+  job.stable_members.clear();
+  JobStateMachine old(ElasticOptions(1, 4), job, members, clock.now());
+  for (int r = 0; r < 4; ++r) {
+    JoinAsk back = Ask(r, "w" + std::to_string(r));
+    back.rejoin = true;
+    (void)old.OnJoin(400 + r, back, clock.now());
+  }
+  roster = One<action::PublishRoster>(old.OnLeave(402, "stopped by signal 15"));
+  EXPECT_TRUE(roster.joining.empty());
+  EXPECT_EQ(3u, roster.stable);
+}
 
 // What a member reads about the stable generation comes off the network:
 // a roster whose stable generation is above its own, or of generation 0,

@@ -42,6 +42,10 @@ CREATE TABLE IF NOT EXISTS generation_member (
   lease_until_ms INTEGER NOT NULL,
   PRIMARY KEY (generation, rank)
 );
+CREATE TABLE IF NOT EXISTS stable_generation (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  number INTEGER NOT NULL
+);
 )sql";
 
 // The member columns, the same in `member` and `generation_member`.
@@ -133,7 +137,8 @@ Result<JobRecord> JobStore::OpenJob(const std::string& job_id, const std::string
                         ", which tenax never writes (damaged file?)");
       }
       JobRecord r{q.Text(0), q.Text(1), static_cast<int>(q.Int(2)), *phase, static_cast<uint64_t>(q.Int(4)),
-                  q.Text(5), true};
+                  q.Text(5), true, 0, {}};
+      TENAX_RETURN_IF_ERROR(ReadStable(r));
       if (r.job_id != job_id) {
         return FailedPrecondition("state file " + path_ + " belongs to job '" + r.job_id + "', not '" + job_id +
                                   "' (use another --state file)");
@@ -152,7 +157,41 @@ Result<JobRecord> JobStore::OpenJob(const std::string& job_id, const std::string
   ins.Bind(2, config_toml);
   ins.Bind(3, static_cast<int64_t>(world));
   if (ins.Step() != SQLITE_DONE) return Error("create job");
-  return JobRecord{job_id, config_toml, world, JobPhase::kJoining, 0, "", false};
+  return JobRecord{job_id, config_toml, world, JobPhase::kJoining, 0, "", false, 0, {}};
+}
+
+Status JobStore::ReadStable(JobRecord& r) {
+  Statement q(db_, "SELECT number FROM stable_generation WHERE id = 1");
+  if (!q.ok()) return Error("read the stable generation");
+  const int rc = q.Step();
+  if (rc == SQLITE_DONE) return Status::Ok();  // none formed yet, or a file from before it was kept
+  if (rc != SQLITE_ROW) return Error("read the stable generation");
+  if (q.Int(0) < 1 || static_cast<uint64_t>(q.Int(0)) > r.generation) {
+    return DataLoss("state file " + path_ + ": stable generation " + std::to_string(q.Int(0)) +
+                    " is not one of generations 1.." + std::to_string(r.generation) +
+                    ", which tenax never writes (damaged file?)");
+  }
+  Statement m(db_, "SELECT rank FROM generation_member WHERE generation = ? ORDER BY rank");
+  if (!m.ok()) return Error("read the members of the stable generation");
+  m.Bind(1, q.Int(0));
+  std::set<int> members;
+  int mrc;
+  while ((mrc = m.Step()) == SQLITE_ROW) members.insert(static_cast<int>(m.Int(0)));
+  if (mrc != SQLITE_DONE) return Error("read the members of the stable generation");
+  if (members.empty()) {
+    return DataLoss("state file " + path_ + ": stable generation " + std::to_string(q.Int(0)) +
+                    " has no members (damaged file?)");
+  }
+  r.stable_generation = static_cast<uint64_t>(q.Int(0));
+  r.stable_members = std::move(members);
+  return Status::Ok();
+}
+
+Status JobStore::SetStableGeneration(uint64_t generation) {
+  Statement u(db_, "INSERT OR REPLACE INTO stable_generation (id, number) VALUES (1, ?)");
+  if (!u.ok()) return Error("write the stable generation");
+  u.Bind(1, static_cast<int64_t>(generation));
+  return u.Step() == SQLITE_DONE ? Status::Ok() : Error("write the stable generation " + std::to_string(generation));
 }
 
 Status JobStore::SetJobState(JobPhase phase, const std::string& failure, uint64_t generation) {

@@ -73,6 +73,50 @@ TEST(JobStore, GenerationsAreRowsThatAReopenedFileReadsBack) {
   EXPECT_EQ((std::vector<GenerationRecord>{first, second}), generations);
 }
 
+// The stable generation and its members come back with the job; a number
+// that is not one of the job's generations is damage, named.
+TEST(JobStore, TheStableGenerationComesBackWithTheJobAndABadOneIsNamed) {
+  ScratchDir dir;
+  const std::string path = dir / "state.db";
+  const MemberRecord a{0, "host-a/11", "10.0.0.1", 40001, MemberState::kJoined, 5};
+  const MemberRecord b{1, "host-b/22", "10.0.0.2", 40002, MemberState::kJoined, 6};
+  const MemberRecord c{3, "host-c/33", "10.0.0.3", 40003, MemberState::kJoined, 7};
+  {
+    auto store = OpenStore(path);
+    ASSERT_NE(nullptr, store);
+    ASSERT_OK_AND_ASSIGN(JobRecord fresh, store->OpenJob("job-a", "cfg = 1\n", 2));
+    EXPECT_EQ(0u, fresh.stable_generation);
+    ASSERT_OK(store->PutGeneration({1, 0, "all 2 workers joined", {a, b}}));
+    ASSERT_OK(store->PutGeneration({2, 50, "rank 3 joined", {a, b, c}}));
+    ASSERT_OK(store->SetJobState(JobPhase::kRunning, "", 2));
+    ASSERT_OK(store->SetStableGeneration(1));
+  }
+  {
+    auto store = OpenStore(path);
+    ASSERT_NE(nullptr, store);
+    ASSERT_OK_AND_ASSIGN(JobRecord resumed, store->OpenJob("job-a", "cfg = 1\n", 2));
+    EXPECT_TRUE(resumed.resumed);
+    EXPECT_EQ(1u, resumed.stable_generation);
+    EXPECT_EQ((std::set<int>{0, 1}), resumed.stable_members);
+    ASSERT_OK(store->SetStableGeneration(2));  // replaces it
+  }
+  {
+    auto store = OpenStore(path);
+    ASSERT_NE(nullptr, store);
+    ASSERT_OK_AND_ASSIGN(JobRecord resumed, store->OpenJob("job-a", "cfg = 1\n", 2));
+    EXPECT_EQ(2u, resumed.stable_generation);
+    EXPECT_EQ((std::set<int>{0, 1, 3}), resumed.stable_members);
+  }
+  RawSql(path, "UPDATE stable_generation SET number = 7");
+  auto store = OpenStore(path);
+  ASSERT_NE(nullptr, store);
+  auto damaged = store->OpenJob("job-a", "cfg = 1\n", 2);
+  ASSERT_FALSE(damaged.ok());
+  EXPECT_EQ(StatusCode::kDataLoss, damaged.status().code());
+  EXPECT_NE(std::string::npos, damaged.status().message().find("stable generation 7 is not one of generations 1..2"))
+      << damaged.status().ToString();
+}
+
 // A state file written before generations existed gets the tables on open;
 // a damaged generation row is named, not trusted.
 TEST(JobStore, GenerationTablesAreAddedToOlderFilesAndDamagedRowsAreNamed) {

@@ -55,6 +55,10 @@ struct JobRecord {
   uint64_t generation = 0;
   std::string failure;   // why it failed (phase kFailed)
   bool resumed = false;  // the row existed before this process opened the store
+  // Of a resumed elastic job: the stable generation as last recorded, and
+  // its members' ids (0 and empty when none was recorded).
+  uint64_t stable_generation = 0;
+  std::set<int> stable_members;
 };
 
 struct MemberRecord {
@@ -117,6 +121,9 @@ struct RenewLeases {
 struct PutGeneration {
   GenerationRecord generation;
 };
+struct SetStableGeneration {
+  uint64_t generation = 0;
+};
 // Messages.
 struct Refuse {  // a JoinReply with this error, then disconnect
   ConnId to = 0;
@@ -159,7 +166,7 @@ struct Stop {
 }  // namespace action
 
 using Action = std::variant<action::PutMember, action::RemoveMember, action::SetJobState, action::RenewLeases,
-                            action::PutGeneration,
+                            action::PutGeneration, action::SetStableGeneration,
                             action::Refuse, action::Admit, action::PublishRoster, action::AnnounceFailure,
                             action::RelayProgress, action::AnnounceDone, action::Stop>;
 using Actions = std::vector<Action>;

@@ -50,6 +50,10 @@ class JobStore {
   Status PutGeneration(const GenerationRecord& g);
   // Every generation, oldest first.
   Result<std::vector<GenerationRecord>> Generations();
+  // The stable generation (every member of it formed it; docs/elastic.md),
+  // kept so that a restarted coordinator marks joiners as before its crash.
+  // OpenJob reads it back into JobRecord::stable_generation/stable_members.
+  Status SetStableGeneration(uint64_t generation);
 
   const std::string& path() const { return path_; }
 
@@ -57,6 +61,7 @@ class JobStore {
   JobStore() = default;
   Status Exec(const std::string& sql);
   Status CheckOwnership();
+  Status ReadStable(JobRecord& r);
   Status Error(const std::string& what) const;
   std::unique_ptr<SqliteDb> sql_;
   sqlite3* db_ = nullptr;  // sql_'s connection
