@@ -15,6 +15,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -48,6 +49,23 @@ const nlohmann::json* FaultOf(const nlohmann::json& faults, const std::string& n
 
 bool Alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
 
+// On a failure, the end of every log the run wrote (workers, joiners,
+// coordinator, storage nodes) before the scratch directory goes: a worker
+// that left on its own says why only there.
+struct LogsOnFailure {
+  std::string logs;
+  ~LogsOnFailure() {
+    if (!::testing::Test::HasFailure()) return;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(logs, ec)) {
+      const std::string text = ReadText(e.path().string());
+      const size_t from = text.size() > 4000 ? text.size() - 4000 : 0;
+      std::cerr << "---- " << e.path().filename().string() << " (last " << text.size() - from << " bytes) ----\n"
+                << text.substr(from) << "\n";
+    }
+  }
+};
+
 TEST(CloudRunTest, TheQuickstartSurvivesEveryScheduledFaultAndReportsEachReaction) {
   setenv("TENAX_SECRET", "cloud-run-test-secret-0123456789", 1);
   ScratchDir dir;
@@ -55,6 +73,7 @@ TEST(CloudRunTest, TheQuickstartSurvivesEveryScheduledFaultAndReportsEachReactio
   const std::string source = TENAX_SOURCE_DIR;
   Child run({TenaxBinary(), "run", source + "/examples/quickstart.toml", "--out", out, "--set",
              "cost.prices=\"" + source + "/examples/prices/gcp-c2-standard-8-us-central1-spot-workers.toml\""});
+  LogsOnFailure logs_on_failure{out + "/logs"};
   ASSERT_EQ(run.Wait(900s), 0) << run.stderr_text();
   const std::string err = run.stderr_text();
   // Not a terminal: plain lines, no escape sequences.
@@ -80,7 +99,7 @@ TEST(CloudRunTest, TheQuickstartSurvivesEveryScheduledFaultAndReportsEachReactio
   for (const char* name : {"kill worker 1", "restart joiner 1", "kill storage node-2 and wipe its disk",
                            "preempt worker 2", "restart joiner 2", "straggler worker 3"}) {
     const nlohmann::json* f = FaultOf(faults, name);
-    ASSERT_NE(f, nullptr) << name << " missing from " << faults.dump(2);
+    ASSERT_NE(f, nullptr) << name << " missing from " << faults.dump(2) << "\nthe run said:\n" << err;
     EXPECT_TRUE(f->value("recovered", false)) << f->dump();
     ASSERT_TRUE((*f)["recovered_seconds"].is_number()) << f->dump();
     EXPECT_GE((*f)["recovered_seconds"].get<double>(), 0.0) << f->dump();

@@ -42,6 +42,7 @@ void Node::Impl::Progress() {
   SweepGraveyard();
   ReapRequests(pending_sends, [](PendingSend& s) { return s.request; });
   ReapRequests(closing, [](void* r) { return r; });
+  ReapRequests(closing_data, [](void* r) { return r; });
   // Yield when nothing happens so that idle waits leave the core to the
   // peer process (2 cores, several processes).
   if (events == 0 && ++idle_spins > 64) {
@@ -49,6 +50,13 @@ void Node::Impl::Progress() {
   } else if (events) {
     idle_spins = 0;
   }
+}
+
+void Node::Impl::ProgressControl() {
+  ucp_worker_progress(ctrl_worker);
+  CloseEndpoints();
+  ReapRequests(pending_sends, [](PendingSend& s) { return s.request; });
+  ReapRequests(closing, [](void* r) { return r; });
 }
 
 Node::Node(NodeOptions options) : impl_(std::make_unique<Impl>()), options_(std::move(options)) {
@@ -66,23 +74,33 @@ Node::~Node() {
   }
   impl_->conn_requests.clear();
   impl_->listener = nullptr;
-  // Live peers get a flushing close, so messages sent just before (a
-  // barrier's release, a final report) still reach them; dead ones a
-  // forced close. The wait below bounds both.
+  // Live peers' control endpoints get a flushing close, so messages sent
+  // just before (a barrier's release, a final report) still reach them;
+  // dead ones a forced close. The wait below bounds both. Only the control
+  // plane is driven from here on: data endpoints go with their worker
+  // (ucp_worker_destroy runs no handlers). Driving the data plane while
+  // peers still put into this node (a probe measuring throughput to an
+  // agent that is stopping) runs UCX 1.13's software-put handler on
+  // endpoints that are closing or failed, and its answer through such an
+  // endpoint aborts the process ("unexpected error: Endpoint timeout").
+  // Nothing is lost: a one-sided transfer that matters is flushed
+  // (Flush) or seen by its target before its sender goes on, and messages
+  // travel on the control plane.
   for (auto& [id, p] : impl_->peers) {
-    const bool flush = p.lost.ok();
-    if (p.ep) impl_->to_close.push_back({p.ep, flush});
-    if (p.data_ep) impl_->to_close.push_back({p.data_ep, flush});
+    if (p.ep) impl_->to_close.push_back({p.ep, p.lost.ok()});
     p.ep = nullptr;
     p.data_ep = nullptr;
   }
   impl_->by_ep.clear();
   impl_->by_data_ep.clear();
-  impl_->Progress();
+  impl_->ProgressControl();
   auto deadline = Deadline::After(std::chrono::milliseconds(500));
-  while ((!impl_->closing.empty() || !impl_->pending_sends.empty()) && !deadline.Expired()) impl_->Progress();
+  while ((!impl_->closing.empty() || !impl_->pending_sends.empty()) && !deadline.Expired()) {
+    impl_->ProgressControl();
+  }
   for (auto& s : impl_->pending_sends) ucp_request_free(s.request);
   for (void* r : impl_->closing) ucp_request_free(r);
+  for (void* r : impl_->closing_data) ucp_request_free(r);
   for (auto& r : impl_->graveyard) ucp_mem_unmap(impl_->context, r.memh);  // every peer is closed now
   if (impl_->worker) ucp_worker_destroy(impl_->worker);
   if (impl_->context) ucp_cleanup(impl_->context);

@@ -105,12 +105,18 @@ struct Node::Impl {
   std::deque<Frame> frames;
   std::deque<std::unique_ptr<RndvReceive>> rndv;
   std::vector<PendingSend> pending_sends;
-  std::vector<void*> closing;  // ep close requests in flight
+  std::vector<void*> closing;       // control ep close requests in flight
+  std::vector<void*> closing_data;  // data ep close requests in flight
   // Endpoints to close from Progress; `flush` closes deliver what was sent
   // first (a refusal must reach the refused), force closes are for the dead.
+  // Data endpoints (error mode NONE) are always flush-closed: UCX refuses to
+  // force-close them, and one left open after its peer failed keeps its id,
+  // so a software put arriving for it later makes UCX 1.13 abort the process
+  // (ucp_put_handler answers through the failed endpoint: "unexpected error").
   struct Closing {
     ucp_ep_h ep;
     bool flush;
+    bool data = false;  // a data endpoint: its close completes with the data plane's progress
   };
   std::vector<Closing> to_close;
   std::deque<PeerId> accepted;
@@ -131,6 +137,8 @@ struct Node::Impl {
 
   // --- node.cc: the progress loop ---
   void Progress();
+  // The control plane alone (no handlers of the data plane run): teardown.
+  void ProgressControl();
   // Operations that complete inline (shared memory) never need a wait, but
   // the Node must still run heartbeats and notice lost peers: drive progress
   // at least once per millisecond of such traffic.

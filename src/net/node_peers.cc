@@ -72,7 +72,7 @@ void Node::Impl::LosePeer(PeerId id, Status why, bool close_ep, bool flush_close
   }
   if (close_ep && p->data_ep) {
     by_data_ep.erase(p->data_ep);
-    to_close.push_back({p->data_ep, false});
+    to_close.push_back({p->data_ep, true, true});  // error mode NONE: only a flushing close is allowed (Closing)
     p->data_ep = nullptr;
   }
 }
@@ -108,7 +108,11 @@ void Node::Impl::CloseEndpoints() {
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = c.flush ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
     ucs_status_ptr_t req = ucp_ep_close_nbx(c.ep, &param);
-    if (req && !UCS_PTR_IS_ERR(req)) closing.push_back(req);
+    if (UCS_PTR_IS_ERR(req)) {
+      spdlog::warn("[{}] closing an endpoint failed: {}", options.name, UcxError(UCS_PTR_STATUS(req)));
+    } else if (req) {
+      (c.data ? closing_data : closing).push_back(req);
+    }
   }
   to_close.clear();
 }
@@ -140,7 +144,7 @@ void Node::Disconnect(PeerId peer, Deadline deadline) {
     p->ep = nullptr;
     if (p->data_ep) {
       impl_->by_data_ep.erase(p->data_ep);
-      impl_->to_close.push_back({p->data_ep, true});
+      impl_->to_close.push_back({p->data_ep, true, true});
       p->data_ep = nullptr;
     }
     p->phase = Phase::kLost;
