@@ -96,6 +96,10 @@ TEST(CloudRunTest, TheQuickstartSurvivesEveryScheduledFaultAndReportsEachReactio
   // and a time to recover.
   const auto& faults = summary["faults"];
   ASSERT_TRUE(faults.is_array()) << summary.dump(2);
+  // No worker failed on its own: the schedule is the only cause of losses.
+  for (const auto& f : faults) {
+    EXPECT_NE(f.value("source", ""), "unplanned") << "a worker failed on its own: " << f.dump(2);
+  }
   for (const char* name : {"kill worker 1", "restart joiner 1", "kill storage node-2 and wipe its disk",
                            "preempt worker 2", "restart joiner 2", "straggler worker 3"}) {
     const nlohmann::json* f = FaultOf(faults, name);

@@ -42,7 +42,7 @@ void Node::Impl::Progress() {
   SweepGraveyard();
   ReapRequests(pending_sends, [](PendingSend& s) { return s.request; });
   ReapRequests(closing, [](void* r) { return r; });
-  ReapRequests(closing_data, [](void* r) { return r; });
+  ReapDataCloses();
   // Yield when nothing happens so that idle waits leave the core to the
   // peer process (2 cores, several processes).
   if (events == 0 && ++idle_spins > 64) {
@@ -100,7 +100,7 @@ Node::~Node() {
   }
   for (auto& s : impl_->pending_sends) ucp_request_free(s.request);
   for (void* r : impl_->closing) ucp_request_free(r);
-  for (void* r : impl_->closing_data) ucp_request_free(r);
+  for (auto& [r, peer] : impl_->closing_data) ucp_request_free(r);
   for (auto& r : impl_->graveyard) ucp_mem_unmap(impl_->context, r.memh);  // every peer is closed now
   if (impl_->worker) ucp_worker_destroy(impl_->worker);
   if (impl_->context) ucp_cleanup(impl_->context);

@@ -97,7 +97,7 @@ void Node::Impl::Retire(ucp_mem_h memh) {
   Retired r{memh, {}};
   if (auto it = key_holders.find(memh); it != key_holders.end()) {
     for (PeerId id : it->second) {
-      if (Live(id)) r.peers.push_back(id);
+      if (MayWrite(id)) r.peers.push_back(id);
     }
     key_holders.erase(it);
   }
@@ -111,7 +111,7 @@ void Node::Impl::Retire(ucp_mem_h memh) {
 void Node::Impl::SweepGraveyard() {
   for (size_t i = 0; i < graveyard.size();) {
     const bool live =
-        std::any_of(graveyard[i].peers.begin(), graveyard[i].peers.end(), [this](PeerId id) { return Live(id); });
+        std::any_of(graveyard[i].peers.begin(), graveyard[i].peers.end(), [this](PeerId id) { return MayWrite(id); });
     if (live) {
       ++i;
     } else {

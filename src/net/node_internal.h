@@ -54,6 +54,10 @@ struct PeerState {
   SteadyClock::time_point last_heartbeat;  // last one we sent
   SteadyClock::time_point last_heard;      // last frame from the peer
   Status lost;
+  // Its data endpoint's close is in flight: until it completes, a put the
+  // peer sent may still be written into our memory (software puts over TCP
+  // are applied by our progress), so regions it holds keys to stay mapped.
+  bool data_closing = false;
   std::optional<LinkShaper> shaper;
   // Its control messages queued and not yet read (bounded by NodeOptions).
   size_t unread_messages = 0;
@@ -106,7 +110,7 @@ struct Node::Impl {
   std::deque<std::unique_ptr<RndvReceive>> rndv;
   std::vector<PendingSend> pending_sends;
   std::vector<void*> closing;       // control ep close requests in flight
-  std::vector<void*> closing_data;  // data ep close requests in flight
+  std::vector<std::pair<void*, PeerId>> closing_data;  // data ep close requests in flight, by peer
   // Endpoints to close from Progress; `flush` closes deliver what was sent
   // first (a refusal must reach the refused), force closes are for the dead.
   // Data endpoints (error mode NONE) are always flush-closed: UCX refuses to
@@ -117,6 +121,7 @@ struct Node::Impl {
     ucp_ep_h ep;
     bool flush;
     bool data = false;  // a data endpoint: its close completes with the data plane's progress
+    PeerId peer = 0;    // whose data endpoint (PeerState::data_closing)
   };
   std::vector<Closing> to_close;
   std::deque<PeerId> accepted;
@@ -127,7 +132,8 @@ struct Node::Impl {
 
   // Regions registered with UCX. A live region maps to the peers that were
   // given its key (Node::Share); a dropped one moves to the graveyard while
-  // any of those peers is still connected (see MemoryRegion in node.h).
+  // any of those peers may still write into it (MayWrite: connected, or its
+  // data endpoint still closing; see MemoryRegion in node.h).
   std::unordered_map<ucp_mem_h, std::vector<PeerId>> key_holders;
   struct Retired {
     ucp_mem_h memh;
@@ -201,6 +207,16 @@ struct Node::Impl {
     PeerState* p = Find(id);
     return p && p->phase != Phase::kLost;
   }
+  // Whether the peer may still write into our regions: live, or lost with
+  // its data endpoint still closing.
+  bool MayWrite(PeerId id) {
+    PeerState* p = Find(id);
+    return p && (p->phase != Phase::kLost || p->data_closing);
+  }
+  // Queues the peer's data endpoint for a (flushing) close.
+  void CloseDataEp(PeerState& p);
+  // Frees finished data endpoint closes and clears their peers' data_closing.
+  void ReapDataCloses();
   PeerId AddPeer(ucp_ep_h ep, std::string address, Phase phase);
   // Marks the peer lost with `why` (logged, naming it). Messages it sent
   // before are still delivered unless `deliver` is false.

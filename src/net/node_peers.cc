@@ -70,10 +70,27 @@ void Node::Impl::LosePeer(PeerId id, Status why, bool close_ep, bool flush_close
     to_close.push_back({p->ep, flush_close});  // closed from Progress, not from a callback
     p->ep = nullptr;
   }
-  if (close_ep && p->data_ep) {
-    by_data_ep.erase(p->data_ep);
-    to_close.push_back({p->data_ep, true, true});  // error mode NONE: only a flushing close is allowed (Closing)
-    p->data_ep = nullptr;
+  if (close_ep && p->data_ep) CloseDataEp(*p);
+}
+
+void Node::Impl::CloseDataEp(PeerState& p) {
+  by_data_ep.erase(p.data_ep);
+  to_close.push_back({p.data_ep, /*flush=*/true, /*data=*/true, p.id});  // error mode NONE: flush only (Closing)
+  p.data_ep = nullptr;
+  p.data_closing = true;
+}
+
+void Node::Impl::ReapDataCloses() {
+  for (size_t i = 0; i < closing_data.size();) {
+    auto [req, peer] = closing_data[i];
+    if (ucp_request_check_status(req) == UCS_INPROGRESS) {
+      ++i;
+      continue;
+    }
+    ucp_request_free(req);
+    if (PeerState* p = Find(peer)) p->data_closing = false;
+    closing_data[i] = closing_data.back();
+    closing_data.pop_back();
   }
 }
 
@@ -112,8 +129,15 @@ void Node::Impl::CloseEndpoints() {
       // A flushing close of a failed endpoint still closes it (UCX 1.13
       // returns the flush's error); a refused forced close would not.
       spdlog::debug("[{}] endpoint close: {}", options.name, UcxError(UCS_PTR_STATUS(req)));
-    } else if (req) {
-      (c.data ? closing_data : closing).push_back(req);
+    }
+    if (req && !UCS_PTR_IS_ERR(req)) {
+      if (c.data) {
+        closing_data.emplace_back(req, c.peer);
+      } else {
+        closing.push_back(req);
+      }
+    } else if (c.data) {
+      if (PeerState* p = Find(c.peer)) p->data_closing = false;  // closed at once
     }
   }
   to_close.clear();
@@ -144,11 +168,7 @@ void Node::Disconnect(PeerId peer, Deadline deadline) {
     impl_->by_ep.erase(p->ep);
     impl_->to_close.push_back({p->ep, true});  // Disconnect: deliver what was sent
     p->ep = nullptr;
-    if (p->data_ep) {
-      impl_->by_data_ep.erase(p->data_ep);
-      impl_->to_close.push_back({p->data_ep, true, true});
-      p->data_ep = nullptr;
-    }
+    if (p->data_ep) impl_->CloseDataEp(*p);
     p->phase = Phase::kLost;
     p->lost = Unavailable("peer " + p->Label() + ": disconnected by this node");
   }

@@ -160,7 +160,7 @@ std::string RenderReportHtml(const RunRecord& r) {
                   "partitions moved by shuffling.",
                   BytesChartSvg(r));
   page += CostSection(r);
-  page += Section("faults", "Faults and reactions", "Every injected fault, what the system did and how long it took.",
+  page += Section("faults", "Faults and reactions", "Every injected fault and every failure nobody planned, what the system did and how long it took.",
                   FaultsTable(r));
   page += Section("events", "Events", "", EventList(r));
   if (!r.placement.empty()) page += Section("placement", "Placement", "", KeyValues(r.placement));

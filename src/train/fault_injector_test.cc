@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -341,6 +342,10 @@ TEST(FaultInjectorTest, AWorkerThatFailsOnItsOwnIsFailedWithItsLogNotKilled) {
                      }});
   monitor.AddWorker("worker 0", children.pid(*planned), "");
   monitor.AddWorker("worker 1", children.pid(*own), "");
+  const std::string n0 = "h/" + std::to_string(children.pid(*planned));
+  const std::string n1 = "h/" + std::to_string(children.pid(*own));
+  const std::string n2 = "h/" + std::to_string(::getpid());  // a third member, alive throughout
+  monitor.OnGeneration({1, {0, 1, 2}, {{0, n0}, {1, n1}, {2, n2}}, "first generation: 3 workers"});
   monitor.OnFaultRecord(nlohmann::json{{"event", "fault"}, {"action", "kill"}, {"worker", 0}, {"pid", children.pid(*planned)}, {"step", 3}});
   ASSERT_TRUE(children.Signal(*planned, SIGKILL).ok());
   for (size_t i : {*planned, *own}) {
@@ -355,9 +360,23 @@ TEST(FaultInjectorTest, AWorkerThatFailsOnItsOwnIsFailedWithItsLogNotKilled) {
   EXPECT_EQ(report->last_lines.back(), "tenax worker: error: the catalog is locked");
   EXPECT_FALSE(monitor.OnExit(children.pid(*planned), 137, "killed"));
   EXPECT_TRUE(monitor.OnExit(children.pid(*own), 2, report->last_lines.back()));
+  monitor.OnGeneration({2, {1, 2}, {{1, n1}, {2, n2}}, "rank 0 lost"});
+  monitor.OnGeneration({3, {2}, {{2, n2}}, "rank 1 lost"});
   const std::vector<std::pair<std::string, std::string>> want = {
-      {"worker 0", "starting"}, {"worker 1", "starting"}, {"worker 0", "killed"}, {"worker 1", "failed"}};
+      {"worker 0", "starting"}, {"worker 1", "starting"}, {"worker 0", "active"},
+      {"worker 1", "active"},   {"worker 0", "killed"},   {"worker 1", "failed"}};  // a later generation listing it changes nothing
   EXPECT_EQ(states, want);
+  // summary.json's faults: the planned kill, and the failure nobody planned
+  // with its reason and the generation that went on without it.
+  const nlohmann::json faults = monitor.FaultsWithReactions();
+  ASSERT_EQ(faults.size(), 2u) << faults.dump(2);
+  EXPECT_EQ(faults[0].value("fault", ""), "kill worker 0") << faults.dump(2);
+  EXPECT_NE(faults[0].value("reaction", "").find("generation 2"), std::string::npos) << faults.dump(2);
+  EXPECT_EQ(faults[1].value("fault", ""), "worker 1 failed on its own (exit code 2)") << faults.dump(2);
+  EXPECT_EQ(faults[1].value("source", ""), "unplanned");
+  EXPECT_EQ(faults[1].value("detail", ""), "tenax worker: error: the catalog is locked");
+  EXPECT_EQ(faults[1].value("reaction", ""), "the other 1 worker re-formed as generation 3 and went on (rank 1 lost)");
+  EXPECT_TRUE(faults[1].value("recovered", false));
   // The record a user reads in metrics.jsonl says why.
   std::ifstream in(dir / "metrics.jsonl");
   std::string line, failed;

@@ -632,12 +632,13 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   outcome.summary["started_at"] = started_at;
   outcome.write_report = job.config.report.html && std::getenv(kTopologyPrefixEnvVar) == nullptr;
   {
-    // Every injected fault with the system's reaction and time to recover.
+    // Every injected fault (and unplanned failure) with the system's reaction and time to recover.
     nlohmann::json executed = faults.Executed();
     nlohmann::json reactions = monitor.FaultsWithReactions();
     nlohmann::json listed = nlohmann::json::array();
     for (size_t i = 0; i < reactions.size(); ++i) {
-      nlohmann::json f = i < executed.size() ? executed[i] : nlohmann::json::object();
+      // The injector's records first (stragglers and unplanned failures have none).
+      nlohmann::json f = i < executed.size() ? executed[i] : reactions[i];
       for (const char* key : {"fault", "target", "reaction", "recovered", "recovered_seconds"}) f[key] = reactions[i][key];
       if (!f.contains("action")) f["action"] = reactions[i]["action"];
       if (!f.contains("step")) f["step"] = reactions[i]["step"];

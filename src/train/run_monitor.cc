@@ -20,6 +20,14 @@ std::string TargetOf(const nlohmann::json& r) {
   return "?";
 }
 
+// The reaction to a member lost: "the other 3 workers re-formed as
+// generation 4 and went on (rank 2 lost ...)".
+std::string Reformed(const nlohmann::json& generation) {
+  const size_t n = generation["members"].size();
+  return fmt::format("the other {} worker{} re-formed as generation {} and went on ({})", n, n == 1 ? "" : "s",
+                     generation.value("number", 0), generation.value("why", std::string()));
+}
+
 pid_t PidOfName(const std::string& name) {
   const auto slash = name.rfind('/');
   return slash == std::string::npos ? 0 : static_cast<pid_t>(std::atoll(name.c_str() + slash + 1));
@@ -122,8 +130,13 @@ void RunMonitor::OnGeneration(const coord::JobGeneration& g) {
   for (const auto& [id, name] : g.member_names) {
     if (Worker* w = ByPid(PidOfName(name))) {
       members.push_back(w);
-      if (w->status.state != "slow") SetState(*w, "active", "member " + std::to_string(id) + " of generation " +
-                                                              std::to_string(g.generation));
+      // A generation published before the coordinator noticed a loss may
+      // still list a worker that was killed, stopped or failed, or that
+      // has its notice: it keeps that state.
+      const std::string& st = w->status.state;
+      if (st == "starting" || st == "rejoining" || st == "active") {
+        SetState(*w, "active", "member " + std::to_string(id) + " of generation " + std::to_string(g.generation));
+      }
     }
   }
   for (auto& w : workers_) {
@@ -166,6 +179,7 @@ bool RunMonitor::OnExit(pid_t pid, int code, const std::string& why) {
   }
   if (code == 0) return false;
   SetState(*w, "failed", "exited with code " + std::to_string(code) + (why.empty() ? "" : ": " + why));
+  own_failures_.push_back({Now(), {{"worker", w->status.name}, {"pid", pid}, {"code", code}, {"why", why}}});
   return true;
 }
 
@@ -291,9 +305,7 @@ nlohmann::json RunMonitor::FaultsWithReactions() const {
         return true;
       });
       if (g) {
-        recovered(g->time, fmt::format("the other {} workers re-formed as generation {} and went on ({})",
-                                       g->record["members"].size(), g->record.value("number", 0),
-                                       g->record.value("why", std::string())));
+        recovered(g->time, Reformed(g->record));
       }
     } else if (action == "cont") {
       recovered(f.time, "resumed");
@@ -326,6 +338,41 @@ nlohmann::json RunMonitor::FaultsWithReactions() const {
                                             e.record.value("global_batch", int64_t{0}))},
                    {"recovered", true},
                    {"recovered_seconds", std::max(0.0, e.time - train_start)}});
+  }
+  // Workers that failed on their own: not planned, but the user's run
+  // lived through them (or not) all the same.
+  for (const auto& e : own_failures_) {
+    const std::string who = e.record.value("worker", std::string("?"));
+    const pid_t pid = static_cast<pid_t>(e.record.value("pid", int64_t{0}));
+    nlohmann::json entry = {{"fault", who + " failed on its own (exit code " +
+                                          std::to_string(e.record.value("code", 0)) + ")"},
+                            {"action", "failed"},
+                            {"target", who},
+                            {"source", "unplanned"},
+                            {"at_seconds", e.time - start_},
+                            {"detail", e.record.value("why", std::string())},
+                            {"reaction", "none observed before the job ended"},
+                            {"recovered", false},
+                            {"recovered_seconds", nullptr}};
+    // The generation that dropped it: the first one without it after one
+    // with it (formed before its exit was reaped, when its connection went
+    // first, or after).
+    auto has = [&](const nlohmann::json& gen) {
+      for (const auto& [id, name] : gen["names"].items()) {
+        if (PidOfName(name.get<std::string>()) == pid) return true;
+      }
+      return false;
+    };
+    const Event* g = nullptr;
+    for (size_t i = 1; i < generations_.size() && !g; ++i) {
+      if (has(generations_[i - 1].record) && !has(generations_[i].record)) g = &generations_[i];
+    }
+    if (g) {
+      entry["reaction"] = Reformed(g->record);
+      entry["recovered"] = true;
+      entry["recovered_seconds"] = std::max(0.0, g->time - e.time);
+    }
+    out.push_back(std::move(entry));
   }
   for (const auto& who : injected_stragglers_) {
     if (std::find(listed.begin(), listed.end(), who) != listed.end()) continue;

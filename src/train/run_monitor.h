@@ -69,7 +69,9 @@ class RunMonitor {
 
   // summary.json's "faults": every fault with "reaction" and
   // "recovered_seconds" (null when the system had not recovered by the
-  // end), plus the straggler the job detected.
+  // end), plus the straggler the job detected, plus every worker that
+  // failed on its own (OnExit; "source": "unplanned"), which a user must
+  // not have to dig out of metrics.jsonl.
   nlohmann::json FaultsWithReactions() const;
   // Bytes the store recoveries reported moving (their "done" records).
   double RecoveryBytes() const;
@@ -104,6 +106,7 @@ class RunMonitor {
   std::vector<Event> faults_;       // the injector's "fault" records
   std::vector<Event> generations_;  // {"number", "members", "why", "names"}
   std::vector<Event> job_events_;   // straggler and recovery records
+  std::vector<Event> own_failures_;  // {"worker", "pid", "code", "why"}: OnExit's failures
   coord::WorkQueueCounts queue_;    // the last counts OnQueueCounts saw
 };
 

@@ -93,8 +93,9 @@ class Node;
 // of those operations inside our own progress loop. So dropping a region
 // whose key a live peer holds only hands it to the Node, which unregisters
 // (and, for Allocate()d memory, frees) it once every peer that was given
-// the key is gone; a region whose key no live peer holds is unregistered at
-// once. Memory passed to Register() belongs to the caller, who must keep it
+// the key is gone (lost, and its data endpoint closed: until then a put it
+// sent may still land); a region whose key no such peer holds is
+// unregistered at once. Memory passed to Register() belongs to the caller, who must keep it
 // alive as long as peers may access it.
 class MemoryRegion {
  public:
