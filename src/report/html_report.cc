@@ -69,14 +69,18 @@ std::string Headline(const RunRecord& r) {
     cards += Card("Wall time", DurationText(r.wall_seconds ? *r.wall_seconds : r.end_seconds), note);
   }
   {
-    size_t recovered = 0, known = 0;
+    size_t recovered = 0, known = 0, unplanned = 0;
     for (const FaultReaction& f : r.faults) {
       if (f.recovered) ++known, recovered += *f.recovered ? 1 : 0;
+      if (!f.planned) ++unplanned;
     }
     std::string note = known > 0 ? std::to_string(recovered) + " of " + std::to_string(known) + " recovered"
                                  : (r.faults.empty() ? "none injected" : "reactions not recorded");
-    cards += Card("Faults injected", std::to_string(r.faults.size()), note,
-                  known > 0 && recovered < known ? "warn" : "");
+    // A worker that failed on its own is not an injected fault, but the
+    // headline must not hide it.
+    if (unplanned > 0) note += "; " + std::to_string(unplanned) + " worker failure" + (unplanned == 1 ? "" : "s") + " nobody planned";
+    cards += Card("Faults injected", std::to_string(r.faults.size() - unplanned), note,
+                  (known > 0 && recovered < known) || unplanned > 0 ? "warn" : "");
   }
   if (r.cost) {
     cards += Card("Cost", MoneyText(r.cost->total, r.cost->currency), "at the price table's rates");

@@ -65,6 +65,20 @@ TEST(HtmlReport, Headline) {
             std::string::npos);
   EXPECT_NE(html.find(">$0.0213</div>"), std::string::npos);
   EXPECT_EQ(html.find("The run did not finish"), std::string::npos);
+  // A worker that failed on its own is counted apart in the headline.
+  {
+    auto rec = LoadRunRecord(kFixture);
+    ASSERT_TRUE(rec.ok()) << rec.status().ToString();
+    FaultReaction own;
+    own.fault = "worker 2 failed on its own (exit code 134)";
+    own.reaction = "the other 3 workers re-formed as generation 3 and went on (rank 2 lost)";
+    own.recovered = true;
+    own.planned = false;
+    rec->faults.push_back(own);
+    EXPECT_NE(RenderReportHtml(*rec).find("Faults injected</div><div class=\"value warn\">4</div><div class=\"note\">5 of 5 "
+                                          "recovered; 1 worker failure nobody planned"),
+              std::string::npos);
+  }
   // The faults table: reaction and time to recover.
   EXPECT_NE(html.find("<td>kill worker 1 at step 370</td><td class=\"num\">1:15</td><td>the job re-formed without "
                       "worker 1 (generation 2); its share moved to workers 0, 2, 3</td><td class=\"num\">1.20 s</td>"),

@@ -247,6 +247,7 @@ void ReadFaults(const json& summary, const std::vector<Record>& records, RunReco
       fr.reaction = Text(f, "reaction");
       fr.recovered_seconds = Number(f, "recovered_seconds");
       fr.recovered = Flag(f, "recovered");
+      fr.planned = Text(f, "source") != "unplanned";
       rec.faults.push_back(std::move(fr));
     }
     return;

@@ -204,6 +204,22 @@ TEST(RunRecord, WithoutReference) {
   EXPECT_EQ(bare.final_test_accuracy, 0.5);
 }
 
+TEST(RunRecord, AWorkerThatFailedOnItsOwnIsAnUnplannedFault) {
+  RunFiles f = FixtureFiles();
+  f.summary = R"json({"faults": [
+    {"fault": "kill worker 1", "action": "kill", "target": "worker 1", "source": "faults[0]", "recovered": true},
+    {"fault": "worker 2 failed on its own (exit code 134)", "action": "failed", "target": "worker 2",
+     "source": "unplanned", "reaction": "the other 2 workers re-formed as generation 3 and went on (rank 2 lost)",
+     "recovered": true, "recovered_seconds": 0.5}]})json";
+  ASSERT_OK_AND_ASSIGN(RunRecord r, ParseRunRecord(f));
+  ASSERT_EQ(r.faults.size(), 2u);
+  EXPECT_TRUE(r.faults[0].planned);
+  EXPECT_FALSE(r.faults[1].planned);
+  EXPECT_EQ(r.faults[1].fault, "worker 2 failed on its own (exit code 134)");
+  EXPECT_EQ(r.faults[1].target, "worker 2");
+  EXPECT_EQ(r.faults[1].recovered_seconds, 0.5);
+}
+
 TEST(RunRecord, ReferenceAccuracyFromTheReferenceRunWhenTheSummaryLacksIt) {
   RunFiles f = FixtureFiles();
   f.summary = "{\"mode\": \"sync\"}";

@@ -75,6 +75,7 @@ struct FaultReaction {
   std::string reaction;  // "" when not recorded
   std::optional<double> recovered_seconds;
   std::optional<bool> recovered;
+  bool planned = true;   // false: a worker that failed on its own ("source": "unplanned")
 };
 
 struct CostRecord {
