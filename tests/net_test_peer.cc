@@ -8,6 +8,8 @@
 //                               with the bytes (or "error: ...")
 //   kFlood "<count> <size>"  -> sends `count` kFloodItem messages of `size` bytes (the first 8 hold the index,
 //                               decimal, zero-padded), then kFloodDone; stops at the first failed send
+//   kPutForever <region>     -> imports the sender's region and puts 'p' bytes over all of it, again and
+//                               again, until a put fails (the tests SIGKILL it meanwhile)
 //   kExit                    -> exits 0
 // It exits by itself after 120 s without messages, so a crashed test
 // never leaves it behind.
@@ -116,6 +118,18 @@ int main(int argc, char** argv) {
       case testproto::kFlood:
         Flood(**node, msg->from, msg->payload, Deadline::After(std::chrono::seconds(30)));
         break;
+      case testproto::kPutForever: {
+        auto d = DecodeRegion(msg->payload, "test client");
+        if (!d.ok()) break;
+        auto remote = (*node)->Import(msg->from, RegionDescriptor{d->address, d->length, d->rkey});
+        if (!remote.ok()) break;
+        std::string bytes(d->length, 'p');
+        while (true) {
+          Op put = (*node)->Put(bytes.data(), bytes.size(), *remote, 0);
+          if (!(*node)->Wait(put, Deadline::After(std::chrono::seconds(10))).ok()) break;
+        }
+        break;
+      }
       case testproto::kExit:
         return 0;
       default:

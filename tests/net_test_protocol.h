@@ -23,8 +23,9 @@ enum Kind : uint32_t {
   kFlood = net::kFirstTestKind + 10,
   kFloodItem = net::kFirstTestKind + 11,
   kFloodDone = net::kFirstTestKind + 12,
+  kPutForever = net::kFirstTestKind + 13,
 };
-static_assert(kFloodDone <= net::kLastTestKind);
+static_assert(kPutForever <= net::kLastTestKind);
 
 // The first 8 bytes of flood item `i`: its index, decimal, zero-padded.
 inline std::string FloodIndex(size_t i) {

@@ -37,6 +37,7 @@ void Node::Impl::Progress() {
     HandleFrame(f);
     ++events;
   }
+  if (!flush_answers.empty()) SendFlushAnswers();
   CheckPeers();
   CloseEndpoints();
   SweepGraveyard();
@@ -101,7 +102,7 @@ Node::~Node() {
   for (auto& s : impl_->pending_sends) ucp_request_free(s.request);
   for (void* r : impl_->closing) ucp_request_free(r);
   for (auto& [r, peer] : impl_->closing_data) ucp_request_free(r);
-  for (auto& r : impl_->graveyard) ucp_mem_unmap(impl_->context, r.memh);  // every peer is closed now
+  for (auto& r : impl_->graveyard) ucp_mem_unmap(impl_->context, r.memh);  // no data-plane handler runs any more
   if (impl_->worker) ucp_worker_destroy(impl_->worker);
   if (impl_->context) ucp_cleanup(impl_->context);
   if (impl_->ctrl_worker) ucp_worker_destroy(impl_->ctrl_worker);
@@ -119,6 +120,10 @@ Result<std::unique_ptr<Node>> Node::Create(NodeOptions options) {
   }
   std::unique_ptr<Node> node(new Node(options));
   Impl& im = *node->impl_;
+  // TENAX_TCP_PUTS=ucx: UCX's own emulated puts, for comparison (bench
+  // transport); they have the abort Impl::message_rma avoids.
+  const char* tcp_puts = std::getenv("TENAX_TCP_PUTS");
+  im.message_rma = options.transports == "tcp" && !(tcp_puts && std::string(tcp_puts) == "ucx");
 
   // One context + worker per plane (see Impl).
   auto start = [&](const std::string& transports, ucp_context_h* context, ucp_worker_h* worker) -> Status {
@@ -172,7 +177,10 @@ Result<std::unique_ptr<Node>> Node::Create(NodeOptions options) {
     ucp_worker_release_address(im.worker, addr);
   }
   for (auto [id, cb] : {std::pair<uint16_t, ucp_am_recv_callback_t>{kControlAm, &Impl::OnControlAm},
-                        std::pair<uint16_t, ucp_am_recv_callback_t>{kBulkAm, &Impl::OnBulkAm}}) {
+                        std::pair<uint16_t, ucp_am_recv_callback_t>{kBulkAm, &Impl::OnBulkAm},
+                        std::pair<uint16_t, ucp_am_recv_callback_t>{kPutAm, &Impl::OnPutAm},
+                        std::pair<uint16_t, ucp_am_recv_callback_t>{kFlushAm, &Impl::OnFlushAm},
+                        std::pair<uint16_t, ucp_am_recv_callback_t>{kFlushAckAm, &Impl::OnFlushAckAm}}) {
     ucp_am_handler_param_t hp{};
     hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
                     UCP_AM_HANDLER_PARAM_FIELD_FLAGS;

@@ -2,6 +2,7 @@
 // graveyard of dropped regions), remote regions, one-sided put/get, fences,
 // flushes, waits and link emulation.
 #include <algorithm>
+#include <cstring>
 
 #include "node_internal.h"
 
@@ -91,6 +92,146 @@ Status Node::Impl::CreateDataEp(PeerState& p, const std::string& address) {
   return Status::Ok();
 }
 
+// ------------------------------------------------- message RMA (TCP peers)
+
+namespace {
+
+// Frees a message's bytes (header or payload) once UCX is done with them.
+void FreeAfterSend(void* request, ucs_status_t, void* user_data) {
+  delete static_cast<std::string*>(user_data);
+  (void)request;
+}
+
+}  // namespace
+
+PeerId Node::Impl::DataPeerOf(const ucp_am_recv_param_t* param) const {
+  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) return 0;
+  auto it = by_data_ep.find(param->reply_ep);
+  return it == by_data_ep.end() ? 0 : it->second;
+}
+
+bool Node::Impl::SharedRange(PeerId peer, uint64_t address, size_t length) const {
+  auto inside = [&](ucp_mem_h memh) {
+    auto s = spans.find(memh);
+    return s != spans.end() && address >= s->second.first && length <= s->second.second &&
+           address - s->second.first <= s->second.second - length;
+  };
+  for (const auto& [memh, holders] : key_holders) {
+    if (std::find(holders.begin(), holders.end(), peer) != holders.end() && inside(memh)) return true;
+  }
+  for (const Retired& r : graveyard) {
+    if (std::find(r.peers.begin(), r.peers.end(), peer) != r.peers.end() && inside(r.memh)) return true;
+  }
+  return false;
+}
+
+ucs_status_ptr_t Node::Impl::SendPut(PeerState& p, const void* local, size_t size, uint64_t address) {
+  // Pieces of at most kPutPiece bytes, each one eager message of one
+  // fragment (UCX_TCP_*_SEG_SIZE is 512 KiB): the receiver copies each
+  // straight from UCX's receive buffer. One message for the whole put would
+  // be reassembled in a fresh buffer first, 5-8x slower for 64 MiB.
+  constexpr size_t kPutPiece = 256 << 10;
+  const auto* bytes = static_cast<const uint8_t*>(local);
+  ucs_status_ptr_t last = nullptr;
+  size_t off = 0;
+  do {
+    const size_t n = std::min(kPutPiece, size - off);
+    auto* header = new std::string(sizeof(PutHeader), '\0');
+    PutHeader h;
+    h.address = address + off;
+    std::memcpy(header->data(), &h, sizeof h);
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    // Eager only: a rendezvous message lands after later eager ones, and a
+    // signal must never overtake its data (Fence relies on the order).
+    param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
+    param.cb.send = FreeAfterSend;
+    param.user_data = header;
+    ucs_status_ptr_t req = ucp_am_send_nbx(p.data_ep, kPutAm, header->data(), header->size(), bytes + off, n, &param);
+    if (!UCS_PTR_IS_PTR(req)) delete header;  // done (or failed) at once: no callback
+    if (UCS_PTR_IS_ERR(req)) {
+      if (UCS_PTR_IS_PTR(last)) ucp_request_free(last);
+      return req;
+    }
+    // Sends on one endpoint complete in order: the last piece's request
+    // stands for the whole put.
+    if (UCS_PTR_IS_PTR(last)) ucp_request_free(last);
+    last = req;
+    off += n;
+  } while (off < size);
+  return last;
+}
+
+bool Node::Impl::SendDataAm(PeerState& p, uint16_t am_id, std::string bytes) {
+  if (!p.data_ep) return false;
+  auto* payload = new std::string(std::move(bytes));
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
+  param.cb.send = FreeAfterSend;
+  param.user_data = payload;
+  ucs_status_ptr_t req = ucp_am_send_nbx(p.data_ep, am_id, nullptr, 0, payload->data(), payload->size(), &param);
+  if (!UCS_PTR_IS_PTR(req)) {
+    delete payload;
+    return !UCS_PTR_IS_ERR(req);
+  }
+  ucp_request_free(req);  // completes (and frees the payload) in the background
+  return true;
+}
+
+void Node::Impl::SendFlushAnswers() {
+  std::vector<std::pair<PeerId, uint64_t>> answers;
+  answers.swap(flush_answers);
+  for (const auto& [peer, token] : answers) {
+    PeerState* p = Find(peer);
+    if (!p || p->phase != Phase::kReady) continue;  // gone: its flush fails on its side
+    (void)SendDataAm(*p, kFlushAckAm, std::string(reinterpret_cast<const char*>(&token), sizeof token));
+  }
+}
+
+ucs_status_t Node::Impl::OnPutAm(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                                 const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Impl*>(arg);
+  const PeerId peer = self->DataPeerOf(param);
+  if (peer == 0) return UCS_OK;  // unattributable (a peer already lost): drop
+  PutHeader h;
+  if (header_length != sizeof h || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+    self->LosePeer(peer, ProtocolError("malformed put message"), true);
+    return UCS_OK;
+  }
+  std::memcpy(&h, header, sizeof h);
+  if (!self->SharedRange(peer, h.address, length)) {
+    self->LosePeer(peer,
+                   ProtocolError("put of " + std::to_string(length) + " bytes outside every region shared with it"),
+                   true);
+    return UCS_OK;
+  }
+  if (length > 0) std::memcpy(reinterpret_cast<void*>(h.address), data, length);
+  return UCS_OK;
+}
+
+ucs_status_t Node::Impl::OnFlushAm(void* arg, const void*, size_t, void* data, size_t length,
+                                   const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Impl*>(arg);
+  const PeerId peer = self->DataPeerOf(param);
+  uint64_t token = 0;
+  if (peer == 0 || length != sizeof token || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
+  std::memcpy(&token, data, sizeof token);
+  self->flush_answers.emplace_back(peer, token);  // answered from Progress, not from this handler
+  return UCS_OK;
+}
+
+ucs_status_t Node::Impl::OnFlushAckAm(void* arg, const void*, size_t, void* data, size_t length,
+                                      const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<Impl*>(arg);
+  const PeerId peer = self->DataPeerOf(param);
+  uint64_t token = 0;
+  if (peer == 0 || length != sizeof token || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
+  std::memcpy(&token, data, sizeof token);
+  if (PeerState* p = self->Find(peer)) p->flush_answered = std::max(p->flush_answered, token);
+  return UCS_OK;
+}
+
 // ---------------------------------------------------------------- regions
 
 void Node::Impl::Retire(ucp_mem_h memh) {
@@ -102,6 +243,7 @@ void Node::Impl::Retire(ucp_mem_h memh) {
     key_holders.erase(it);
   }
   if (r.peers.empty()) {
+    spans.erase(memh);
     ucp_mem_unmap(context, memh);
   } else {
     graveyard.push_back(std::move(r));
@@ -115,6 +257,7 @@ void Node::Impl::SweepGraveyard() {
     if (live) {
       ++i;
     } else {
+      spans.erase(graveyard[i].memh);
       ucp_mem_unmap(context, graveyard[i].memh);
       graveyard[i] = std::move(graveyard.back());
       graveyard.pop_back();
@@ -152,6 +295,7 @@ Result<MemoryRegion> Node::MapRegion(void* data, size_t size, bool allocate) {
   if (ucs_status_t s = ucp_mem_query(memh, &attr); s != UCS_OK) return Internal("mem query: " + UcxError(s));
   r.data_ = static_cast<uint8_t*>(attr.address);
   r.size_ = size;
+  impl_->spans[memh] = {reinterpret_cast<uint64_t>(r.data_), size};
   void* rkey = nullptr;
   size_t rkey_size = 0;
   if (ucs_status_t s = ucp_rkey_pack(impl_->context, memh, &rkey, &rkey_size); s != UCS_OK) {
@@ -244,8 +388,12 @@ Op Node::Rma(bool put, void* local, size_t size, const RemoteRegion& remote, siz
   auto rkey = static_cast<ucp_rkey_h>(remote.rkey_);
   for (int i = 0; i < transmissions; ++i) {  // lost transmissions really move the bytes again
     if (req && !UCS_PTR_IS_ERR(req)) ucp_request_free(req);
-    req = put ? ucp_put_nbx(p.data_ep, local, size, remote.address() + remote_offset, rkey, &param)
-              : ucp_get_nbx(p.data_ep, local, size, remote.address() + remote_offset, rkey, &param);
+    if (put && impl_->message_rma) {
+      req = impl_->SendPut(p, local, size, remote.address() + remote_offset);
+    } else {
+      req = put ? ucp_put_nbx(p.data_ep, local, size, remote.address() + remote_offset, rkey, &param)
+                : ucp_get_nbx(p.data_ep, local, size, remote.address() + remote_offset, rkey, &param);
+    }
   }
   if (UCS_PTR_IS_ERR(req)) {
     op.status_ = PeerLost("peer " + p.Label() + ": " + what + " failed: " + UcxError(UCS_PTR_STATUS(req)));
@@ -257,6 +405,7 @@ Op Node::Rma(bool put, void* local, size_t size, const RemoteRegion& remote, siz
 
 Status Node::Fence(PeerId peer) {
   TENAX_RETURN_IF_ERROR(impl_->PeerUsable(peer));
+  if (impl_->message_rma) return Status::Ok();  // eager messages on one endpoint are applied in order
   ucs_status_t s = ucp_worker_fence(impl_->worker);
   return s == UCS_OK ? Status::Ok() : Internal("fence: " + UcxError(s));
 }
@@ -303,6 +452,22 @@ Status Node::WaitAll(std::vector<Op>& ops, Deadline deadline) {
 Status Node::Flush(PeerId peer, Deadline deadline) {
   TENAX_RETURN_IF_ERROR(impl_->PeerUsable(peer));
   PeerState& p = impl_->peers[peer];
+  if (impl_->message_rma) {
+    // A token after the puts: the peer answers it once it has applied
+    // every earlier message from us (they are handled in order).
+    const uint64_t token = ++p.flush_sent;
+    if (!impl_->SendDataAm(p, kFlushAm, std::string(reinterpret_cast<const char*>(&token), sizeof token))) {
+      return PeerLost("peer " + p.Label() + ": flush request not sent");
+    }
+    while (true) {
+      PeerState* q = impl_->Find(peer);
+      if (!q) return NotFound("unknown peer " + std::to_string(peer));
+      if (q->flush_answered >= token) return Status::Ok();
+      if (q->phase == Phase::kLost) return q->lost;
+      if (deadline.Expired()) return DeadlineExceeded("flush of peer " + q->Label() + " not answered before the deadline");
+      impl_->Progress();
+    }
+  }
   ucp_request_param_t param{};
   ucs_status_ptr_t req = ucp_ep_flush_nbx(p.data_ep, &param);  // one-sided traffic rides the data endpoint
   Op op;

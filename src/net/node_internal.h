@@ -28,6 +28,16 @@ namespace tenax::net {
 
 inline constexpr uint16_t kControlAm = 1;
 inline constexpr uint16_t kBulkAm = 2;
+// One-sided traffic to TCP peers, carried as our own active messages
+// (Impl::message_rma): a put (header PutHeader, payload the bytes), a flush
+// request and its answer (payload: the token).
+inline constexpr uint16_t kPutAm = 3;
+inline constexpr uint16_t kFlushAm = 4;
+inline constexpr uint16_t kFlushAckAm = 5;
+
+struct PutHeader {
+  uint64_t address = 0;  // where the bytes go in the receiver's memory
+};
 
 inline std::string UcxError(ucs_status_t s) { return ucs_status_string(s); }
 
@@ -58,6 +68,9 @@ struct PeerState {
   // peer sent may still be written into our memory (software puts over TCP
   // are applied by our progress), so regions it holds keys to stay mapped.
   bool data_closing = false;
+  // Message RMA (Impl::message_rma): flush tokens sent to it and answered.
+  uint64_t flush_sent = 0;
+  uint64_t flush_answered = 0;
   std::optional<LinkShaper> shaper;
   // Its control messages queued and not yet read (bounded by NodeOptions).
   size_t unread_messages = 0;
@@ -140,6 +153,20 @@ struct Node::Impl {
     std::vector<PeerId> peers;
   };
   std::vector<Retired> graveyard;
+  // Where each registered region lives, for checking a message put's range.
+  std::unordered_map<ucp_mem_h, std::pair<uint64_t, size_t>> spans;
+
+  // Over TCP, UCX emulates put with messages whose handler answers the
+  // putter through the endpoint the put names; when that endpoint has
+  // failed (the putter was SIGKILLed, its RST already here) the answer
+  // fails and UCX 1.13 aborts the process (ucs_fatal "unexpected error" in
+  // ucp_rma_sw_send_cmpl). So with transports "tcp", puts travel as our own
+  // eager active messages (kPutAm), applied in order by OnPutAm after their
+  // range is checked against the regions shared with the sender, and Flush
+  // is a token answered from Progress (never from a UCX handler). Gets still
+  // use UCX's emulation.
+  bool message_rma = false;
+  std::vector<std::pair<PeerId, uint64_t>> flush_answers;  // to send from Progress
 
   // --- node.cc: the progress loop ---
   void Progress();
@@ -213,6 +240,22 @@ struct Node::Impl {
     PeerState* p = Find(id);
     return p && (p->phase != Phase::kLost || p->data_closing);
   }
+  // Message RMA: the region shared with `peer` that holds [address,
+  // address + length), if any.
+  bool SharedRange(PeerId peer, uint64_t address, size_t length) const;
+  // Sends a small message on the peer's data endpoint; the bytes live until
+  // UCX is done with them. False if the send failed at once.
+  bool SendDataAm(PeerState& p, uint16_t am_id, std::string bytes);
+  // A put as a kPutAm message (eager); the request, null or an error.
+  ucs_status_ptr_t SendPut(PeerState& p, const void* local, size_t size, uint64_t address);
+  void SendFlushAnswers();
+  static ucs_status_t OnPutAm(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                              const ucp_am_recv_param_t* param);
+  static ucs_status_t OnFlushAm(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                                const ucp_am_recv_param_t* param);
+  static ucs_status_t OnFlushAckAm(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                                   const ucp_am_recv_param_t* param);
+  PeerId DataPeerOf(const ucp_am_recv_param_t* param) const;
   // Queues the peer's data endpoint for a (flushing) close.
   void CloseDataEp(PeerState& p);
   // Frees finished data endpoint closes and clears their peers' data_closing.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstring>
 #include <random>
 
 #include "net_test_protocol.h"
@@ -303,7 +304,11 @@ TEST_P(TransportTest, DroppedRegionStaysRegisteredOnlyForPeersGivenItsKey) {
   EXPECT_EQ(after_drop, expected);
 
   node->Disconnect(holder, Deadline::After(10s));
-  // Unregistered with its holder gone, although the other peer is still connected.
+  // Unregistered with its holder gone (once its data endpoint has closed: a
+  // put it sent may land until then), although the other peer is still
+  // connected.
+  const Deadline closed = Deadline::After(10s);
+  while (node->RegisteredRegions() != 0 && !closed.Expired()) node->Progress();
   EXPECT_EQ(node->RegisteredRegions(), 0u);
   EXPECT_TRUE(node->PeerStatus(other).ok());
   // A key is only handed to a usable peer.
@@ -521,6 +526,46 @@ TEST_P(TransportTest, LiarsAndMalformedFramesAreRefusedWhileOthersAreServed) {
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
                          ::testing::Values(TransportParam{"shm", ""}, TransportParam{"tcp", "tcp"}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace tenax::net
+
+namespace tenax::net {
+namespace {
+
+// A peer SIGKILLed while it puts into us must cost us nothing but that
+// peer. Over TCP, UCX 1.13 emulates puts with messages it answers through
+// the putter's endpoint; once the dead putter's RST had arrived that answer
+// failed and UCX aborted *this* process (a killed worker took its ring
+// successor with it). Puts to TCP peers are now our own messages; this
+// kills a putting peer at 30 different moments and checks each time that
+// its puts had landed and that it is seen lost.
+TEST_P(TransportTest, APeerKilledWhilePuttingIntoUsCostsUsOnlyThatPeer) {
+  constexpr size_t kSize = 4 << 20;
+  for (int i = 0; i < 30; ++i) {
+    SCOPED_TRACE("kill " + std::to_string(i));
+    Session s = ConnectToNewPeer();
+    ASSERT_TRUE(s.status.ok()) << s.status.ToString();
+    ASSERT_RESULT(MemoryRegion target, s.node->Allocate(kSize));
+    std::memset(target.data(), 0, kSize);
+    ASSERT_RESULT(const RegionDescriptor key, s.node->Share(target, s.peer));
+    ASSERT_TRUE(s.node->SendControl(s.peer, testproto::kPutForever, EncodeRegion(key.address, key.length, key.rkey),
+                                    Deadline::After(10s))
+                    .ok());
+    // Its puts land (the whole region, first and last byte)...
+    const Deadline landed = Deadline::After(20s);
+    while ((target.data()[0] != 'p' || target.data()[kSize - 1] != 'p') && !landed.Expired()) s.node->Progress();
+    ASSERT_EQ(target.data()[0], 'p');
+    ASSERT_EQ(target.data()[kSize - 1], 'p');
+    // ...and go on while we wait a different while each round, then it dies.
+    const auto kill_at = std::chrono::steady_clock::now() + std::chrono::microseconds(700 * i);
+    while (std::chrono::steady_clock::now() < kill_at) s.node->Progress();
+    s.child->Signal(SIGKILL);
+    const Deadline lost = Deadline::After(20s);
+    while (s.node->PeerStatus(s.peer).ok() && !lost.Expired()) s.node->Progress();
+    EXPECT_FALSE(s.node->PeerStatus(s.peer).ok()) << "the killed peer was never seen lost";
+  }
+}
 
 }  // namespace
 }  // namespace tenax::net

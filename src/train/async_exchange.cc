@@ -312,8 +312,12 @@ Status AsyncExchange::Deliver(int64_t steps_done) {
     }
     ShardView& v = it->second;
     net::Op put = node_.Put(flat_.data() + v.offset, v.count * sizeof(float), v.staging, 0);
-    if (Status st = node_.Wait(put, deadline); !st.ok()) {
-      spdlog::warn("{}: putting unit {} into shard {} failed: {}", o_.worker, unit_.unit(), s, st.message());
+    Status landed = node_.Wait(put, deadline);
+    // Landed at the shard before it hears of it (a put's completion is
+    // local; over TCP the bytes may still be on their way).
+    if (landed.ok()) landed = node_.Flush(v.peer, deadline);
+    if (!landed.ok()) {
+      spdlog::warn("{}: putting unit {} into shard {} failed: {}", o_.worker, unit_.unit(), s, landed.message());
       continue;
     }
     wire::ResultReady r;
