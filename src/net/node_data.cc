@@ -210,25 +210,30 @@ ucs_status_t Node::Impl::OnPutAm(void* arg, const void* header, size_t header_le
   return UCS_OK;
 }
 
+// A flush message's sender and token, if well formed.
+std::optional<std::pair<PeerId, uint64_t>> Node::Impl::FlushTokenOf(const void* data, size_t length,
+                                                                    const ucp_am_recv_param_t* param) const {
+  const PeerId peer = DataPeerOf(param);
+  uint64_t token = 0;
+  if (peer == 0 || length != sizeof token || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return std::nullopt;
+  std::memcpy(&token, data, sizeof token);
+  return std::make_pair(peer, token);
+}
+
 ucs_status_t Node::Impl::OnFlushAm(void* arg, const void*, size_t, void* data, size_t length,
                                    const ucp_am_recv_param_t* param) {
   auto* self = static_cast<Impl*>(arg);
-  const PeerId peer = self->DataPeerOf(param);
-  uint64_t token = 0;
-  if (peer == 0 || length != sizeof token || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
-  std::memcpy(&token, data, sizeof token);
-  self->flush_answers.emplace_back(peer, token);  // answered from Progress, not from this handler
+  // Answered from Progress, not from this handler.
+  if (auto t = self->FlushTokenOf(data, length, param)) self->flush_answers.push_back(*t);
   return UCS_OK;
 }
 
 ucs_status_t Node::Impl::OnFlushAckAm(void* arg, const void*, size_t, void* data, size_t length,
                                       const ucp_am_recv_param_t* param) {
   auto* self = static_cast<Impl*>(arg);
-  const PeerId peer = self->DataPeerOf(param);
-  uint64_t token = 0;
-  if (peer == 0 || length != sizeof token || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
-  std::memcpy(&token, data, sizeof token);
-  if (PeerState* p = self->Find(peer)) p->flush_answered = std::max(p->flush_answered, token);
+  if (auto t = self->FlushTokenOf(data, length, param)) {
+    if (PeerState* p = self->Find(t->first)) p->flush_answered = std::max(p->flush_answered, t->second);
+  }
   return UCS_OK;
 }
 

@@ -256,6 +256,8 @@ struct Node::Impl {
   static ucs_status_t OnFlushAckAm(void* arg, const void* header, size_t header_length, void* data, size_t length,
                                    const ucp_am_recv_param_t* param);
   PeerId DataPeerOf(const ucp_am_recv_param_t* param) const;
+  std::optional<std::pair<PeerId, uint64_t>> FlushTokenOf(const void* data, size_t length,
+                                                          const ucp_am_recv_param_t* param) const;
   // Queues the peer's data endpoint for a (flushing) close.
   void CloseDataEp(PeerState& p);
   // Frees finished data endpoint closes and clears their peers' data_closing.
