@@ -33,6 +33,14 @@ pid_t PidOfName(const std::string& name) {
   return slash == std::string::npos ? 0 : static_cast<pid_t>(std::atoll(name.c_str() + slash + 1));
 }
 
+// Whether a generation record ({"names": {id: "host/pid"}}) lists `pid`.
+bool HasMember(const nlohmann::json& generation, pid_t pid) {
+  for (const auto& [id, name] : generation["names"].items()) {
+    if (PidOfName(name.get<std::string>()) == pid) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 RunMonitor::RunMonitor(std::string metrics_path, Callbacks callbacks, std::vector<std::string> injected_stragglers)
@@ -286,24 +294,14 @@ nlohmann::json RunMonitor::FaultsWithReactions() const {
       }
     } else if (action == "restart") {
       const pid_t pid = static_cast<pid_t>(r.value("pid", int64_t{0}));
-      const Event* g = first_generation_after(f.time, [&](const nlohmann::json& gen) {
-        for (const auto& [id, name] : gen["names"].items()) {
-          if (PidOfName(name.get<std::string>()) == pid) return true;
-        }
-        return false;
-      });
+      const Event* g = first_generation_after(f.time, [&](const nlohmann::json& gen) { return HasMember(gen, pid); });
       if (g) {
         recovered(g->time, fmt::format("{} joined generation {} and copied the model from a live peer", target,
                                        g->record.value("number", 0)));
       }
     } else if (action == "kill" || action == "preempt" || action == "stop") {
       const pid_t pid = static_cast<pid_t>(r.value("pid", int64_t{0}));
-      const Event* g = first_generation_after(f.time, [&](const nlohmann::json& gen) {
-        for (const auto& [id, name] : gen["names"].items()) {
-          if (PidOfName(name.get<std::string>()) == pid) return false;
-        }
-        return true;
-      });
+      const Event* g = first_generation_after(f.time, [&](const nlohmann::json& gen) { return !HasMember(gen, pid); });
       if (g) {
         recovered(g->time, Reformed(g->record));
       }
@@ -357,15 +355,9 @@ nlohmann::json RunMonitor::FaultsWithReactions() const {
     // The generation that dropped it: the first one without it after one
     // with it (formed before its exit was reaped, when its connection went
     // first, or after).
-    auto has = [&](const nlohmann::json& gen) {
-      for (const auto& [id, name] : gen["names"].items()) {
-        if (PidOfName(name.get<std::string>()) == pid) return true;
-      }
-      return false;
-    };
     const Event* g = nullptr;
     for (size_t i = 1; i < generations_.size() && !g; ++i) {
-      if (has(generations_[i - 1].record) && !has(generations_[i].record)) g = &generations_[i];
+      if (HasMember(generations_[i - 1].record, pid) && !HasMember(generations_[i].record, pid)) g = &generations_[i];
     }
     if (g) {
       entry["reaction"] = Reformed(g->record);
