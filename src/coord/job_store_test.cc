@@ -48,15 +48,20 @@ TEST(JobStore, ANewJobStartsJoiningAtGenerationZero) {
   EXPECT_TRUE(members->empty());
 }
 
+// Joined member `rank` on the `host`-th test host (host-a/11 at 10.0.0.1:40001, ...).
+MemberRecord Joined(int rank, int host) {
+  const char letter = static_cast<char>('a' + host);
+  return {rank, std::string("host-") + letter + "/" + std::to_string(11 * (host + 1)), "10.0.0." + std::to_string(host + 1),
+          static_cast<uint16_t>(40001 + host), MemberState::kJoined, 5 + host};
+}
+
 // Every membership change is a row: a restarted coordinator reads back each
 // generation with its members, oldest first; writing a number again (a
 // coordinator restarted mid-change) replaces that generation's members.
 TEST(JobStore, GenerationsAreRowsThatAReopenedFileReadsBack) {
   ScratchDir dir;
   const std::string path = dir / "state.db";
-  const MemberRecord a{0, "host-a/11", "10.0.0.1", 40001, MemberState::kJoined, 5};
-  const MemberRecord b{1, "host-b/22", "10.0.0.2", 40002, MemberState::kJoined, 6};
-  const MemberRecord c{2, "host-c/33", "10.0.0.3", 40003, MemberState::kJoined, 7};
+  const MemberRecord a = Joined(0, 0), b = Joined(1, 1), c = Joined(2, 2);
   const GenerationRecord first{1, 0, "all 3 workers joined", {a, b, c}};
   const GenerationRecord second{2, 118, "rank 1 lost: silent for 2000 ms", {a, c}};
   {
@@ -78,9 +83,7 @@ TEST(JobStore, GenerationsAreRowsThatAReopenedFileReadsBack) {
 TEST(JobStore, TheStableGenerationComesBackWithTheJobAndABadOneIsNamed) {
   ScratchDir dir;
   const std::string path = dir / "state.db";
-  const MemberRecord a{0, "host-a/11", "10.0.0.1", 40001, MemberState::kJoined, 5};
-  const MemberRecord b{1, "host-b/22", "10.0.0.2", 40002, MemberState::kJoined, 6};
-  const MemberRecord c{3, "host-c/33", "10.0.0.3", 40003, MemberState::kJoined, 7};
+  const MemberRecord a = Joined(0, 0), b = Joined(1, 1), c = Joined(3, 2);
   {
     auto store = OpenStore(path);
     ASSERT_NE(nullptr, store);
