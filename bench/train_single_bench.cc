@@ -3,6 +3,13 @@
 // batch size, data, optimizer and thread count, in the same run. Rounds
 // alternate tenax and PyTorch so drift on a noisy 2-core machine hits both.
 //
+// With accuracy seeds (5 by default in a full run, none with --quick unless
+// --accuracy-seeds says so), both sides also train --epochs whole epochs per
+// seed from scratch, each its own idiomatic way (tenax: its single mode;
+// PyTorch: the script's own seeded init and randperm), and report the test
+// accuracy on the whole test set: the mean over the same seeds must agree
+// within half a point (accuracy spreads about one point across seeds).
+//
 // tenax bench train-script: the same single-process training of a TorchScript
 // module (model.path) written by PyTorch from examples/own_model/make_model.py,
 // against the built-in module of the same architecture: what a user pays for
@@ -14,6 +21,7 @@
 #include <memory>
 
 #include "bench_common.h"
+#include "tenax/core/signals.h"
 #include "tenax/train/single_trainer.h"
 
 namespace tenax::bench {
@@ -26,30 +34,46 @@ struct TrainSingleArgs {
   int64_t threads = 0;
   int64_t steps = 0;  // 0 = 1000 with --quick, else 3000
   int64_t warmup_steps = 20;
+  int64_t accuracy_seeds = -1;  // -1 = 5 in a full run, 0 with --quick
+  int64_t epochs = 2;           // per accuracy seed
 };
 
 // One tenax training run; `model_path` (a TorchScript file) replaces the
 // built-in a.t.model when not empty.
-Result<double> RunTenaxRound(const TrainSingleArgs& a, int64_t threads, const std::string& out_dir,
-                             const std::string& model_path = "") {
+// `seed` > 0: an accuracy run (a.epochs whole epochs, the whole test set).
+Result<TrainOutcome> TrainTenax(const TrainSingleArgs& a, int64_t threads, const std::string& out_dir,
+                                const std::string& model_path, int64_t seed) {
   ConfigDoc doc;
   const std::string model = model_path.empty() ? "model.name=" + a.t.model : "model.path=" + model_path;
-  for (const std::string& kv : std::vector<std::string>{
-           model, "train.batch_size=" + std::to_string(a.t.batch_size),
-           "train.lr=" + fmt::format("{}", a.t.lr), "train.momentum=0.9", "train.threads=" + std::to_string(threads),
-           "train.max_steps=" + std::to_string(a.steps), "train.optimizer=sgd", "data.test_limit=1000",
-           "log.every_steps=100", "data.dir=" + a.t.data_dir}) {
-    TENAX_RETURN_IF_ERROR(doc.Override(kv));
+  std::vector<std::string> settings = {model,
+                                       "train.batch_size=" + std::to_string(a.t.batch_size),
+                                       "train.lr=" + fmt::format("{}", a.t.lr),
+                                       "train.momentum=0.9",
+                                       "train.threads=" + std::to_string(threads),
+                                       "train.optimizer=sgd",
+                                       "log.every_steps=100",
+                                       "data.dir=" + a.t.data_dir};
+  if (seed > 0) {
+    settings.insert(settings.end(), {"train.epochs=" + std::to_string(a.epochs), "train.seed=" + std::to_string(seed)});
+  } else {
+    settings.insert(settings.end(), {"train.max_steps=" + std::to_string(a.steps), "data.test_limit=1000"});
   }
+  for (const std::string& kv : settings) TENAX_RETURN_IF_ERROR(doc.Override(kv));
   TENAX_ASSIGN_OR_RETURN(TrainConfig config, ParseTrainConfig(doc));
   TrainRunOptions options;
   options.warmup_steps = a.warmup_steps;
-  TENAX_ASSIGN_OR_RETURN(TrainOutcome outcome, TrainSingle(config, doc, out_dir, options));
+  return TrainSingle(config, doc, out_dir, options);
+}
+
+Result<double> RunTenaxRound(const TrainSingleArgs& a, int64_t threads, const std::string& out_dir,
+                             const std::string& model_path = "") {
+  TENAX_ASSIGN_OR_RETURN(TrainOutcome outcome, TrainTenax(a, threads, out_dir, model_path, 0));
   return outcome.steady_samples_per_second;
 }
 
-Result<nlohmann::json> RunPytorchRound(const TrainSingleArgs& a, int64_t threads) {
-  const std::vector<std::string> argv = {a.t.python,       a.t.script,
+// `seed` > 0: an accuracy run, as TrainTenax's.
+Result<nlohmann::json> RunPytorchRound(const TrainSingleArgs& a, int64_t threads, int64_t seed = 0) {
+  std::vector<std::string> argv = {a.t.python,       a.t.script,
                                          "--model",        a.t.model,
                                          "--batch-size",   std::to_string(a.t.batch_size),
                                          "--lr",           fmt::format("{}", a.t.lr),
@@ -58,11 +82,12 @@ Result<nlohmann::json> RunPytorchRound(const TrainSingleArgs& a, int64_t threads
                                          "--steps",        std::to_string(a.steps),
                                          "--warmup-steps", std::to_string(a.warmup_steps),
                                          "--data",         a.t.data_dir};
+  if (seed > 0) argv.insert(argv.end(), {"--epochs", std::to_string(a.epochs), "--eval", "--seed", std::to_string(seed)});
   TENAX_ASSIGN_OR_RETURN(
       std::vector<std::string> lines,
       RunToEnd("PyTorch peer (" + a.t.script + ")", argv, Deadline::After(std::chrono::seconds(a.t.timeout_seconds))));
   for (auto& j : JsonObjectLines(lines)) {
-    if (j.contains("samples_per_second")) return j;
+    if (j.contains("samples_per_second") && (seed == 0 || j.contains("test_accuracy"))) return j;
   }
   return Internal("PyTorch peer printed no JSON result: " + (lines.empty() ? "" : lines[0].substr(0, 200)));
 }
@@ -71,10 +96,40 @@ Result<nlohmann::json> RunPytorchRound(const TrainSingleArgs& a, int64_t threads
 Status Prepare(TrainSingleArgs& a, const std::string& what_script) {
   if (a.steps == 0) a.steps = a.quick ? 1000 : 3000;
   if (a.t.rounds == 0) a.t.rounds = a.quick ? 3 : 5;
+  if (a.accuracy_seeds < 0) a.accuracy_seeds = a.quick ? 0 : 5;
   if (a.warmup_steps >= a.steps) return InvalidArgument("--warmup-steps must be below --steps");
   std::error_code ec;
   if (!std::filesystem::exists(a.t.script, ec)) return NotFound(a.t.script + ": " + what_script + " not found (--script)");
   return Status::Ok();
+}
+
+// Both sides' test accuracy after a.epochs epochs on seeds 1..accuracy_seeds,
+// alternating sides per seed; {} when no seed is asked for.
+Result<nlohmann::json> RunAccuracySeeds(const TrainSingleArgs& a, int64_t threads, const std::string& out_dir) {
+  if (a.accuracy_seeds == 0) return nlohmann::json::object();
+  std::vector<double> tenax, torch;
+  for (int64_t seed = 1; seed <= a.accuracy_seeds; ++seed) {
+    if (StopRequested()) return Cancelled("stopped by signal " + std::to_string(StopSignal()));
+    spdlog::info("accuracy seed {}/{}: tenax, {} epoch(s)", seed, a.accuracy_seeds, a.epochs);
+    TENAX_ASSIGN_OR_RETURN(TrainOutcome t, TrainTenax(a, threads, out_dir, "", seed));
+    tenax.push_back(t.final_test_accuracy);
+    spdlog::info("accuracy seed {}/{}: pytorch, {} epoch(s)", seed, a.accuracy_seeds, a.epochs);
+    TENAX_ASSIGN_OR_RETURN(nlohmann::json p, RunPytorchRound(a, threads, seed));
+    torch.push_back(p["test_accuracy"].get<double>());
+    spdlog::info("seed {}: test accuracy tenax {:.4f}, pytorch {:.4f}", seed, tenax.back(), torch.back());
+  }
+  auto mean = [](const std::vector<double>& v) {
+    double s = 0;
+    for (double x : v) s += x;
+    return s / static_cast<double>(v.size());
+  };
+  return nlohmann::json{{"epochs", a.epochs},
+                        {"seeds", a.accuracy_seeds},
+                        {"tenax_test_accuracy", tenax},
+                        {"pytorch_test_accuracy", torch},
+                        {"tenax_mean", mean(tenax)},
+                        {"pytorch_mean", mean(torch)},
+                        {"difference_points", 100.0 * (mean(tenax) - mean(torch))}};
 }
 
 Status RunTrainSingle(TrainSingleArgs a) {
@@ -91,8 +146,10 @@ Status RunTrainSingle(TrainSingleArgs a) {
                        return torch_info["samples_per_second"].get<double>();
                      }};
   TENAX_RETURN_IF_ERROR(RunAlternatingRounds(a.t.rounds, tenax, torch));
+  TENAX_ASSIGN_OR_RETURN(nlohmann::json accuracy, RunAccuracySeeds(a, threads, work.path()));
 
   nlohmann::json result = TrainingReport("train-single", a.quick, a.t, tenax, torch);
+  if (!accuracy.empty()) result["accuracy"] = accuracy;
   result.update({{"batch_size", a.t.batch_size},
                  {"threads", threads},
                  {"steps", a.steps},
@@ -104,6 +161,13 @@ Status RunTrainSingle(TrainSingleArgs a) {
   std::printf("%-28s %12.0f\n", "tenax (C++ libtorch)", tenax_median);
   std::printf("%-28s %12.0f\n", "pytorch (python3-torch)", torch_median);
   std::printf("%-28s %12.3f\n", "ratio tenax/pytorch", tenax_median / torch_median);
+  if (!accuracy.empty()) {
+    std::printf("test accuracy after %lld epoch(s), seeds 1..%lld: tenax %.4f, pytorch %.4f (mean), difference %+.2f "
+                "points (target: within 0.5)\n",
+                static_cast<long long>(a.epochs), static_cast<long long>(a.accuracy_seeds),
+                accuracy["tenax_mean"].get<double>(), accuracy["pytorch_mean"].get<double>(),
+                accuracy["difference_points"].get<double>());
+  }
   return WriteJsonReport(a.json_path, result);
 }
 
@@ -150,6 +214,15 @@ void AddSingleProcessFlags(CLI::App& cmd, TrainSingleArgs& a, const std::string&
   cmd.add_option("--warmup-steps", a.warmup_steps, "Steps excluded from the throughput")->capture_default_str();
 }
 
+// The accuracy half of train-single.
+void AddAccuracyFlags(CLI::App& cmd, TrainSingleArgs& a) {
+  cmd.add_option("--accuracy-seeds", a.accuracy_seeds,
+                 "Seeds 1..N on which both sides train --epochs epochs and report the test accuracy (default 5; 0 "
+                 "with --quick)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100}));
+  cmd.add_option("--epochs", a.epochs, "Epochs per accuracy seed")->check(CLI::Range(int64_t{1}, int64_t{100}))->capture_default_str();
+}
+
 }  // namespace
 
 void AddTrainSingleBenchmark(CLI::App& bench, int& exit_code) {
@@ -159,6 +232,7 @@ void AddTrainSingleBenchmark(CLI::App& bench, int& exit_code) {
       "Fewer steps and rounds (under 3 minutes)", a->quick, a->json_path, [a] { return RunTrainSingle(*a); },
       exit_code);
   AddSingleProcessFlags(*ts, *a, "The PyTorch peer script");
+  AddAccuracyFlags(*ts, *a);
 
   auto sa = std::make_shared<TrainSingleArgs>();
   sa->t.script = BenchFile("make_model.py");

@@ -236,7 +236,7 @@ TEST(CliTest, InterruptStopsCleanly) {
 TEST(CliTest, BenchTrainSingleWritesItsJson) {
   ScratchDir dir;
   auto r = RunProcess({TenaxBinary(), "bench", "train-single", "--model", "mlp", "--steps", "30", "--warmup-steps", "5",
-                       "--rounds", "1", "--json", dir / "bench.json"});
+                       "--rounds", "1", "--accuracy-seeds", "1", "--epochs", "1", "--json", dir / "bench.json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(testing::ReadText(dir / "bench.json"));
   for (const char* key : {"tenax_samples_per_second", "pytorch_samples_per_second", "ratio", "threads", "batch_size"}) {
@@ -247,6 +247,18 @@ TEST(CliTest, BenchTrainSingleWritesItsJson) {
   EXPECT_DOUBLE_EQ(j["ratio"].get<double>(),
                    j["tenax_samples_per_second"].get<double>() / j["pytorch_samples_per_second"].get<double>());
   EXPECT_NE(r.out.find("ratio tenax/pytorch"), std::string::npos);
+  // The accuracy half: one seed, one epoch of the mlp on the whole data,
+  // each side trained and evaluated on the whole test set.
+  ASSERT_TRUE(j.contains("accuracy")) << j.dump();
+  const auto& a = j["accuracy"];
+  const auto tenax = a["tenax_test_accuracy"].get<std::vector<double>>();
+  const auto torch = a["pytorch_test_accuracy"].get<std::vector<double>>();
+  ASSERT_EQ(tenax.size(), 1u);
+  ASSERT_EQ(torch.size(), 1u);
+  EXPECT_GT(tenax[0], 0.78);  // the mlp after one epoch: 0.85 in README's table
+  EXPECT_GT(torch[0], 0.78);
+  EXPECT_DOUBLE_EQ(a["difference_points"].get<double>(), 100.0 * (tenax[0] - torch[0]));
+  EXPECT_NE(r.out.find("test accuracy after 1 epoch(s), seeds 1..1"), std::string::npos) << r.out;
 }
 
 // The TorchScript comparison trains both modules: each side's rounds are

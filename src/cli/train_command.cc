@@ -17,6 +17,7 @@ struct TrainArgs {
   std::string config_path;
   std::string out_dir;
   std::vector<std::string> overrides;
+  std::string initial_model_path;
 };
 
 int RunTrain(const TrainArgs& args) {
@@ -35,6 +36,7 @@ int RunTrain(const TrainArgs& args) {
   ProgressRenderer renderer(StderrIsInteractive());
   TrainRunOptions options;
   options.on_progress = [&renderer](const TrainProgress& p) { renderer(p); };
+  options.initial_model_path = args.initial_model_path;
   auto outcome = TrainSingle(*config, *doc, args.out_dir, options);
   renderer.Finish();
   if (!outcome.ok()) return ReportError("train", outcome.status());
@@ -60,6 +62,10 @@ void AddTrainCommand(CLI::App& root, int& exit_code) {
   cmd->add_option("--set", args->overrides, "Override a config key, e.g. --set train.epochs=1 (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
+  cmd->add_option("--save-initial-model", args->initial_model_path,
+                  "Also save the model as initialised, before the first step (to start another framework from "
+                  "the same weights; `tenax eval` reads it)")
+      ->type_name("FILE");
   cmd->footer(
       "Outputs in DIR: metrics.jsonl (one JSON record per log interval and epoch), model.pt,\n"
       "config.toml (the effective configuration) and summary.json (written last, only on success).\n"

@@ -8,6 +8,8 @@
 #include <system_error>
 #include <utility>
 
+#include "tenax/core/seeds.h"
+
 namespace tenax::coding {
 namespace {
 
@@ -18,12 +20,7 @@ constexpr size_t kMaxTraceLine = 1024;
 // Streams: independent uniforms for the same (worker, step).
 enum Stream : uint64_t { kIidSlow = 1, kIidFactor = 2, kMarkovTransition = 3, kMarkovFactor = 4 };
 
-uint64_t SplitMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+constexpr uint64_t SplitMix(uint64_t x) { return SplitMix64(x); }
 
 // A uniform in [0, 1) that depends only on (seed, stream, worker, step).
 // Each input goes through a full splitmix round, so nearby seeds, workers

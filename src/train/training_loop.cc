@@ -10,6 +10,7 @@
 
 #include "tenax/core/files.h"
 #include "tenax/core/metrics.h"
+#include "tenax/core/seeds.h"
 #include "tenax/core/signals.h"
 #include "tenax/train/torch_runtime.h"
 #include "tenax/version.h"
@@ -132,6 +133,9 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
   SeededModelInit(c.seed, [&] { made = MakeTrainableModel(c, train.info()); });
   TENAX_ASSIGN_OR_RETURN(std::unique_ptr<TrainableModel> model, std::move(made));
   TENAX_RETURN_IF_ERROR(exchange.Attach(*model));
+  if (!options.initial_model_path.empty() && rank == 0) {
+    TENAX_RETURN_IF_ERROR(model->Save(options.initial_model_path));
+  }
   auto optimizer = MakeOptimizer(c, model->Parameters());
   TENAX_RETURN_IF_ERROR(exchange.AttachOptimizer(*optimizer));
   model->SetTraining(true);
@@ -174,7 +178,7 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
     if (global_step >= total_steps || exchange.Finished()) break;
     const int64_t epoch = global_step / steps_per_epoch + 1, step = global_step % steps_per_epoch + 1;
     if (perm_epoch != epoch) {
-      auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(c.seed + epoch));
+      auto gen = at::detail::createCPUGenerator(DeriveSeed(static_cast<uint64_t>(c.seed), static_cast<uint64_t>(epoch)));
       perm = train.EpochOrder(gen);
       perm_epoch = epoch;
     }

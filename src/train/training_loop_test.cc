@@ -7,6 +7,7 @@
 
 #include <filesystem>
 
+#include "tenax/core/seeds.h"
 #include "tenax/train/data_source.h"
 #include "testing.h"
 
@@ -108,7 +109,7 @@ TEST(TrainingLoop, ReplicaReadsItsSliceOfEveryGlobalBatchAndCallsTheExchangeInOr
   const int64_t steps = 8;
   ASSERT_EQ(static_cast<int64_t>(s.train->reads.size()), steps);
   for (int64_t e = 1; e <= 2; ++e) {
-    auto gen = at::detail::createCPUGenerator(static_cast<uint64_t>(c.seed + e));
+    auto gen = at::detail::createCPUGenerator(DeriveSeed(static_cast<uint64_t>(c.seed), static_cast<uint64_t>(e)));
     auto perm = torch::randperm(64, gen, torch::TensorOptions().dtype(torch::kInt64));
     for (int64_t step = 0; step < 4; ++step) {
       auto expected = perm.slice(0, step * 16 + 8, step * 16 + 16);

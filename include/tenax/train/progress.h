@@ -43,6 +43,10 @@ struct TrainOutcome {
 struct TrainRunOptions {
   ProgressFn on_progress;     // called after every step; may be empty
   int64_t warmup_steps = 10;  // excluded from steady_samples_per_second
+  // When set, the model as initialised (before the first step) is saved
+  // there too, so that another framework can start from the same weights
+  // (`tenax train --save-initial-model`).
+  std::string initial_model_path;
 };
 
 }  // namespace tenax

@@ -4,7 +4,7 @@
 // applies the same optimizer step, so the replicas stay bitwise identical.
 //
 // Data: each epoch e (1-based) draws one permutation of the training set
-// from a generator seeded with train.seed + e, the same on every rank;
+// from a generator seeded with DeriveSeed(train.seed, e), the same on every rank;
 // global batch s is perm[s*W*b, (s+1)*W*b) and rank r reads its own slice
 // [r*b, (r+1)*b) of it (W ranks, per-rank batch b). Partial global batches
 // are dropped. So W ranks with batch b follow exactly the trajectory of one

@@ -4,7 +4,8 @@
 // seam (train/trainable_model.h).
 //
 // Sampling: each epoch e (1-based) draws one permutation of the training set
-// from a generator seeded with train.seed + e, the same on every replica.
+// from a generator seeded with DeriveSeed(train.seed, e) (core/seeds.h), the
+// same on every replica.
 // Global batch s is perm[s*W*b, (s+1)*W*b) and replica r reads its slice
 // [r*b, (r+1)*b) (W replicas, batch b per replica). With W = 1 the last
 // partial batch of an epoch is kept; with W > 1 a partial global batch is
