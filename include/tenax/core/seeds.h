@@ -5,8 +5,9 @@
 // epoch 1), and torch's mt19937 seeded with small integers gave measurably
 // worse per-epoch permutations for training (Fashion-MNIST cnn, 2 epochs:
 // 0.876 mean test accuracy over 8 runs against 0.887 over 7 with mixed seeds
-// or one continuing stream; README, `tenax bench train-single`). Every input goes through a
-// full SplitMix64 round, so nearby seeds and streams give unrelated values.
+// or one continuing stream; docs/benchmarks.md, `tenax bench train-single`).
+// Every input goes through a full SplitMix64 round, so nearby seeds and
+// streams give unrelated values.
 #pragma once
 
 #include <cstdint>
