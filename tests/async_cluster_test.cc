@@ -12,8 +12,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -36,6 +37,8 @@ struct AsyncJob {
   double lease_seconds = 10;
   std::string rule = "vc_asgd";
   std::string extra = "";  // appended as is (fault plans)
+  std::string model = "mlp";
+  int64_t batch_size = 32;
 };
 
 std::string WriteAsyncJob(const ScratchDir& dir, const AsyncJob& j) {
@@ -47,8 +50,9 @@ std::string WriteAsyncJob(const ScratchDir& dir, const AsyncJob& j) {
       << "[async]\nservers = " << j.servers << "\nunit_steps = " << j.unit_steps
       << "\nlease_seconds = " << j.lease_seconds << "\nrule = \"" << j.rule << "\"\ncheckpoint_every = 4\n"
       << "[data]\ntrain_limit = 8192\ntest_limit = 1000\n"
-      << "[model]\nname = \"mlp\"\n"
-      << "[train]\nepochs = 100\nmax_steps = " << j.max_steps << "\nbatch_size = 32\nthreads = 1\nlr = 0.05\n"
+      << "[model]\nname = \"" << j.model << "\"\n"
+      << "[train]\nepochs = 100\nmax_steps = " << j.max_steps << "\nbatch_size = " << j.batch_size
+      << "\nthreads = 1\nlr = 0.05\n"
       << "momentum = 0.9\n"
       << "[log]\nevery_steps = 50\n"
       << j.extra;
@@ -171,25 +175,53 @@ TEST_F(AsyncClusterTest, TwoShardsMergeEveryUnitExactlyOnceAndTheModelLearns) {
   }
 }
 
+// The pid of the worker an "issued" event names: "to worker 3
+// (127.0.0.1/12345) for shard(s) 0,1" (the coordinator's member label).
+int64_t PidOfIssued(const std::string& detail) {
+  static const std::regex re("/([0-9]+)\\) for shard");
+  std::smatch m;
+  return std::regex_search(detail, m, re) ? std::stoll(m[1]) : -1;
+}
+
 TEST_F(AsyncClusterTest, TenRandomWorkerKillsStillMergeEveryUnitOnceAndTheRunCompletes) {
   ScratchDir dir;
-  // The kills come on a clock (the 10th about 3 s in), the job's end on
-  // its steps: 5000 steps of the mlp take about 3x that here, so every kill
-  // lands before the end even on a much faster machine.
-  AsyncJob j{.name = "chaos", .workers = 3, .max_steps = 5000, .unit_steps = 10, .lease_seconds = 3};
+  // The kills come on a clock, the job's end with its steps. The schedule
+  // (seed 10423, mean lifetime 3 s, 3 workers, a replacement 0.3 s after
+  // each kill; the same seed gives the same schedule, docs/config.md): 10
+  // kills between 6.3 s and 16.1 s after the launcher started the workers.
+  // Six of them hit workers that had run for 5.9 s or more, well past their
+  // start-up (about 3.5 s here on a loaded machine), so in the middle of
+  // their units: those leases must expire and their units be issued again.
+  // The job: 15000 steps, about 50 s here, three times the schedule. (A
+  // clock cannot be ordered against steps by construction: a machine more
+  // than about 3x faster than a loaded 2-core one would end the job first,
+  // and the check of the kills below says so, naming the faults not fired.)
+  AsyncJob j{.name = "chaos", .workers = 3, .max_steps = 15000, .unit_steps = 40, .lease_seconds = 3};
   j.extra =
-      "[faults.random]\nmean_lifetime_seconds = 0.6\nseed = 7\naction = \"kill\"\nrestart_delay_seconds = 0.3\n"
-      "max_faults = 10\n";
+      "[faults.random]\nmean_lifetime_seconds = 3.0\nseed = 10423\naction = \"kill\"\n"
+      "restart_delay_seconds = 0.3\nmax_faults = 10\n";
   auto r = RunAsyncJob(dir, j);
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
   auto summary = Summary(dir);
   int kills = 0;
+  std::set<int64_t> killed;  // pids
   for (const auto& f : summary.value("faults", nlohmann::json::array())) {
-    kills += f.value("event", "") == "fault" && f.value("action", "") == "kill";
+    if (f.value("event", "") == "fault" && f.value("action", "") == "kill") {
+      ++kills;
+      killed.insert(f.value("pid", int64_t{-1}));
+    }
   }
-  EXPECT_EQ(10, kills) << summary.dump();
+  std::string not_fired;
+  {
+    std::ifstream metrics(dir / "run/metrics.jsonl");
+    for (std::string line; std::getline(metrics, line);) {
+      if (line.find("\"fault_not_fired\"") != std::string::npos) not_fired += line + "\n";
+    }
+  }
+  EXPECT_EQ(10, kills) << "faults not fired:\n" << not_fired << summary.dump();
+  EXPECT_EQ(10u, killed.size()) << summary.dump();
   EXPECT_EQ(10, summary.value("preemptions", 0));
-  EXPECT_EQ(5000, summary.value("steps", 0));
+  EXPECT_EQ(15000, summary.value("steps", 0));
   EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.6) << summary.dump();
   MergeLog log;
   ASSERT_TRUE(ReadMergeLog(dir / "run/coordinator.db", j, log));
@@ -208,22 +240,65 @@ TEST_F(AsyncClusterTest, TenRandomWorkerKillsStillMergeEveryUnitOnceAndTheRunCom
           << "unit " << e.unit << " attempt " << e.attempt << " expired and was neither re-issued nor accepted";
     }
   }
+  // The leases the kills cut short: attempts issued to a worker that was
+  // then killed and never delivered (no shard checked them, nobody released
+  // them). Each one makes an expiry and a re-issue certain: its lease ends
+  // expired (or cancelled, if an earlier expired copy's late result won),
+  // and its unit, merged once, was merged from another attempt, so one of
+  // the two was a re-issue.
+  std::set<std::pair<int64_t, int64_t>> cut;
+  for (const auto& e : log.events) {
+    if (e.what == "issued" && killed.count(PidOfIssued(e.detail))) cut.insert({e.unit, e.attempt});
+  }
+  for (const auto& e : log.events) {
+    if (e.what == "checked" || e.what == "released") cut.erase({e.unit, e.attempt});
+  }
+  ASSERT_FALSE(cut.empty()) << "none of the 10 kills hit a worker in the middle of a unit, so this run tested no "
+                               "lease expiry (six of them come after 5.9 s or more of a worker's life)";
+  std::map<int64_t, int64_t> accepted_attempt;  // unit -> the attempt accepted
+  for (const auto& e : log.events) {
+    if (e.what == "accepted") accepted_attempt[e.unit] = e.attempt;
+  }
+  for (const auto& [unit, attempt] : cut) {
+    const bool ended = std::any_of(log.events.begin(), log.events.end(), [&](const coord::UnitEvent& e) {
+      return e.unit == unit && e.attempt == attempt && (e.what == "expired" || e.what == "cancelled");
+    });
+    EXPECT_TRUE(ended) << "unit " << unit << " attempt " << attempt << ": its worker was killed holding it, and its "
+                       << "lease never expired";
+    ASSERT_TRUE(accepted_attempt.count(unit)) << "unit " << unit << " never accepted";
+    EXPECT_NE(attempt, accepted_attempt[unit]) << "unit " << unit << ": accepted from the attempt whose worker died";
+  }
+  EXPECT_GT(log.counts.leases_expired, 0);
+  EXPECT_GT(log.counts.units_reissued, 0);
   EXPECT_EQ(log.counts.leases_expired, summary.value("leases_expired", -1));
   EXPECT_EQ(log.counts.units_reissued, summary.value("units_reissued", -1));
   // The live view said so as it happened: its last re-issue line counts them all.
-  if (log.counts.units_reissued > 0) {
-    const std::string all = " re-issued in all";
-    const auto at = r.err.rfind(all);
-    ASSERT_NE(at, std::string::npos) << r.err;
-    const auto start = r.err.rfind(' ', at - 1) + 1;
-    EXPECT_EQ(std::to_string(log.counts.units_reissued), r.err.substr(start, at - start)) << r.err;
-  }
+  const std::string all = " re-issued in all";
+  const auto at = r.err.rfind(all);
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const auto start = r.err.rfind(' ', at - 1) + 1;
+  EXPECT_EQ(std::to_string(log.counts.units_reissued), r.err.substr(start, at - start)) << r.err;
 }
 
 TEST_F(AsyncClusterTest, APreemptionNoticeReturnsThePartialResultAndOnlyTheRestIsRerun) {
   ScratchDir dir;
-  AsyncJob j{.name = "notice", .max_steps = 400, .unit_steps = 40, .lease_seconds = 30};
-  j.extra = "[[faults]]\naction = \"preempt\"\nworker = 0\nat_step = 100\ngrace_seconds = 20\n";
+  // The notice must land inside a unit of worker 0's, by construction: two
+  // units of 200 steps ([0, 200) and [200, 400)), one per worker, and the
+  // notice at step 300, when the holder of the second unit is 100 steps
+  // into it. Worker 0 holds one of the two; if it holds the first, it is
+  // about 100 steps into it too (the workers start together), and steps of
+  // the cnn at batch 128 take tens of ms, so its unit is seconds from its
+  // end when the notice comes (the launcher sees steps every 250 ms at
+  // most). Units of 40 steps of the mlp, as before, lasted 40 ms: the
+  // notice could fall between units ("no unit in hand"; it did in one
+  // clean-clone run of the whole suite).
+  // A unit here lasts about 5 s, longer than the job's peer timeout (4 s):
+  // the worker must drive its node during the unit, or the shards declare
+  // it lost and every delivery of the unit fails (it did, before the async
+  // exchange drove its node at each step boundary).
+  AsyncJob j{.name = "notice", .max_steps = 400, .unit_steps = 200, .lease_seconds = 30, .model = "cnn",
+             .batch_size = 128};
+  j.extra = "[[faults]]\naction = \"preempt\"\nworker = 0\nat_step = 300\ngrace_seconds = 20\n";
   auto r = RunAsyncJob(dir, j);
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
   const std::string log0 = ReadText(dir / "run/logs/worker-0.log");
@@ -232,9 +307,9 @@ TEST_F(AsyncClusterTest, APreemptionNoticeReturnsThePartialResultAndOnlyTheRestI
   ASSERT_TRUE(ReadMergeLog(dir / "run/coordinator.db", j, log));
   ExpectEveryUnitMergedOnce(log, 2);
   // The partial result was accepted for its steps and the rest became a new
-  // unit: one more unit than 400 / 40, and no lease had to expire.
+  // unit: one more unit than 400 / 200, and no lease had to expire.
   EXPECT_EQ(1, log.counts.partial_results);
-  EXPECT_EQ(11, log.counts.units);
+  EXPECT_EQ(3, log.counts.units);
   EXPECT_EQ(1, log.Count("split"));
   EXPECT_EQ(0, log.counts.leases_expired);
   EXPECT_EQ(400, Summary(dir).value("steps", 0));

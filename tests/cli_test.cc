@@ -104,7 +104,6 @@ TEST(CliTest, TrainsEvaluatesAndWritesOutputs) {
   EXPECT_EQ(summary["steps"], 32);  // 2 epochs of 1024 / 64: the epochs end before max_steps
   const double acc = summary["final_test_accuracy"].get<double>();
   EXPECT_GT(acc, 0.4);  // 32 steps of the mlp, seed 1: well above chance (0.1)
-  EXPECT_LE(acc, 1.0);
 
   // Train records every 10 steps and at each epoch's end, with finite losses
   // that fall; epoch records whose last accuracy is the summary's.
@@ -232,7 +231,7 @@ TEST(CliTest, InterruptStopsCleanly) {
 }
 
 // The benchmark's contract (not its numbers): both sides run and the JSON
-// holds the fields the README's table is made from.
+// holds the fields docs/benchmarks.md's table is made from.
 TEST(CliTest, BenchTrainSingleWritesItsJson) {
   ScratchDir dir;
   auto r = RunProcess({TenaxBinary(), "bench", "train-single", "--model", "mlp", "--steps", "30", "--warmup-steps", "5",
@@ -255,7 +254,7 @@ TEST(CliTest, BenchTrainSingleWritesItsJson) {
   const auto torch = a["pytorch_test_accuracy"].get<std::vector<double>>();
   ASSERT_EQ(tenax.size(), 1u);
   ASSERT_EQ(torch.size(), 1u);
-  EXPECT_GT(tenax[0], 0.78);  // the mlp after one epoch: 0.85 in README's table
+  EXPECT_GT(tenax[0], 0.78);  // the mlp after one epoch: 0.85 in docs/benchmarks.md
   EXPECT_GT(torch[0], 0.78);
   EXPECT_DOUBLE_EQ(a["difference_points"].get<double>(), 100.0 * (tenax[0] - torch[0]));
   EXPECT_NE(r.out.find("test accuracy after 1 epoch(s), seeds 1..1"), std::string::npos) << r.out;
@@ -313,7 +312,6 @@ TEST(CliTest, BenchElasticTorchrunPeerResumesAfterAKill) {
   EXPECT_EQ(line["world"], 2) << line.dump();
   const double acc = line["final_test_accuracy"].get<double>();
   EXPECT_GT(acc, 0.1) << line.dump();  // well above chance after 18 steps
-  EXPECT_LE(acc, 1.0) << line.dump();
   EXPECT_DOUBLE_EQ(t["final_test_accuracy"].get<double>(), acc);
   EXPECT_GE(line["restarts"].get<int>(), 1) << line.dump();
   EXPECT_GE(t["killed_at_step"].get<int>(), steps / 3) << t.dump();

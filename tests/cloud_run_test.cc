@@ -11,7 +11,9 @@
 // nothing is left running.
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/types.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -49,6 +53,59 @@ const nlohmann::json* FaultOf(const nlohmann::json& faults, const std::string& n
 
 bool Alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
 
+// The NUL-separated strings of /proc/<pid>/<file> (environ, cmdline); empty
+// when the process is gone, a zombie, or not ours to read.
+std::vector<std::string> ProcStrings(pid_t pid, const char* file) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/" + file, std::ios::binary);
+  std::vector<std::string> out;
+  std::string item;
+  while (std::getline(in, item, '\0')) out.push_back(item);
+  return out;
+}
+
+// Whether `pid` is a live process of the run in `out`: `tenax run` sets
+// TENAX_RUN_METRICS=<out>/metrics.jsonl (include/tenax/core/metrics.h)
+// before it starts the coordinator, the storage nodes, the probe agents and
+// the workers, and every one of them inherits it (the reference run's
+// children have <out>/reference/metrics.jsonl). A pid the kernel gave to an
+// unrelated process since (pid_max may be 32768) does not count.
+bool OfRun(pid_t pid, const std::string& out) {
+  const std::string marker = "TENAX_RUN_METRICS=" + out + "/";
+  for (const std::string& e : ProcStrings(pid, "environ")) {
+    if (e.rfind(marker, 0) == 0) return true;
+  }
+  return false;
+}
+
+struct LiveProcess {
+  pid_t pid;
+  std::string role;     // argv[1]: coordinator, storage, probe, worker, store, ...
+  std::string command;  // the whole command line, for messages
+};
+
+// Every live process of the run in `out`, found in /proc by its environment.
+std::vector<LiveProcess> ProcessesOfRun(const std::string& out) {
+  std::vector<LiveProcess> found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const pid_t pid = static_cast<pid_t>(std::atoi(name.c_str()));
+    if (!OfRun(pid, out)) continue;
+    const std::vector<std::string> argv = ProcStrings(pid, "cmdline");
+    std::string command;
+    for (const auto& a : argv) command += (command.empty() ? "" : " ") + a;
+    found.push_back({pid, argv.size() > 1 ? argv[1] : "", command});
+  }
+  return found;
+}
+
+std::string Describe(const std::vector<LiveProcess>& ps) {
+  std::string s;
+  for (const auto& p : ps) s += "  pid " + std::to_string(p.pid) + ": " + p.command + "\n";
+  return s;
+}
+
 // On a failure, the end of every log the run wrote (workers, joiners,
 // coordinator, storage nodes) before the scratch directory goes: a worker
 // that left on its own says why only there.
@@ -74,7 +131,23 @@ TEST(CloudRunTest, TheQuickstartSurvivesEveryScheduledFaultAndReportsEachReactio
   Child run({TenaxBinary(), "run", source + "/examples/quickstart.toml", "--out", out, "--set",
              "cost.prices=\"" + source + "/examples/prices/gcp-c2-standard-8-us-central1-spot-workers.toml\""});
   LogsOnFailure logs_on_failure{out + "/logs"};
-  ASSERT_EQ(run.Wait(900s), 0) << run.stderr_text();
+  const auto deadline = std::chrono::steady_clock::now() + 900s;
+  // Mid-run, when the first fault strikes (step 20, before the storage
+  // node's kill at step 100): the run's processes as /proc shows them. Every
+  // storage node and every host's probe agent runs (until the end of the
+  // job), with the coordinator and the workers. This proves that the check
+  // of "nothing left running" below sees these processes at all.
+  ASSERT_TRUE(run.WaitForStderrLine("fault: SIGKILL worker 1", 900s)) << run.stderr_text();
+  const std::vector<LiveProcess> mid_run = ProcessesOfRun(out);
+  std::map<std::string, int> roles;
+  for (const auto& p : mid_run) roles[p.role] += 1;
+  EXPECT_EQ(roles["storage"], 6) << "quickstart.toml's [storage] nodes = 6; running:\n" << Describe(mid_run);
+  EXPECT_EQ(roles["probe"], 6) << "one probe agent per host of quickstart.toml's 6; running:\n" << Describe(mid_run);
+  EXPECT_EQ(roles["coordinator"], 1) << Describe(mid_run);
+  EXPECT_GE(roles["worker"], 3) << Describe(mid_run);
+  ASSERT_EQ(run.Wait(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now())),
+            0)
+      << run.stderr_text();
   const std::string err = run.stderr_text();
   // Not a terminal: plain lines, no escape sequences.
   EXPECT_EQ(err.find('\x1b'), std::string::npos);
@@ -91,6 +164,7 @@ TEST(CloudRunTest, TheQuickstartSurvivesEveryScheduledFaultAndReportsEachReactio
   EXPECT_GT(summary["final_test_accuracy"].get<double>(), 0.5);
   EXPECT_GT(reference["final_test_accuracy"].get<double>(), 0.5);
   EXPECT_EQ(summary["steps"].get<int64_t>(), 400);
+  ASSERT_TRUE(summary["launcher_wall_seconds"].is_number()) << summary.dump(2);
 
   // Every scheduled fault, the straggler too, with the system's reaction
   // and a time to recover.
@@ -107,7 +181,10 @@ TEST(CloudRunTest, TheQuickstartSurvivesEveryScheduledFaultAndReportsEachReactio
     EXPECT_TRUE(f->value("recovered", false)) << f->dump();
     ASSERT_TRUE((*f)["recovered_seconds"].is_number()) << f->dump();
     EXPECT_GE((*f)["recovered_seconds"].get<double>(), 0.0) << f->dump();
-    EXPECT_LT((*f)["recovered_seconds"].get<double>(), 120.0) << f->dump();
+    // From the fault to the reaction: inside the run, so never longer than
+    // the run itself (a bound from the run's own record, not from the speed
+    // of the machine).
+    EXPECT_LE((*f)["recovered_seconds"].get<double>(), summary["launcher_wall_seconds"].get<double>()) << f->dump();
     EXPECT_FALSE(f->value("reaction", "").empty()) << f->dump();
   }
   EXPECT_NE(FaultOf(faults, "kill worker 1")->value("reaction", "").find("re-formed as generation"), std::string::npos);
@@ -152,11 +229,16 @@ TEST(CloudRunTest, TheQuickstartSurvivesEveryScheduledFaultAndReportsEachReactio
   }
   EXPECT_TRUE(recovered) << "no recovery record";
   // Worker 3, 3x slower, is detected, and the others take most of its share.
+  // Matched by worker 3's own pid: a record without a pid (or another
+  // worker's) must not stand in for it.
+  ASSERT_TRUE(pid_of.count("worker 3")) << "no \"pid N\" state detail for worker 3: " << nlohmann::json(states).dump();
+  const pid_t pid3 = pid_of.at("worker 3");
+  ASSERT_GT(pid3, 0);
   const nlohmann::json* slow3 = nullptr;
   for (const auto& r : slow_events) {
-    if (r.value("pid", 0) == pid_of["worker 3"] && !slow3) slow3 = &r;
+    if (r.contains("pid") && r["pid"].is_number_integer() && r["pid"].get<int64_t>() == pid3 && !slow3) slow3 = &r;
   }
-  ASSERT_NE(slow3, nullptr) << "worker 3 (pid " << pid_of["worker 3"] << ") never reported slow";
+  ASSERT_NE(slow3, nullptr) << "worker 3 (pid " << pid3 << ") never reported slow";
   EXPECT_GT(slow3->value("ratio", 0.0), 2.0) << slow3->dump();
   EXPECT_LT(slow3->value("share", 128), 128 / 4) << "the straggler kept an even share: " << slow3->dump();
   auto has = [&](const std::string& w, const std::string& s) {
@@ -186,8 +268,19 @@ TEST(CloudRunTest, TheQuickstartSurvivesEveryScheduledFaultAndReportsEachReactio
   EXPECT_NE(html.find("data-chart="), std::string::npos);
   EXPECT_EQ(html.find("data-points=\"0\""), std::string::npos) << "a chart of report.html has no data";
 
-  // Nothing left running: every worker, storage node and probe is gone.
-  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid)) << "pid " << pid << " still runs";
+  // Nothing left running: every worker, storage node, probe agent and the
+  // coordinator is gone. The workers' pids come from metrics.jsonl, the
+  // others from the mid-run look at /proc; worker 0, which runs to the end,
+  // was seen there too, so both sources name the same processes.
+  ASSERT_TRUE(pid_of.count("worker 0")) << nlohmann::json(states).dump();
+  EXPECT_TRUE(std::any_of(mid_run.begin(), mid_run.end(),
+                          [&](const LiveProcess& p) { return p.pid == pid_of.at("worker 0") && p.role == "worker"; }))
+      << "worker 0 (pid " << pid_of.at("worker 0") << ") not among the run's processes:\n" << Describe(mid_run);
+  ASSERT_GE(pids.size(), 6u) << "4 workers and 2 joiners, each with a pid: " << nlohmann::json(states).dump();
+  for (const auto& p : mid_run) pids.insert(p.pid);
+  for (pid_t pid : pids) EXPECT_FALSE(Alive(pid) && OfRun(pid, out)) << "pid " << pid << " still runs";
+  const std::vector<LiveProcess> left = ProcessesOfRun(out);
+  EXPECT_TRUE(left.empty()) << "still running after tenax run exited:\n" << Describe(left);
 }
 
 }  // namespace

@@ -129,7 +129,11 @@ TEST_F(ClusterTest, SigkilledWorkerIsReportedByRankWithinTheDeadline) {
   ASSERT_TRUE(run.WaitForStderrLine("step")) << run.stderr_text();
   const double seconds = SignalRank1AndTimeTheRunsEnd(run, dir / "run", SIGKILL);
   ASSERT_GE(seconds, 0);
-  EXPECT_LT(seconds, 10.0) << "detection took longer than the job's deadlines allow";  // peer timeout 2 s
+  // The behaviour under test: the loss is found by the reset connection or
+  // the peer timeout (2 s), not by the step timeout (20 s), which would end
+  // the run no sooner than 20 s after the kill. Normally 1-3 s; the bound is
+  // the step timeout, not a guess at the machine's speed.
+  EXPECT_LT(seconds, 20.0) << "the loss waited for the step timeout (20 s), not the peer timeout (2 s)";
   EXPECT_NE(std::string::npos, run.stderr_text().find("rank 1 on 127.0.0.1")) << run.stderr_text();
   EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "survivors left running";
   // The survivor's own log names the failed rank too.
@@ -143,7 +147,10 @@ TEST_F(ClusterTest, HungWorkerIsReportedByRankWithinThePeerTimeout) {
   ASSERT_TRUE(run.WaitForStderrLine("step")) << run.stderr_text();
   const double seconds = SignalRank1AndTimeTheRunsEnd(run, dir / "run", SIGSTOP);  // alive, connected, silent
   ASSERT_GE(seconds, 0);
-  EXPECT_LT(seconds, 15.0) << "peer timeout 2 s, plus the launcher's 5 s SIGTERM grace for the stopped process";
+  // The behaviour under test: the silence is found by the peer timeout (2 s;
+  // then the launcher's 5 s SIGTERM grace for the stopped process, about 7 s
+  // in all), not by the step timeout (20 s + the grace = 25 s).
+  EXPECT_LT(seconds, 20.0) << "the hung worker was found by the step timeout (20 s), not the peer timeout (2 s)";
   EXPECT_NE(std::string::npos, run.stderr_text().find("rank 1 on 127.0.0.1")) << run.stderr_text();
   EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "the stopped worker was left behind";
 }
@@ -166,8 +173,9 @@ TEST_F(ClusterTest, AWorkerDeadBeforeTheJobFormedFailsTheRunAtOnceNotAfterTheJoi
   ASSERT_TRUE(run.WaitForStderrLine("SIGSTOP worker 0")) << run.stderr_text();
   const double seconds = SignalRank1AndTimeTheRunsEnd(run, dir / "run", SIGKILL);
   ASSERT_GE(seconds, 0);
-  // The old behaviour waited the 300 s join timeout; the stopped worker 0
-  // costs at most the launcher's 5 s grace on the way out.
+  // The behaviour under test: the old behaviour waited the 300 s join
+  // timeout; the stopped worker 0 costs at most the launcher's 5 s grace on
+  // the way out. 60 s is generous for a loaded machine and far below 300 s.
   EXPECT_LT(seconds, 60.0) << run.stderr_text();
   const std::string& err = run.stderr_text();
   EXPECT_NE(std::string::npos, err.find("job early cannot start, a worker failed before every worker had joined: "
@@ -266,7 +274,11 @@ TEST_F(ClusterTest, WrongSecretOrJobIsRefusedAndSilenceIsReportedInTime) {
                   "cluster.join_timeout_seconds=2"});
   EXPECT_EQ(3, r.exit_code) << r.err;
   EXPECT_NE(std::string::npos, r.err.find(address)) << r.err;
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 8.0);
+  // The behaviour under test: the worker gives up at its join deadline from
+  // --set (2 s), not the job file's 30 s. 20 s leaves a loaded machine room
+  // to start the process and still tells the two apart.
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 20.0)
+      << "the worker did not give up at cluster.join_timeout_seconds=2 from --set (the job file says 30)";
 }
 
 }  // namespace

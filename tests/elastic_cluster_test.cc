@@ -9,13 +9,17 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -155,7 +159,10 @@ TEST_F(ElasticClusterTest, SigkilledWorkerLeavesTheOthersTrainingToTheEndWithThe
   EXPECT_EQ((std::vector<int>{0, 2}), lost["members"].get<std::vector<int>>());
   EXPECT_NE(std::string::npos, lost["why"].get<std::string>().find("rank 1 lost")) << lost.dump();
   EXPECT_GT(lost["first_step"].get<int>(), 50);
-  EXPECT_LT(lost["reform_ms"].get<double>(), 5000.0);
+  // How long the re-form took is recorded (a number a user reads); how long
+  // it may take on a loaded machine is not what this test is about.
+  ASSERT_TRUE(lost.contains("reform_ms") && lost["reform_ms"].is_number()) << lost.dump();
+  EXPECT_GE(lost["reform_ms"].get<double>(), 0.0) << lost.dump();
   const std::string h0 = StateHash(c.worker("w0").stderr_text()), h2 = StateHash(c.worker("w2").stderr_text());
   EXPECT_FALSE(h0.empty());
   EXPECT_EQ(h0, h2);
@@ -237,7 +244,13 @@ TEST_F(ElasticClusterTest, TheDonorKilledDuringAJoinMakesTheJoinerReadFromAnothe
 // generation g+1 but was not in this member's generation g-1" and the job
 // ended; now the joiner joins the newest generation and everyone ends with
 // the same state.
-TEST_F(ElasticClusterTest, AJoinAndALeaveMomentsApartReformWithoutFailingTheJob) {
+//
+// One try of that schedule. Every try must end well whatever the timing;
+// *skipped says whether the race this test is named after happened: the
+// generation the coordinator published for the joiner is absent from the
+// generations rank 0 trained in.
+void JoinAndLeaveMomentsApart(int attempt, bool* skipped) {
+  *skipped = false;
   ScratchDir dir;
   ElasticCluster c(dir, WriteElasticJob(dir, "close", 3, 1, 4, 2000));
   ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
@@ -260,6 +273,42 @@ TEST_F(ElasticClusterTest, AJoinAndALeaveMomentsApartReformWithoutFailingTheJob)
   EXPECT_EQ(h, StateHash(c.worker("w1").stderr_text()));
   EXPECT_EQ(h, StateHash(joiner.stderr_text()));
   EXPECT_EQ(h, summary.value("state_hash", ""));
+
+  // The joiner's generation and the leave's, as the coordinator published them.
+  const std::string& log = c.coordinator().stderr_text();
+  std::smatch join, leave;
+  ASSERT_TRUE(std::regex_search(log, join, std::regex("generation ([0-9]+) of 4 workers \\(rank 3 joined"))) << log;
+  ASSERT_TRUE(std::regex_search(log, leave, std::regex("generation ([0-9]+) of 3 workers \\(rank 2 left"))) << log;
+  const int join_generation = std::stoi(join[1]), leave_generation = std::stoi(leave[1]);
+  EXPECT_EQ(join_generation + 1, leave_generation) << log;
+  std::vector<int> trained;  // the generations rank 0 formed and trained in
+  for (const auto& g : summary["generations"]) trained.push_back(g.value("number", -1));
+  *skipped = std::find(trained.begin(), trained.end(), join_generation) == trained.end();
+  if (*skipped) {
+    // The members went straight from the first generation to the leave's.
+    EXPECT_EQ(leave_generation, summary["generations"].back().value("number", -1)) << summary.dump();
+    EXPECT_EQ((std::vector<int>{1, leave_generation}), trained) << summary.dump();
+  } else {
+    std::cerr << "try " << attempt << ": the members formed the joiner's generation " << join_generation
+              << " before the leave's was published (generations " << nlohmann::json(trained).dump()
+              << "): the race did not happen\n";
+  }
+}
+
+TEST_F(ElasticClusterTest, AJoinAndALeaveMomentsApartReformWithoutFailingTheJob) {
+  // The race depends on the timing of three processes; a try in which the
+  // members formed the join's generation first is a correct run, but not
+  // the case this test is about. Up to 3 tries: docs/elastic.md records the
+  // race in each of 4 runs here, so 3 misses in a row mean the schedule no
+  // longer produces it and the test must fail rather than pass untested.
+  constexpr int kTries = 3;
+  bool skipped = false;
+  for (int attempt = 1; attempt <= kTries && !skipped; ++attempt) {
+    JoinAndLeaveMomentsApart(attempt, &skipped);
+    if (HasFailure()) return;  // a wrong run: its failures say why; no retry hides it
+  }
+  EXPECT_TRUE(skipped) << "in " << kTries << " tries the members never skipped the joiner's generation: "
+                       << "the join-and-leave race this test is named after did not happen";
 }
 
 TEST_F(ElasticClusterTest, SigtermMakesAWorkerLeaveAtABoundaryWithoutCostingTheOthersATimeout) {
@@ -267,10 +316,8 @@ TEST_F(ElasticClusterTest, SigtermMakesAWorkerLeaveAtABoundaryWithoutCostingTheO
   ElasticCluster c(dir, WriteElasticJob(dir, "leave", 3, 1, 3, 400));
   ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
   ASSERT_TRUE(c.StartAndTrainTo(3, 50, 2));
-  const auto sent = Clock::now();
   c.worker("w2").Signal(SIGTERM);
   EXPECT_EQ(0, c.worker("w2").Wait()) << c.worker("w2").stderr_text();
-  EXPECT_LT(std::chrono::duration<double>(Clock::now() - sent).count(), 4.0) << "left within less than a peer timeout";
   EXPECT_NE(std::string::npos, c.worker("w2").stderr_text().find("left the job")) << c.worker("w2").stderr_text();
   EXPECT_EQ(0, c.worker("w0").Wait()) << c.worker("w0").stderr_text();
   EXPECT_EQ(0, c.worker("w1").Wait()) << c.worker("w1").stderr_text();
@@ -280,6 +327,9 @@ TEST_F(ElasticClusterTest, SigtermMakesAWorkerLeaveAtABoundaryWithoutCostingTheO
   ASSERT_EQ(2u, summary["generations"].size()) << summary.dump();
   const auto& leave = summary["generations"][1];
   EXPECT_NE(std::string::npos, leave["why"].get<std::string>().find("rank 2 left")) << leave.dump();
+  // What the name promises, from the members' own record rather than a
+  // wall clock: the leave was agreed at a boundary, never detected as a
+  // failure (a detection, by a reset or the peer timeout, records detect_ms).
   EXPECT_FALSE(leave.contains("detect_ms")) << "nobody waited for a failure: " << leave.dump();
   EXPECT_EQ(StateHash(c.worker("w0").stderr_text()), StateHash(c.worker("w1").stderr_text()));
 }
@@ -292,8 +342,9 @@ TEST_F(ElasticClusterTest, AStoppedWorkerIsEvictedAndAfterSigcontIsRefusedWithou
   c.worker("w1").Signal(SIGSTOP);
   ASSERT_TRUE(c.coordinator().WaitForStderrLine("generation 2")) << c.coordinator().stderr_text();
   c.worker("w1").Signal(SIGCONT);
-  const int stopped_exit = c.worker("w1").Wait();
-  EXPECT_NE(0, stopped_exit);
+  // Refused by the generation that evicted it: "2 bad input or refused"
+  // (`tenax worker --help`; docs/config.md, "Exit status").
+  EXPECT_EQ(2, c.worker("w1").Wait()) << c.worker("w1").stderr_text();
   EXPECT_NE(std::string::npos, c.worker("w1").stderr_text().find("removed")) << c.worker("w1").stderr_text();
   EXPECT_EQ(0, c.worker("w0").Wait()) << c.worker("w0").stderr_text();
   EXPECT_EQ(0, c.worker("w2").Wait()) << c.worker("w2").stderr_text();
@@ -350,16 +401,24 @@ TEST_F(ElasticClusterTest, BelowMinWorkersTheJobWaitsThenFailsNamingTheMissingWo
   ASSERT_TRUE(c.StartAndTrainTo(2, 20));
   c.worker("w1").Signal(SIGKILL);
   const auto killed = Clock::now();
-  EXPECT_NE(0, c.coordinator().Wait());
+  // A job that lost a worker for good: 3, "another process or the network
+  // failed: a lost or hung worker" (docs/config.md, "Exit status";
+  // `tenax coordinator --help`: "3 a worker failed or a deadline passed").
+  EXPECT_EQ(3, c.coordinator().Wait()) << c.coordinator().stderr_text();
   const double waited = std::chrono::duration<double>(Clock::now() - killed).count();
   // join_timeout (10 s) is both the initial join's and the pause's: long
   // enough for two workers to load their data on a loaded machine.
   EXPECT_GT(waited, 10.0) << "the job must wait join_timeout for a joiner";
-  EXPECT_LT(waited, 35.0);
+  // The behaviour under test is also that it then fails, at the join
+  // timeout and not at some later deadline: 60 s (6x the join timeout) is
+  // generous for a loaded machine; the Wait above gives up only at 180 s.
+  EXPECT_LT(waited, 60.0);
   const std::string& log = c.coordinator().stderr_text();
   EXPECT_NE(std::string::npos, log.find("only 1 of min_workers 2")) << log;
   EXPECT_NE(std::string::npos, log.find("rank 1 on 127.0.0.1")) << log;
-  EXPECT_NE(0, c.worker("w0").Wait());
+  // The survivor's job failed because another rank was lost: 3, "another
+  // rank or the network failed" (`tenax worker --help`).
+  EXPECT_EQ(3, c.worker("w0").Wait()) << c.worker("w0").stderr_text();
   EXPECT_NE(std::string::npos, c.worker("w0").stderr_text().find("min_workers")) << c.worker("w0").stderr_text();
 }
 

@@ -51,6 +51,20 @@ Result<sched::LinkSnapshot> WaitForLinks(uint16_t port, Pred done, std::chrono::
   }
 }
 
+// The loss this test's setup can show: it induces none (loopback, no
+// emulated links). An agent counts a ping lost when it is unanswered within
+// --timeout (5 s here: a loopback link answers unless the machine stalls that
+// long) or late, above 2x the median of the round plus 1 ms (a descheduled
+// process on a loaded 2-core machine does that). Late means above the median
+// of the 5, so at most 2 of 5: every sample of a link that answers is at most
+// 0.4, and the matrix reports a weighted mean of its samples. A sample of an
+// unreachable peer counts 1.0, and so would a probe that mistook a healthy
+// link for a dead one.
+void ExpectLoopbackLoss(const sched::LinkMetrics& l, const std::string& link) {
+  EXPECT_GE(l.loss, 0.0) << link;
+  EXPECT_LE(l.loss, 0.4 + 1e-9) << link << ": more than 2 of 5 pings lost or late on an undisturbed loopback link";
+}
+
 TEST_F(ProbeClusterTest, AgentsMeasureEveryPairAndAKilledAgentBecomesUnreachable) {
   ScratchDir dir;
   const std::string job = WriteIdleJob(dir);
@@ -59,10 +73,13 @@ TEST_F(ProbeClusterTest, AgentsMeasureEveryPairAndAKilledAgentBecomesUnreachable
   ASSERT_TRUE(coordinator.WaitForStderrLine("listening on", 60s)) << coordinator.stderr_text();
   const uint16_t port = static_cast<uint16_t>(std::stoi(ReadText(dir / "port")));
   const std::string at = "127.0.0.1:" + std::to_string(port);
+  // --timeout 5: on loopback a ping goes unanswered only if the machine
+  // stalls that long, so the loss the agents report is their count of
+  // late pings (below).
   auto agent = [&](const std::string& node, const std::string& zone) {
     return std::make_unique<Child>(std::vector<std::string>{TenaxBinary(), "probe", "--node", node, "--zone", zone,
                                                             "--coordinator", at, "--interval", "0.2", "--timeout",
-                                                            "0.5", "--pings", "5", "--throughput-kib", "256"});
+                                                            "5", "--pings", "5", "--throughput-kib", "256"});
   };
   auto n1 = agent("n1", "a");
   auto n2 = agent("n2", "a");
@@ -85,10 +102,8 @@ TEST_F(ProbeClusterTest, AgentsMeasureEveryPairAndAKilledAgentBecomesUnreachable
   EXPECT_EQ(first->agents[2].zone, "b");
   for (auto [a, b] : {std::pair{"n1", "n2"}, {"n1", "n3"}, {"n2", "n3"}}) {
     auto l = first->links.Link(a, b);
-    // Loopback TCP: a round trip well under 100 ms, and some throughput.
     EXPECT_GT(l->rtt_ms, 0.0) << a << "-" << b;
-    EXPECT_LT(l->rtt_ms, 100.0) << a << "-" << b;
-    EXPECT_LE(l->loss, 1.0);
+    ExpectLoopbackLoss(*l, std::string(a) + "-" + b);
     EXPECT_GT(l->throughput_gbps, 0.0);
   }
 
@@ -144,6 +159,7 @@ TEST_F(ProbeClusterTest, AgentsMeasureEveryPairAndAKilledAgentBecomesUnreachable
   auto alive = after->links.Link("n1", "n2");
   ASSERT_TRUE(alive.has_value());
   EXPECT_TRUE(alive->reachable);
+  ExpectLoopbackLoss(*alive, "n1-n2 after n3's death");
 
   n1->Signal(SIGTERM);
   n2->Signal(SIGTERM);

@@ -6,14 +6,14 @@
 #include <numeric>
 #include <vector>
 
+#include "testing.h"
+
 namespace tenax::coding {
 namespace {
 
-GradientCode Cyclic(int n, int s) {
-  auto code = GradientCode::CyclicRepetition(n, s, 7);
-  EXPECT_TRUE(code.ok()) << code.status().message();
-  return std::move(*code);
-}
+// The cyclic code every test here uses (seed 7); each test asserts it was
+// built (ASSERT_OK_AND_ASSIGN) before using it.
+Result<GradientCode> Cyclic(int n, int s) { return GradientCode::CyclicRepetition(n, s, 7); }
 
 TEST(CodeAssignment, StartsAsIdentityAndRefusesNonPermutations) {
   CodeAssignment a(4);
@@ -30,7 +30,7 @@ TEST(CodeAssignment, StartsAsIdentityAndRefusesNonPermutations) {
 }
 
 TEST(Coverage, IsOneForEveryExactDecodingAndCountsPartitionsOtherwise) {
-  GradientCode code = Cyclic(4, 1);
+  ASSERT_OK_AND_ASSIGN(GradientCode code, Cyclic(4, 1));
   Decoder decoder(code);
   CodeAssignment a(4);
   ASSERT_TRUE(a.Set({2, 3, 0, 1}).ok());
@@ -72,7 +72,7 @@ TEST(StragglerDetector, FlagsTheWorkerFarAboveTheMedianAndReportsRecovery) {
 }
 
 TEST(ShufflePolicy, KeepsTheSupportStructureAndMovesPartitionsAwayFromSlowWorkers) {
-  GradientCode code = Cyclic(4, 1);
+  ASSERT_OK_AND_ASSIGN(GradientCode code, Cyclic(4, 1));
   ShufflePolicy policy(code);
   CodeAssignment a(4);
   const std::vector<bool> slow = {false, false, false, true};
@@ -158,7 +158,7 @@ double ErrorWithout(const GradientCode& code, const CodeAssignment& a, const std
 TEST(ShufflePolicy, MoreSlowWorkersThanSGetRowsThatLeaveEveryPartitionOnAFastWorker) {
   // Workers 1 and 2 slow, on neighbouring cyclic rows 1 and 2: partition 2
   // is held by slow workers only.
-  GradientCode cyclic = Cyclic(4, 1);
+  ASSERT_OK_AND_ASSIGN(GradientCode cyclic, Cyclic(4, 1));
   ShufflePolicy policy(cyclic);
   CodeAssignment a(4);
   const std::vector<bool> slow = {false, true, true, false};
@@ -193,7 +193,7 @@ TEST(ShufflePolicy, MoreSlowWorkersThanSGetRowsThatLeaveEveryPartitionOnAFastWor
 }
 
 TEST(ShufflePolicy, WithoutStragglersNothingMoves) {
-  GradientCode code = Cyclic(5, 2);
+  ASSERT_OK_AND_ASSIGN(GradientCode code, Cyclic(5, 2));
   ShufflePolicy policy(code);
   CodeAssignment a(5);
   ASSERT_TRUE(a.Set({4, 2, 0, 1, 3}).ok());

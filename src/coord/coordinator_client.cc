@@ -85,7 +85,8 @@ Result<wire::Roster> CoordinatorClient::WaitRoster(Deadline deadline, uint64_t a
       auto f = node_.ReceiveControl(Deadline::At(SteadyClock::now()), peer_, kFailureKind);
       if (f.ok()) {
         TENAX_ASSIGN_OR_RETURN(wire::Failure failure, DecodeFailure(f->payload, "coordinator"));
-        failure_ = FailedPrecondition(after_generation == 0 ? "the job failed before it started: " + failure.reason()
+        // Another rank or the job failed, not this worker's input: exit 3.
+        failure_ = PeerLost(after_generation == 0 ? "the job failed before it started: " + failure.reason()
                                                             : "the job failed: " + failure.reason());
         return failure_;
       }
@@ -205,7 +206,7 @@ Status CoordinatorClient::CheckFailure() {
   auto msg = node_.ReceiveControl(Deadline::At(SteadyClock::now()), peer_, kFailureKind);
   if (!msg.ok()) return Status::Ok();
   auto f = DecodeFailure(msg->payload, "coordinator");
-  failure_ = f.ok() ? FailedPrecondition("rank " + std::to_string(f->rank()) + " on " + f->host() + " failed: " + f->reason())
+  failure_ = f.ok() ? PeerLost("rank " + std::to_string(f->rank()) + " on " + f->host() + " failed: " + f->reason())
                     : f.status();
   return failure_;
 }

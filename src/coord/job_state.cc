@@ -362,6 +362,7 @@ void JobStateMachine::Fail(int rank, const std::string& host, const std::string&
   if (Ended()) return;
   job_.phase = JobPhase::kFailed;
   job_.failure = rank < 0 ? reason : "rank " + std::to_string(rank) + " on " + host + " failed: " + reason;
+  failed_by_member_ = rank >= 0;
   spdlog::error("job {}: {}", job_.job_id, job_.failure);
   out.push_back(action::SetJobState{JobPhase::kFailed, job_.failure, job_.generation});
   if (auto it = members_.find(rank); it != members_.end()) {
@@ -494,7 +495,9 @@ Actions JobStateMachine::OnTimer(CoordTime now) {
     // Linger briefly so that the last messages leave and everyone sees the verdict.
     if (!ended_) ended_ = now.steady;
     if (Connections().empty() || now.steady - *ended_ > kLinger) {
-      out.push_back(action::Stop{job_.phase == JobPhase::kFailed ? FailedPrecondition(job_.failure) : Status::Ok()});
+      Status end = Status::Ok();
+      if (job_.phase == JobPhase::kFailed) end = failed_by_member_ ? PeerLost(job_.failure) : FailedPrecondition(job_.failure);
+      out.push_back(action::Stop{end});
     }
   }
   return out;

@@ -263,8 +263,19 @@ TEST(JobStateMachine, AFailedJobLingersAtMostThreeSecondsThenStopsWithTheVerdict
   EXPECT_TRUE(All<action::Stop>(job.m.OnTimer(job.clock.now())).empty()) << "rank 0 still connected";
   EXPECT_TRUE(All<action::Stop>(job.m.OnTimer(job.clock.Advance(3000ms))).empty());
   const auto stop = One<action::Stop>(job.m.OnTimer(job.clock.Advance(1ms)));
-  EXPECT_EQ(StatusCode::kFailedPrecondition, stop.verdict.code());
+  // A lost member: exit 3 ("a worker failed"), not 2 (bad input).
+  EXPECT_EQ(StatusCode::kPeerLost, stop.verdict.code());
   EXPECT_EQ("rank 1 on host-w1 failed: lost its connection (w1): reset", stop.verdict.message());
+}
+
+TEST(JobStateMachine, AJobLevelFailureStopsAsAFailedPrecondition) {
+  Running job(2);
+  job.m.OnJobFailure("the work queue failed: disk full");
+  job.m.OnConnectionLost(100, "bye");
+  job.m.OnConnectionLost(101, "bye");
+  const auto stop = One<action::Stop>(job.m.OnTimer(job.clock.Advance(3001ms)));
+  EXPECT_EQ(StatusCode::kFailedPrecondition, stop.verdict.code());
+  EXPECT_EQ("the work queue failed: disk full", stop.verdict.message());
 }
 
 TEST(JobStateMachine, JoinTimeoutNamesTheMissingRanks) {

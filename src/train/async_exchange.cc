@@ -89,7 +89,13 @@ class AsyncExchange final : public GradientExchange {
   Result<int64_t> AtStepBoundary(int64_t applied) override {
     if (in_unit_) {
       if (StopRequested()) return LeaveOnNotice(applied);
-      if (applied < unit_end_) return applied;
+      if (applied < unit_end_) {
+        // Drive the node once a step: a unit can last longer than the peer
+        // timeout (net::NodeOptions::peer_timeout's contract), and the
+        // shards would declare an undriven worker lost mid-unit.
+        node_.Progress();
+        return applied;
+      }
       TENAX_RETURN_IF_ERROR(Deliver(unit_.steps()));
       in_unit_ = false;
     }

@@ -286,6 +286,10 @@ class JobStateMachine {
   std::optional<SteadyClock::time_point> paused_since_;
   std::vector<std::string> lost_since_pause_;  // "rank 1 on host"
   int first_lost_ = -1;
+  // The job failed in this machine's life because a member was lost or hung
+  // (exit 3: "a worker failed"), not for a job-level reason or a state file
+  // that already said so (exit 2).
+  bool failed_by_member_ = false;
 };
 
 }  // namespace tenax::coord
