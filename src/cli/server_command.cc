@@ -35,14 +35,7 @@ Status RunServerCommand(const ServerArgs& a) {
     return InvalidArgument("--shard " + std::to_string(a.shard) + " but the job has async.servers = " +
                            std::to_string(job.config.async.servers));
   }
-  std::string coordinator = a.coordinator;
-  if (coordinator.empty() && std::getenv("TENAX_COORDINATOR")) coordinator = std::getenv("TENAX_COORDINATOR");
-  if (coordinator.empty()) coordinator = k.coordinator;
-  TENAX_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(coordinator));
-  if (hp.port == 0) {
-    return InvalidArgument("coordinator address " + coordinator +
-                           " has no port: set cluster.coordinator, --coordinator or $TENAX_COORDINATOR");
-  }
+  TENAX_ASSIGN_OR_RETURN(net::HostPort hp, ResolveCoordinator(a.coordinator, job.config));
   TENAX_ASSIGN_OR_RETURN(std::string secret, net::ResolveSecret(k.secret));
   InitLogging("server-" + std::to_string(a.shard), job.config.log_level);
   InstallStopHandlers();

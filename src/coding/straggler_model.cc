@@ -8,6 +8,7 @@
 #include <system_error>
 #include <utility>
 
+#include "tenax/core/number_text.h"
 #include "tenax/core/seeds.h"
 
 namespace tenax::coding {
@@ -43,11 +44,7 @@ std::string RangeText(const SlowdownRange& r) {
   return s.str();
 }
 
-std::string Num(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
+std::string Num(double v) { return NumberText(v); }
 
 std::string WorkersText(int workers) { return "workers 0.." + std::to_string(workers - 1); }
 

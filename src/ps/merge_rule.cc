@@ -4,14 +4,12 @@
 #include <cmath>
 #include <sstream>
 
+#include "tenax/core/number_text.h"
+
 namespace tenax::ps {
 namespace {
 
-std::string Num(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
+std::string Num(double v) { return NumberText(v); }
 
 // 1/(1+s)^p: how much a result `s` merges stale still counts.
 double StalenessScale(const MergeParams& p, int64_t staleness) {

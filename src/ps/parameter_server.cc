@@ -69,6 +69,8 @@ class Shard {
   void TellWorker(net::PeerId worker, uint64_t unit, uint64_t attempt, const std::string& verdict,
                   const std::string& reason);
   Status Checkpoint(const char* why);
+  // The fields that say which job, model and range a checkpoint belongs to.
+  ShardCheckpoint Identity() const;
   float* params() { return reinterpret_cast<float*>(model_.data() + sizeof(ModelRegionHeader)); }
   ModelRegionHeader* header() { return reinterpret_cast<ModelRegionHeader*>(model_.data()); }
   std::string Where() const { return "shard " + std::to_string(o_.shard) + "/" + std::to_string(o_.shards); }
@@ -114,12 +116,7 @@ Status Shard::Init(uint16_t port) {
   TENAX_ASSIGN_OR_RETURN(model_, node_->Allocate(sizeof(ModelRegionHeader) + count_ * sizeof(float)));
   std::memcpy(params(), initial.params.data() + offset_, count_ * sizeof(float));
 
-  ShardCheckpoint expect;
-  expect.job_id = o_.job_id;
-  expect.plan_fingerprint = plan_;
-  expect.shard = o_.shard;
-  expect.shards = o_.shards;
-  expect.param_offset = offset_;
+  ShardCheckpoint expect = Identity();
   expect.params.resize(count_);
   TENAX_ASSIGN_OR_RETURN(auto loaded, LoadNewestShardCheckpoint(o_.checkpoint_dir, expect));
   if (loaded) {
@@ -360,13 +357,18 @@ Status Shard::OnVerdict(const net::ControlMessage& m) {
   return Status::Ok();
 }
 
-Status Shard::Checkpoint(const char* why) {
+ShardCheckpoint Shard::Identity() const {
   ShardCheckpoint c;
   c.job_id = o_.job_id;
   c.plan_fingerprint = plan_;
   c.shard = o_.shard;
   c.shards = o_.shards;
   c.param_offset = offset_;
+  return c;
+}
+
+Status Shard::Checkpoint(const char* why) {
+  ShardCheckpoint c = Identity();
   c.version = version_;
   c.merges = merges_;
   c.rule = rule_->name();

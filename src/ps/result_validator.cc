@@ -5,14 +5,12 @@
 #include <sstream>
 #include <vector>
 
+#include "tenax/core/number_text.h"
+
 namespace tenax::ps {
 namespace {
 
-std::string Num(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
+std::string Num(double v) { return NumberText(v); }
 
 }  // namespace
 

@@ -433,28 +433,31 @@ std::string EncodeExtenderError(std::string_view reason) { return Dump(json{{"Er
 
 namespace {
 
-// The common front of both verbs: the size limit (413), then the parse (400).
-// Reasons quote the input (a parser's "last read" token, a node name), which
-// may be megabytes long: answers and logs keep the first KiB.
-bool Refused(std::string_view body, const ExtenderOptions& options, Result<ExtenderArgs>& args, ExtenderReply& reply) {
+// The common front of both verbs: the size limit (413), then the parse (400),
+// then the pod the answer is about. Reasons quote the input (a parser's
+// "last read" token, a node name), which may be megabytes long: answers and
+// logs keep the first KiB. nullopt: `reply` is the refusal, send it.
+std::optional<ExtenderArgs> Accepted(std::string_view body, const ExtenderOptions& options, ExtenderReply& reply) {
   constexpr size_t kMaxReason = 1024;
-  args = ParseExtenderArgs(body, options.max_body_bytes);
-  if (args.ok()) return false;
+  Result<ExtenderArgs> args = ParseExtenderArgs(body, options.max_body_bytes);
+  if (args.ok()) {
+    reply.pod = args->pod.Id();
+    reply.job = args->pod.job;
+    return std::move(*args);
+  }
   reply.http_status = body.size() > options.max_body_bytes ? 413 : 400;
   reply.summary = args.status().message();
   if (reply.summary.size() > kMaxReason) reply.summary = reply.summary.substr(0, kMaxReason) + "...";
   reply.body = EncodeExtenderError(reply.summary);
-  return true;
+  return std::nullopt;
 }
 
 }  // namespace
 
 ExtenderReply HandleFilter(std::string_view body, const ClusterSnapshot& state, const ExtenderOptions& options) {
   ExtenderReply reply;
-  Result<ExtenderArgs> args = InvalidArgument("not parsed");
-  if (Refused(body, options, args, reply)) return reply;
-  reply.pod = args->pod.Id();
-  reply.job = args->pod.job;
+  const std::optional<ExtenderArgs> args = Accepted(body, options, reply);
+  if (!args) return reply;
   const FilterOutcome outcome = FilterNodes(*args, state);
   reply.body = EncodeFilterResult(*args, outcome);
   reply.summary = std::to_string(outcome.passed.size()) + " of " + std::to_string(args->nodes.size()) + " nodes pass";
@@ -468,10 +471,8 @@ ExtenderReply HandleFilter(std::string_view body, const ClusterSnapshot& state, 
 
 ExtenderReply HandlePrioritize(std::string_view body, const ClusterSnapshot& state, const ExtenderOptions& options) {
   ExtenderReply reply;
-  Result<ExtenderArgs> args = InvalidArgument("not parsed");
-  if (Refused(body, options, args, reply)) return reply;
-  reply.pod = args->pod.Id();
-  reply.job = args->pod.job;
+  const std::optional<ExtenderArgs> args = Accepted(body, options, reply);
+  if (!args) return reply;
   const std::vector<HostScore> scores = PrioritizeNodes(*args, state, options);
   reply.body = EncodeHostPriorityList(scores);
   if (args->pod.job.empty()) {

@@ -6,6 +6,8 @@
 #include <random>
 #include <sstream>
 
+#include "tenax/core/number_text.h"
+
 namespace tenax {
 namespace {
 
@@ -14,11 +16,7 @@ constexpr const char* kEntryKeys =
 constexpr const char* kRandomKeys =
     "mean_lifetime_seconds, seed, action, restart_delay_seconds, max_faults, grace_seconds";
 
-std::string Num(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
+std::string Num(double v) { return NumberText(v); }
 
 // Marks every value under `node` (at dotted `path`) as read, mirroring how
 // ConfigReader::Finish enumerates a document's keys.

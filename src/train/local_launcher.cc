@@ -44,6 +44,16 @@ Status StopStatus() {
   return StopRequested() ? Cancelled("stopped by signal " + std::to_string(StopSignal())) : Status::Ok();
 }
 
+// The summary.json the job's rank 0 wrote, read once the job has ended.
+Result<nlohmann::json> ReadJobSummary(const std::string& out_dir) {
+  std::ifstream in(out_dir + "/summary.json");
+  nlohmann::json summary = nlohmann::json::parse(in, nullptr, false);
+  if (summary.is_discarded() || !summary.is_object()) {
+    return Internal(out_dir + "/summary.json is missing or unreadable after the job finished");
+  }
+  return summary;
+}
+
 // Empties the run directory of a previous run's state and logs.
 Status PrepareRunDirectory(const std::string& out_dir, const std::string& logs) {
   TENAX_RETURN_IF_ERROR(EnsureWritableDir(out_dir));
@@ -158,12 +168,10 @@ Result<LaunchOutcome> RunInsideTopology(sched::EmulatedNetwork& network, const L
   }
   network.Remove();
   if (*code == 0) {
-    std::ifstream in(options.out_dir + "/summary.json");
     LaunchOutcome outcome;
     outcome.workers = workers;
     outcome.reported_by_child = true;
-    outcome.summary = nlohmann::json::parse(in, nullptr, false);
-    if (outcome.summary.is_discarded()) return Internal(options.out_dir + "/summary.json is missing after the job");
+    TENAX_ASSIGN_OR_RETURN(outcome.summary, ReadJobSummary(options.out_dir));
     return outcome;
   }
   const std::string why = "the launcher inside the emulated topology exited with " + std::to_string(*code) +
@@ -621,13 +629,9 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   if (!waited.ok()) {
     return Status(waited.code(), "after the job finished: " + waited.message() + " (logs in " + logs + ")");
   }
-  std::ifstream in(out + "/summary.json");
   LaunchOutcome outcome;
   outcome.workers = k.workers;
-  outcome.summary = nlohmann::json::parse(in, nullptr, false);
-  if (outcome.summary.is_discarded()) {
-    return Internal(out + "/summary.json is missing or unreadable after the job finished");
-  }
+  TENAX_ASSIGN_OR_RETURN(outcome.summary, ReadJobSummary(out));
   outcome.summary["launcher_wall_seconds"] = std::chrono::duration<double>(SteadyClock::now() - wall_start).count();
   outcome.summary["started_at"] = started_at;
   outcome.write_report = job.config.report.html && std::getenv(kTopologyPrefixEnvVar) == nullptr;

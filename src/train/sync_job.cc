@@ -1,6 +1,7 @@
 #include "tenax/train/sync_job.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
 #include "tenax/store/catalog.h"
@@ -57,6 +58,18 @@ Result<int64_t> AsyncTotalSteps(const TrainConfig& c) {
   int64_t total = per_epoch * c.epochs;
   if (c.max_steps > 0) total = std::min(total, c.max_steps);
   return total;
+}
+
+Result<net::HostPort> ResolveCoordinator(const std::string& flag, const TrainConfig& config) {
+  std::string coordinator = flag;
+  if (coordinator.empty() && std::getenv("TENAX_COORDINATOR")) coordinator = std::getenv("TENAX_COORDINATOR");
+  if (coordinator.empty()) coordinator = config.cluster.coordinator;
+  TENAX_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(coordinator));
+  if (hp.port == 0) {
+    return InvalidArgument("coordinator address " + coordinator +
+                           " has no port: set cluster.coordinator, --coordinator or $TENAX_COORDINATOR");
+  }
+  return hp;
 }
 
 }  // namespace tenax

@@ -135,14 +135,7 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   TENAX_ASSIGN_OR_RETURN(int rank, RequestedRank(options.rank, RankCount(local.config)));
   // Async workers come and go: the coordinator gives each a new id.
   if (local.config.mode == "async") rank = -1;
-  std::string coordinator = options.coordinator;
-  if (coordinator.empty() && std::getenv("TENAX_COORDINATOR")) coordinator = std::getenv("TENAX_COORDINATOR");
-  if (coordinator.empty()) coordinator = k.coordinator;
-  TENAX_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(coordinator));
-  if (hp.port == 0) {
-    return InvalidArgument("coordinator address " + coordinator +
-                           " has no port: set cluster.coordinator, --coordinator or $TENAX_COORDINATOR");
-  }
+  TENAX_ASSIGN_OR_RETURN(net::HostPort hp, ResolveCoordinator(options.coordinator, local.config));
   TENAX_ASSIGN_OR_RETURN(std::string secret, net::ResolveSecret(k.secret));
 
   const std::string label = rank >= 0 ? "worker-" + std::to_string(rank) : "worker";
@@ -180,7 +173,7 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   rank = client->info().rank;
   // The coordinator's copy of the job is authoritative.
   TENAX_ASSIGN_OR_RETURN(SyncJob job, ParseSyncJob(client->info().config_toml, "job config from the coordinator"));
-  spdlog::info("rank {} of {} in job {} (coordinator {})", rank, client->info().world, k.job_id, coordinator);
+  spdlog::info("rank {} of {} in job {} (coordinator {})", rank, client->info().world, k.job_id, hp.host + ":" + std::to_string(hp.port));
   // Async workers do not wait for the others: they ask for work at once.
   wire::Roster roster;
   if (!async) {

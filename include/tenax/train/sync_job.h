@@ -8,6 +8,7 @@
 
 #include "tenax/core/config.h"
 #include "tenax/core/status.h"
+#include "tenax/net/host_port.h"
 #include "tenax/train/train_config.h"
 
 namespace tenax {
@@ -24,6 +25,11 @@ struct SyncJob {
 // InvalidArgument unless the job is valid and of mode "sync" or "async".
 Result<SyncJob> LoadSyncJob(const std::string& path, const std::vector<std::string>& overrides);
 Result<SyncJob> ParseSyncJob(const std::string& toml_text, const std::string& source);
+
+// The coordinator a role of the job connects to: `flag` (--coordinator)
+// when set, else $TENAX_COORDINATOR, else the job's cluster.coordinator.
+// InvalidArgument when the address chosen does not parse or has no port.
+Result<net::HostPort> ResolveCoordinator(const std::string& flag, const TrainConfig& config);
 
 // The steps of an async job, as its work queue covers them and the training
 // loop counts them: whole batches of train.batch_size (a partial last batch
