@@ -11,6 +11,7 @@
 #include "live_view.h"
 #include "progress_bar.h"
 #include "tenax/report/html_report.h"
+#include "tenax/core/run_dir.h"
 #include "tenax/train/local_launcher.h"
 
 namespace tenax::cli {
@@ -42,7 +43,7 @@ Status RunJob(LaunchOptions options) {
   // The report, once summary.json is complete (with a topology: here, after
   // the launcher inside it finished and the reference was added).
   if (outcome->write_report) {
-    auto written = report::WriteReport(options.out_dir, options.out_dir + "/report.html");
+    auto written = report::WriteReport(options.out_dir, RunDir(options.out_dir).report());
     if (written.ok()) {
       std::fprintf(stderr, "report: %s (%zu charts, %zu events; open it in a browser)\n", written->path.c_str(),
                    written->charts_with_data, written->events);

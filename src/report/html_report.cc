@@ -8,6 +8,7 @@
 #include "page_assets.h"
 #include "report_charts.h"
 #include "tenax/core/files.h"
+#include "tenax/core/run_dir.h"
 #include "tenax/report/svg_chart.h"
 
 namespace tenax::report {
@@ -184,7 +185,7 @@ std::string RenderReportHtml(const RunRecord& r) {
 Result<ReportWritten> WriteReport(const std::string& dir, const std::string& out_path) {
   TENAX_ASSIGN_OR_RETURN(RunRecord record, LoadRunRecord(dir));
   ReportWritten w;
-  w.path = out_path.empty() ? dir + "/report.html" : out_path;
+  w.path = out_path.empty() ? RunDir(dir).report() : out_path;
   const std::string html = RenderReportHtml(record);
   TENAX_RETURN_IF_ERROR(WriteFileAtomic(w.path, html));
   w.events = record.events.size();

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tenax/core/files.h"
+#include "tenax/core/run_dir.h"
 #include "format.h"
 #include "json_fields.h"
 
@@ -401,20 +402,21 @@ Result<RunRecord> LoadRunRecord(const std::string& dir) {
 
   RunFiles files;
   files.dir = dir;
-  TENAX_ASSIGN_OR_RETURN(files.metrics, ReadIfPresent(dir + "/metrics.jsonl"));
+  const RunDir run(dir);
+  TENAX_ASSIGN_OR_RETURN(files.metrics, ReadIfPresent(run.metrics()));
   if (!files.metrics) return ParseRunRecord(files);  // the "not a run directory" message
-  TENAX_ASSIGN_OR_RETURN(files.summary, ReadIfPresent(dir + "/summary.json"));
+  TENAX_ASSIGN_OR_RETURN(files.summary, ReadIfPresent(run.summary()));
 
   // The reference run: where the summary says, else DIR/reference.
-  std::string ref_dir = dir + "/reference";
+  std::string ref_dir = run.reference();
   if (files.summary) {
     json s = json::parse(*files.summary, nullptr, false);
     if (std::string named = Text(s, "reference_dir"); !named.empty()) {
       ref_dir = named.front() == '/' ? named : dir + "/" + named;
     }
   }
-  TENAX_ASSIGN_OR_RETURN(files.reference_metrics, ReadIfPresent(ref_dir + "/metrics.jsonl"));
-  TENAX_ASSIGN_OR_RETURN(files.reference_summary, ReadIfPresent(ref_dir + "/summary.json"));
+  TENAX_ASSIGN_OR_RETURN(files.reference_metrics, ReadIfPresent(RunDir(ref_dir).metrics()));
+  TENAX_ASSIGN_OR_RETURN(files.reference_summary, ReadIfPresent(RunDir(ref_dir).summary()));
   return ParseRunRecord(files);
 }
 

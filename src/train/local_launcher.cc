@@ -23,6 +23,7 @@
 #include "tenax/core/metrics.h"
 #include "tenax/core/process_supervisor.h"
 #include "tenax/core/subprocess.h"
+#include "tenax/core/run_dir.h"
 #include "tenax/core/signals.h"
 #include "tenax/net/auth.h"
 #include "tenax/net/host_port.h"
@@ -46,10 +47,10 @@ Status StopStatus() {
 
 // The summary.json the job's rank 0 wrote, read once the job has ended.
 Result<nlohmann::json> ReadJobSummary(const std::string& out_dir) {
-  std::ifstream in(out_dir + "/summary.json");
+  std::ifstream in(RunDir(out_dir).summary());
   nlohmann::json summary = nlohmann::json::parse(in, nullptr, false);
   if (summary.is_discarded() || !summary.is_object()) {
-    return Internal(out_dir + "/summary.json is missing or unreadable after the job finished");
+    return Internal(RunDir(out_dir).summary() + " is missing or unreadable after the job finished");
   }
   return summary;
 }
@@ -59,11 +60,7 @@ Status PrepareRunDirectory(const std::string& out_dir, const std::string& logs) 
   TENAX_RETURN_IF_ERROR(EnsureWritableDir(out_dir));
   TENAX_RETURN_IF_ERROR(EnsureWritableDir(logs));
   std::error_code ec;
-  for (const char* name :
-       {"summary.json", "coordinator.port", "coordinator.db", "coordinator.db-wal", "coordinator.db-shm", "metrics.jsonl",
-        "report.html", "coordinator.metrics_port"}) {
-    std::filesystem::remove(out_dir + "/" + name, ec);
-  }
+  for (const std::string& file : RunDir(out_dir).PreviousRunFiles()) std::filesystem::remove(file, ec);
   for (const auto& entry : std::filesystem::directory_iterator(logs, ec)) std::filesystem::remove(entry.path(), ec);
   // Parameter-server checkpoints belong to the run that wrote them (a
   // server restarted within a run continues from them; a new run starts over).
@@ -216,7 +213,7 @@ Result<std::unique_ptr<coord::WorkQueue>> OpenAsyncQueue(const TrainConfig& conf
   TENAX_ASSIGN_OR_RETURN(qo.total_steps, AsyncTotalSteps(config));
   qo.unit_steps = config.async.unit_steps;
   qo.shards = static_cast<int>(config.async.servers);
-  return coord::WorkQueue::Open(out_dir + "/coordinator.db", qo);
+  return coord::WorkQueue::Open(RunDir(out_dir).coordinator_db(), qo);
 }
 
 // "test accuracy 0.8865 against 0.8925 without faults (-0.60 points)".
@@ -267,11 +264,12 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   }
   TENAX_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(k.coordinator));
   const std::string& out = options.out_dir;
-  const std::string logs = out + "/logs";
+  const RunDir run(out);
+  const std::string logs = run.logs();
   TENAX_RETURN_IF_ERROR(PrepareRunDirectory(out, logs));
   const std::string secret = RunSecret(k.secret);
   ::setenv(net::kSecretEnvVar, secret.c_str(), 1);  // the children's secret
-  const std::string metrics = out + "/metrics.jsonl";
+  const std::string metrics = run.metrics();
   ::setenv(kRunMetricsEnvVar, metrics.c_str(), 1);  // rank 0 appends; workers add their events
   const double started_at =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -307,7 +305,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
           // The inner launcher wrote the summary; the reference is ours.
           outcome->summary["reference_test_accuracy"] = reference->value("final_test_accuracy", 0.0);
           outcome->summary["reference_dir"] = "reference";
-          TENAX_RETURN_IF_ERROR(WriteFileAtomic(out + "/summary.json", outcome->summary.dump(2) + "\n"));
+          TENAX_RETURN_IF_ERROR(WriteFileAtomic(run.summary(), outcome->summary.dump(2) + "\n"));
           notice(AccuracyAgainstReference(outcome->summary));
         }
         return outcome;
@@ -339,14 +337,14 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
                                storage->put_seconds(), storage->catalog()));
   }
   std::vector<std::string> coord_argv = {self,      "coordinator",           "--job",       options.job_path,
-                                         "--state", out + "/coordinator.db", "--port-file", out + "/coordinator.port"};
+                                         "--state", run.coordinator_db(), "--port-file", run.coordinator_port()};
   coord_argv.insert(coord_argv.end(), sets.begin(), sets.end());
   if (!k.metrics_listen.empty()) {
     coord_argv.insert(coord_argv.end(), {"--metrics-listen", k.metrics_listen, "--metrics-port-file",
-                                         out + "/coordinator.metrics_port"});
+                                         run.coordinator_metrics_port()});
   }
-  TENAX_RETURN_IF_ERROR(children.StartLogged("coordinator", coord_argv, logs + "/coordinator.log").status());
-  TENAX_ASSIGN_OR_RETURN(uint16_t port, WaitForPortFile(out + "/coordinator.port", children, join_deadline));
+  TENAX_RETURN_IF_ERROR(children.StartLogged("coordinator", coord_argv, run.log("coordinator")).status());
+  TENAX_ASSIGN_OR_RETURN(uint16_t port, WaitForPortFile(run.coordinator_port(), children, join_deadline));
   const std::string coordinator = hp.host + ":" + std::to_string(port);
   if (topology) {
     TENAX_RETURN_IF_ERROR(topology->ProbeAndPlace(
@@ -373,10 +371,10 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   auto start_server = [&](int64_t s) -> Result<size_t> {
     const std::string id = std::to_string(s);
     std::vector<std::string> argv = {self,          "server",      "--job",         options.job_path, "--shard", id,
-                                     "--checkpoints", out + "/server-" + id, "--coordinator", coordinator};
+                                     "--checkpoints", run.server_checkpoints(id), "--coordinator", coordinator};
     argv.insert(argv.end(), sets.begin(), sets.end());
     const int restart = server_restarts[s];
-    const std::string log = logs + "/server-" + id + (restart > 0 ? "-" + std::to_string(restart) : "") + ".log";
+    const std::string log = run.log("server-" + id + (restart > 0 ? "-" + std::to_string(restart) : ""));
     TENAX_ASSIGN_OR_RETURN(size_t index,
                            children.StartLogged("server " + id, on_slot(first_server_slot + static_cast<int>(s), argv), log));
     roles.push_back("server");
@@ -395,7 +393,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     argv.insert(argv.end(), sets.begin(), sets.end());
     const std::string name = "worker " + std::to_string(r);
     TENAX_ASSIGN_OR_RETURN(size_t index,
-                           children.StartLogged(name, on_slot(r, argv), logs + "/worker-" + std::to_string(r) + ".log"));
+                           children.StartLogged(name, on_slot(r, argv), run.log("worker-" + std::to_string(r))));
     monitor.AddWorker(name, children.pid(index), topology ? topology->HostOfSlot(r) : "");
     // In an elastic job a worker that dies is the coordinator's to judge
     // (the others go on): its exit is not the launcher's failure.
@@ -412,7 +410,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     argv.insert(argv.end(), sets.begin(), sets.end());
     TENAX_ASSIGN_OR_RETURN(size_t index, children.StartLogged("decoder (rank " + rank + ")",
                                                               on_slot(static_cast<int>(k.workers), argv),
-                                                              logs + "/decoder.log"));
+                                                              run.log("decoder")));
     decoder_index = index;
     roles.push_back("worker");
   }
@@ -431,7 +429,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     const std::string id = std::to_string(n);
     std::string host;
     auto index = children.StartLogged("joiner " + id, topology ? topology->OnNewHost(argv, &host) : argv,
-                                      logs + "/joiner-" + id + ".log");
+                                      run.log("joiner-" + id));
     if (index.ok()) {
       children.ExpectExit(*index);
       roles.push_back("worker");
@@ -515,7 +513,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   monitor.Notice("job " + k.job_id + ": coordinator on " + coordinator + ", " + std::to_string(k.workers) +
                  (job.config.mode == "coded" ? " workers and a decoder" : " workers") + "; logs in " + logs);
   if (!k.metrics_listen.empty()) {
-    std::ifstream port_file(out + "/coordinator.metrics_port");
+    std::ifstream port_file(run.coordinator_metrics_port());
     int metrics_port = 0;
     if (port_file >> metrics_port && metrics_port > 0) {
       monitor.Notice("Prometheus metrics: http://" + hp.host + ":" + std::to_string(metrics_port) + "/metrics");
@@ -536,7 +534,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
   // A coded job's front is its decoder's step (a stopped worker lags behind).
   const bool coded = job.config.mode == "coded";
   wo.report_max_step = !job.config.faults.empty() || async || coded;
-  DecoderEventTail decoder_events(out + "/decoder.jsonl");
+  DecoderEventTail decoder_events(run.decoder_events());
   TENAX_ASSIGN_OR_RETURN(auto watcher, coord::JobWatcher::Connect(wo, join_deadline));
   while (true) {
     if (StopRequested()) {
@@ -695,7 +693,7 @@ Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
     }
     notice(line + ": " + g.value("why", ""));
   }
-  TENAX_RETURN_IF_ERROR(WriteFileAtomic(out + "/summary.json", outcome.summary.dump(2) + "\n"));
+  TENAX_RETURN_IF_ERROR(WriteFileAtomic(run.summary(), outcome.summary.dump(2) + "\n"));
   return outcome;
 }
 

@@ -9,6 +9,7 @@
 
 #include "tenax/core/files.h"
 #include "tenax/core/process_supervisor.h"
+#include "tenax/core/run_dir.h"
 #include "tenax/core/signals.h"
 #include "tenax/version.h"
 
@@ -34,10 +35,10 @@ nlohmann::json ReadJson(const std::string& path) {
 }  // namespace
 
 Result<nlohmann::json> EnsureReferenceRun(const TrainConfig& config, const ReferenceRunOptions& o) {
-  const std::string dir = o.out_dir + "/reference";
+  const std::string dir = RunDir(o.out_dir).reference();
   const std::string fingerprint = Fingerprint(o);
   auto kept = ReadFileText(dir + "/fingerprint", 1024);
-  nlohmann::json summary = ReadJson(dir + "/summary.json");
+  nlohmann::json summary = ReadJson(RunDir(dir).summary());
   if (kept.ok() && *kept == fingerprint && summary.is_object() && summary.contains("final_test_accuracy")) {
     if (o.notice) {
       o.notice(fmt::format("fault-free reference: reusing {} (test accuracy {:.4f}; same job file and settings)", dir,
@@ -51,7 +52,7 @@ Result<nlohmann::json> EnsureReferenceRun(const TrainConfig& config, const Refer
   if ((config.mode == "sync" || config.mode == "coded") && config.stragglers.model != "none") {
     argv.insert(argv.end(), {"--set", "stragglers.model=\"none\""});
   }
-  const std::string log = o.out_dir + "/reference.log";
+  const std::string log = RunDir(o.out_dir).reference_log();
   if (o.notice) {
     o.notice("fault-free reference: running the same job without faults or stragglers first (" + dir + ", output in " +
              log + ")");
@@ -74,9 +75,9 @@ Result<nlohmann::json> EnsureReferenceRun(const TrainConfig& config, const Refer
     return Unavailable("the fault-free reference run failed with exit code " + std::to_string(code) + " (see " + log +
                        ")");
   }
-  summary = ReadJson(dir + "/summary.json");
+  summary = ReadJson(RunDir(dir).summary());
   if (!summary.is_object() || !summary.contains("final_test_accuracy")) {
-    return Internal(dir + "/summary.json is missing after the reference run");
+    return Internal(RunDir(dir).summary() + " is missing after the reference run");
   }
   TENAX_RETURN_IF_ERROR(WriteFileAtomic(dir + "/fingerprint", fingerprint));
   if (o.notice) {

@@ -8,6 +8,7 @@
 
 #include "tenax/core/files.h"
 #include "tenax/core/metrics.h"
+#include "tenax/core/run_dir.h"
 #include "tenax/net/keep_alive.h"
 #include "tenax/coding/coded_decoder.h"
 #include "tenax/train/allreduce_exchange.h"
@@ -103,7 +104,7 @@ Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& ef
       if (!exchange_ptr || exchange_ptr->rank() != 0 || out_dir.empty()) return;
       if (!events) {
         if (!EnsureWritableDir(out_dir).ok()) return;
-        auto w = JsonLinesWriter::Append(out_dir + "/metrics.jsonl");
+        auto w = JsonLinesWriter::Append(RunDir(out_dir).metrics());
         if (!w.ok()) return;
         events.emplace(std::move(*w));
       }
@@ -234,7 +235,7 @@ Result<nlohmann::json> DecodeCoded(const TrainConfig& config, const std::string&
     o.step_timeout = StepTimeout(config);
     std::optional<JsonLinesWriter> events;
     if (!out_dir.empty() && EnsureWritableDir(out_dir).ok()) {
-      auto w = JsonLinesWriter::Open(out_dir + "/decoder.jsonl");
+      auto w = JsonLinesWriter::Open(RunDir(out_dir).decoder_events());
       if (w.ok()) events.emplace(std::move(*w));
     }
     o.on_event = [&](const nlohmann::json& e) {

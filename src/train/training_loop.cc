@@ -10,6 +10,7 @@
 
 #include "tenax/core/files.h"
 #include "tenax/core/metrics.h"
+#include "tenax/core/run_dir.h"
 #include "tenax/core/seeds.h"
 #include "tenax/core/signals.h"
 #include "tenax/train/torch_runtime.h"
@@ -51,13 +52,13 @@ class RunOutputs {
     if (ec) return IoError(o.summary_path() + ": cannot remove the previous run's summary: " + ec.message());
     std::ostringstream toml_text;
     toml_text << effective_config.table() << "\n";
-    TENAX_RETURN_IF_ERROR(WriteFileAtomic(out_dir + "/config.toml", toml_text.str()));
+    TENAX_RETURN_IF_ERROR(WriteFileAtomic(RunDir(out_dir).config(), toml_text.str()));
     // Under `tenax run` the launcher started the file (its own records
     // come first) and removed the previous run's.
     const char* run_metrics = std::getenv(kRunMetricsEnvVar);
     const bool appended = run_metrics && *run_metrics;
-    TENAX_ASSIGN_OR_RETURN(JsonLinesWriter w, appended ? JsonLinesWriter::Append(out_dir + "/metrics.jsonl")
-                                                       : JsonLinesWriter::Open(out_dir + "/metrics.jsonl"));
+    TENAX_ASSIGN_OR_RETURN(JsonLinesWriter w, appended ? JsonLinesWriter::Append(RunDir(out_dir).metrics())
+                                                       : JsonLinesWriter::Open(RunDir(out_dir).metrics()));
     o.metrics_.emplace(std::move(w));
     return o;
   }
@@ -67,13 +68,13 @@ class RunOutputs {
   Status BecomeWriter() {
     if (writer_) return Status::Ok();
     TENAX_RETURN_IF_ERROR(EnsureWritableDir(dir_));
-    TENAX_ASSIGN_OR_RETURN(JsonLinesWriter w, JsonLinesWriter::Append(dir_ + "/metrics.jsonl"));
+    TENAX_ASSIGN_OR_RETURN(JsonLinesWriter w, JsonLinesWriter::Append(RunDir(dir_).metrics()));
     metrics_.emplace(std::move(w));
     writer_ = true;
     return Status::Ok();
   }
-  std::string summary_path() const { return dir_ + "/summary.json"; }
-  std::string model_path() const { return dir_ + "/model.pt"; }
+  std::string summary_path() const { return RunDir(dir_).summary(); }
+  std::string model_path() const { return RunDir(dir_).model(); }
   bool writer() const { return writer_; }
 
  private:
