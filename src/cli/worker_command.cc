@@ -1,6 +1,8 @@
 // tenax worker --job FILE [--coordinator HOST:PORT] [--rank N] [--out DIR]
 // One rank of a synchronous job; the role is train/worker_role.h.
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "command.h"
 #include "progress_bar.h"
@@ -12,6 +14,10 @@ namespace {
 Status RunWorkerCommand(const WorkerOptions& options) {
   ProgressRenderer renderer(false);  // log lines: a worker's output goes to its log
   WorkerOptions o = options;
+  // The chaos tests' fault injection (WorkerOptions::injected), read here
+  // at the process boundary only.
+  if (const char* v = std::getenv("TENAX_TEST_POISON_UNIT")) o.injected.poison_unit = std::atoll(v);
+  if (const char* v = std::getenv("TENAX_TEST_SIGSTOP_AS_DONOR")) o.injected.sigstop_as_donor = std::string(v) == "1";
   o.on_progress = [&renderer](const TrainProgress& p) {
     if (p.log_point) renderer(p);
   };

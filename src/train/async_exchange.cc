@@ -31,11 +31,7 @@ struct ShardView {
 class AsyncExchange final : public GradientExchange {
  public:
   AsyncExchange(net::Node& node, coord::CoordinatorClient& client, AsyncExchangeOptions o)
-      : node_(node), client_(client), o_(std::move(o)) {
-    // Test seam: the first copy of this unit carries a NaN (a poisoned
-    // result the shards must reject).
-    if (const char* v = std::getenv("TENAX_TEST_POISON_UNIT")) poison_unit_ = std::atoll(v);
-  }
+      : node_(node), client_(client), o_(std::move(o)) {}
 
   int rank() const override { return finisher_ ? 0 : 1; }
   int world() const override { return 1; }
@@ -137,7 +133,6 @@ class AsyncExchange final : public GradientExchange {
   wire::UnitGrant unit_;
   int64_t unit_end_ = 0;
   int64_t delivered_ = 0, merged_ = 0;
-  int64_t poison_unit_ = -1;
 };
 
 void AsyncExchange::ParamsToFlat() {
@@ -304,9 +299,9 @@ Status AsyncExchange::Deliver(int64_t steps_done) {
       for (size_t i = 0; i < total_; ++i) flat_[i] -= base_[i];
     }
   }
-  if (static_cast<int64_t>(unit_.unit()) == poison_unit_ && unit_.attempt() == 1 && total_ > 0) {
+  if (static_cast<int64_t>(unit_.unit()) == o_.poison_unit && unit_.attempt() == 1 && total_ > 0) {
     flat_[0] = std::numeric_limits<float>::quiet_NaN();
-    spdlog::warn("{}: TENAX_TEST_POISON_UNIT: unit {} carries a NaN", o_.worker, unit_.unit());
+    spdlog::warn("{}: injected fault: unit {} carries a NaN", o_.worker, unit_.unit());
   }
   const Deadline deadline = Deadline::After(o_.result_timeout);
   std::vector<uint32_t> targets;

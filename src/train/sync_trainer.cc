@@ -90,12 +90,7 @@ Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& ef
     // The coordinator waits join_timeout for joiners below min_workers and
     // then fails the job: its verdict must reach us before our own wait ends.
     xo.reform_timeout = config.cluster.join_timeout() + 2 * config.cluster.peer_timeout();
-    if (const char* v = std::getenv("TENAX_TEST_SIGSTOP_AS_DONOR"); v && std::string(v) == "1") {
-      xo.before_state_offer = [] {
-        spdlog::warn("TENAX_TEST_SIGSTOP_AS_DONOR: stopping this donor before it offers its state");
-        ::raise(SIGSTOP);
-      };
-    }
+    xo.before_state_offer = options.before_state_offer;
     // Membership events join the run's metrics (appended: the writer may
     // change when rank 0 is lost).
     std::optional<JsonLinesWriter> events;

@@ -1,5 +1,6 @@
 #include "tenax/train/worker_role.h"
 
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -67,7 +68,7 @@ wire::Progress ToWire(int rank, const TrainProgress& p) {
 // An async job's worker: units until every unit is done (or a notice).
 Result<WorkerOutcome> RunAsyncWorker(const SyncJob& job, net::Node& node, coord::CoordinatorClient& client,
                                      PreparedTraining prepared, int rank, const TrainRunOptions& run,
-                                     WorkerOutcome outcome) {
+                                     int64_t poison_unit, WorkerOutcome outcome) {
   const coord::ClusterConfig& k = job.config.cluster;
   TENAX_ASSIGN_OR_RETURN(int64_t total, AsyncTotalSteps(job.config));
   TENAX_ASSIGN_OR_RETURN(auto rule, ps::MakeMergeRule(MergeParamsOf(job.config)));
@@ -78,6 +79,7 @@ Result<WorkerOutcome> RunAsyncWorker(const SyncJob& job, net::Node& node, coord:
   xo.total_steps = total;
   xo.grant_timeout = k.join_timeout() + 2 * k.peer_timeout();
   xo.result_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(k.step_timeout());
+  xo.poison_unit = poison_unit;
   auto trained = TrainAsync(job.config, job.doc, outcome.out_dir, node, client, std::move(prepared), xo, run);
   if (!trained.ok() && trained.status().code() == StatusCode::kCancelled && StopRequested()) {
     spdlog::info("rank {}: {}", rank, trained.status().message());
@@ -185,6 +187,12 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   SyncRunOptions opts;
   opts.step_timeout_seconds = job.config.cluster.step_timeout_seconds;
   opts.straggler_id = requested_rank;  // [stragglers] names the launcher's workers; joiners (-1) are not slowed
+  if (options.injected.sigstop_as_donor) {
+    opts.before_state_offer = [] {
+      spdlog::warn("injected fault: stopping this donor (SIGSTOP) before it offers its state");
+      ::raise(SIGSTOP);
+    };
+  }
   opts.interrupt = [&]() -> Status {
     if (StopRequested()) return Cancelled("stopped by signal " + std::to_string(StopSignal()));
     return client->CheckFailure();
@@ -213,7 +221,8 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   outcome.rank = rank;
   outcome.out_dir = options.out_dir.empty() ? "runs/" + k.job_id : options.out_dir;
 
-  if (async) return RunAsyncWorker(job, *node, *client, std::move(*prepared), rank, opts.run, std::move(outcome));
+  if (async) return RunAsyncWorker(job, *node, *client, std::move(*prepared), rank, opts.run, options.injected.poison_unit,
+                                   std::move(outcome));
 
   if (k.elastic) {
     CoordinatorMembership membership(*client, k.job_id, rank);

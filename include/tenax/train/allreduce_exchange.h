@@ -74,8 +74,8 @@ struct ElasticExchangeOptions {
   std::function<void(const nlohmann::json&)> on_event;
   // Test seam: called on a donor once the members agreed that it sends its
   // state and before it offers it, so that a test can kill the donor in the
-  // middle of a join. TrainElastic sets it only when the environment has
-  // TENAX_TEST_SIGSTOP_AS_DONOR=1 (the worker then SIGSTOPs itself here).
+  // middle of a join (WorkerOptions::injected.sigstop_as_donor: the worker
+  // then SIGSTOPs itself here).
   std::function<void()> before_state_offer;
   // Emulated stragglers ([stragglers] in a sync job): this process sleeps
   // (slowdown - 1) x its own compute time of each step, inside the measured

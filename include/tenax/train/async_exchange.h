@@ -50,6 +50,9 @@ struct AsyncExchangeOptions {
   std::chrono::milliseconds grant_timeout{60000};   // no answer from the coordinator for this long fails
   std::chrono::milliseconds result_timeout{30000};  // a shard's outcome of a delivered result
   std::chrono::milliseconds connect_timeout{10000};
+  // Fault injection (WorkerOptions::injected): the first attempt of this
+  // unit delivers a NaN, a poisoned result the shards must reject. -1: none.
+  int64_t poison_unit = -1;
 };
 
 // The job's [async] keys as the ps layer takes them.

@@ -1,8 +1,12 @@
 // The exchange seam of the training loop: how a step's local gradients
-// become the update every replica applies. Local (one process), allreduce
-// (synchronous data parallel); later: allreduce over a changing membership
-// (elastic), coded gather from the fastest n-s workers (gradient coding),
-// push/pull to parameter-server shards (asynchronous VC-ASGD).
+// become the update every replica applies. Five modes implement it: local
+// (single process), allreduce (sync), allreduce over a changing membership
+// (elastic), coded gather from the fastest n-s workers (gradient coding) and
+// push/pull to parameter-server shards (async VC-ASGD). The functions below
+// the core contract come in four groups, each with defaults that describe a
+// fixed membership, the loop's own sampler, local updates and a local
+// model, so a mode overrides only the groups it needs (issue 28 asks for
+// them to become separate small interfaces; not done yet).
 //
 // Contract (the loop calls, per run):
 //   Attach(model)           once, before the optimizer is built. May replace

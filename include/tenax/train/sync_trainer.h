@@ -39,6 +39,7 @@ struct SyncRunOptions {
   size_t bucket_bytes = 256 << 10;       // gradient bucket size
   int straggler_id = -1;                 // elastic: the launcher's worker index for [stragglers] (-1: a joiner)
   bool joined_running_job = false;       // elastic: admitted after the first generation (it holds no model yet)
+  std::function<void()> before_state_offer;  // elastic: AllreduceExchangeOptions' test seam; may be empty
 };
 
 // Collective over `group`: every rank calls it with the same config.

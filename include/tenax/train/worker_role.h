@@ -33,6 +33,15 @@ struct WorkerOptions {
   int rank = -1;
   std::string out_dir;     // rank 0's outputs; "" = runs/<job_id>
   ProgressFn on_progress;  // this rank's progress after every step; may be empty
+  // Faults a chaos test injects into this worker (the seam of
+  // tests/async_cluster_test.cc and elastic_cluster_test.cc). Only the
+  // `tenax worker` command fills it, from its environment
+  // ($TENAX_TEST_POISON_UNIT=N, $TENAX_TEST_SIGSTOP_AS_DONOR=1); the
+  // library itself reads no test variable.
+  struct InjectedFaults {
+    int64_t poison_unit = -1;       // async: the first attempt of this unit delivers a NaN
+    bool sigstop_as_donor = false;  // elastic: SIGSTOP itself before offering its state to a joiner
+  } injected;
 };
 
 struct WorkerOutcome {
