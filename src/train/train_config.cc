@@ -180,13 +180,8 @@ void ParseStorage(ConfigReader& r, TrainConfig& c, bool cluster_mode) {
   if (s.source_dir.empty()) r.Fail("storage.source_dir", "must name the directory of the Fashion-MNIST idx files");
 }
 
-}  // namespace
-
-Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
-  ConfigReader r(doc);
-  TrainConfig c;
-  c.mode = r.Choice("mode", c.mode, {"single", "sync", "async", "coded"});
-  const bool cluster_mode = c.mode == "sync" || c.mode == "async" || c.mode == "coded";
+// [data]: the format, its files or store datasets, and the sample limits.
+void ParseData(ConfigReader& r, TrainConfig& c) {
   c.data_format = r.Choice("data.format", c.data_format, {kFashionMnistFormat, kNpyFormat, kStoreFormat});
   const bool npy = c.data_format == kNpyFormat;
   const bool store = c.data_format == kStoreFormat;
@@ -245,6 +240,10 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   // Fashion-MNIST's sizes are known; an npy file's are checked when it loads.
   c.train_limit = r.Int("data.train_limit", 0, 0, npy || store ? int64_t{1} << 40 : 60000);
   c.test_limit = r.Int("data.test_limit", 0, 0, npy || store ? int64_t{1} << 40 : 10000);
+}
+
+// [model], [train] and [log].
+void ParseModelAndTraining(ConfigReader& r, TrainConfig& c) {
   c.model_path = r.String("model.path", "");
   if (r.has("model.path") && c.model_path.empty()) r.Fail("model.path", "must name a TorchScript file");
   if (!c.model_path.empty() && r.has("model.name")) {
@@ -267,11 +266,17 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   c.log_every_steps = r.Int("log.every_steps", c.log_every_steps, 1, int64_t{1} << 40);
   c.log_level = r.Choice("log.level", c.log_level, {"trace", "debug", "info", "warn", "error"});
 
-  const int64_t train_samples = c.train_limit > 0 ? c.train_limit : npy || store ? int64_t{1} << 40 : 60000;
-  if (c.batch_size > train_samples) {
-    r.Fail("train.batch_size", "is " + std::to_string(c.batch_size) + ", more than the " +
-                                   std::to_string(train_samples) + " training samples");
-  }
+}
+
+// The training samples a batch must fit in: the limit, Fashion-MNIST's
+// 60000, or no bound yet for npy and store data (checked when they load).
+int64_t KnownTrainSamples(const TrainConfig& c) {
+  if (c.train_limit > 0) return c.train_limit;
+  return c.data_format == kNpyFormat || c.data_format == kStoreFormat ? int64_t{1} << 40 : 60000;
+}
+
+// [cluster]: only for the multi-process modes.
+void ParseCluster(ConfigReader& r, TrainConfig& c, bool cluster_mode, int64_t train_samples) {
   if (cluster_mode) {
     coord::ClusterConfig& k = c.cluster;
     k.workers = r.Int("cluster.workers", k.workers, 1, 1024);
@@ -339,6 +344,10 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
     }
     c.cluster.max_workers = c.cluster.workers;
   }
+}
+
+// [async]: only for mode "async".
+void ParseAsync(ConfigReader& r, TrainConfig& c) {
   if (c.mode == "async") {
     AsyncConfig& a = c.async;
     a.servers = r.Int("async.servers", a.servers, 1, 64);
@@ -364,16 +373,10 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
       if (r.has(key)) r.Fail(key, "only applies to mode = \"async\"");
     }
   }
-  ParseCoded(r, c);
-  if (cluster_mode) {
-    const int64_t processes = c.cluster.workers + (c.mode == "coded" ? 1 : 0) + (c.mode == "async" ? c.async.servers : 0);
-    sched::ParseTopology(doc, r, processes, c.topology, c.placement);
-  } else {
-    for (const char* key : {"topology", "placement"}) {
-      if (r.has(key)) r.Fail(key, "only applies to modes \"sync\", \"async\" and \"coded\" (run by `tenax run`)");
-    }
-  }
-  ParseStorage(r, c, cluster_mode);
+}
+
+// [report]: only for jobs `tenax run` runs.
+void ParseReport(ConfigReader& r, TrainConfig& c, bool cluster_mode) {
   c.report.html = r.Bool("report.html", c.report.html);
   c.report.reference = r.Bool("report.reference", c.report.reference);
   if (!cluster_mode) {
@@ -381,6 +384,10 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
       if (r.has(key)) r.Fail(key, "only applies to jobs run by `tenax run` (modes \"sync\", \"async\", \"coded\")");
     }
   }
+}
+
+// [cost]: the price table, found beside the job file when relative.
+void ParseCost(const ConfigDoc& doc, ConfigReader& r, TrainConfig& c) {
   c.cost.prices = r.String("cost.prices", "");
   // A relative path: from the working directory, else from the job file's
   // directory (examples/cloud.toml names prices/... next to it).
@@ -397,6 +404,36 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
       r.Fail("cost.prices", t.status().message());
     }
   }
+}
+
+}  // namespace
+
+Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
+  ConfigReader r(doc);
+  TrainConfig c;
+  c.mode = r.Choice("mode", c.mode, {"single", "sync", "async", "coded"});
+  const bool cluster_mode = c.mode == "sync" || c.mode == "async" || c.mode == "coded";
+  ParseData(r, c);
+  ParseModelAndTraining(r, c);
+  const int64_t train_samples = KnownTrainSamples(c);
+  if (c.batch_size > train_samples) {
+    r.Fail("train.batch_size", "is " + std::to_string(c.batch_size) + ", more than the " +
+                                   std::to_string(train_samples) + " training samples");
+  }
+  ParseCluster(r, c, cluster_mode, train_samples);
+  ParseAsync(r, c);
+  ParseCoded(r, c);
+  if (cluster_mode) {
+    const int64_t processes = c.cluster.workers + (c.mode == "coded" ? 1 : 0) + (c.mode == "async" ? c.async.servers : 0);
+    sched::ParseTopology(doc, r, processes, c.topology, c.placement);
+  } else {
+    for (const char* key : {"topology", "placement"}) {
+      if (r.has(key)) r.Fail(key, "only applies to modes \"sync\", \"async\" and \"coded\" (run by `tenax run`)");
+    }
+  }
+  ParseStorage(r, c, cluster_mode);
+  ParseReport(r, c, cluster_mode);
+  ParseCost(doc, r, c);
   FaultPlanContext fc;
   fc.sync = cluster_mode;
   fc.workers = c.cluster.workers;
