@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
 #include <cstdlib>
 #include <optional>
 
@@ -129,6 +130,121 @@ Result<WorkerOutcome> RunCodedDecoder(const SyncJob& job, coord::CoordinatorClie
   return outcome;
 }
 
+// Reports this rank's progress to the coordinator at most every 250 ms (and
+// at every log point, evaluation and the last step), with the mean step
+// time since the last report; `user` sees every step.
+ProgressFn ProgressReporter(coord::CoordinatorClient& client, int rank, ProgressFn user) {
+  struct Interval {
+    SteadyClock::time_point last_report = SteadyClock::now() - std::chrono::seconds(1);
+    double seconds = 0;  // step times since the last report: it carries their mean
+    int64_t steps = 0;
+  };
+  auto interval = std::make_shared<Interval>();
+  return [&client, rank, user = std::move(user), interval](const TrainProgress& p) {
+    if (user) user(p);
+    interval->seconds += p.step_seconds;
+    ++interval->steps;
+    const auto now = SteadyClock::now();
+    if (!p.log_point && !p.test_accuracy && p.global_step != p.total_steps &&
+        now - interval->last_report < std::chrono::milliseconds(250)) {
+      return;
+    }
+    interval->last_report = now;
+    wire::Progress w = ToWire(rank, p);
+    w.set_step_seconds(interval->seconds / static_cast<double>(interval->steps));
+    w.set_recovery_bytes(StoreRecoveryBytesMoved());  // 0 unless this process ran a store recovery
+    interval->seconds = 0;
+    interval->steps = 0;
+    client.ReportProgress(w);
+  };
+}
+
+// An elastic job's member: its first generation (every pair connects) or a
+// join of a running job, then the elastic loop until the job ends, a notice
+// makes it leave (outcome.left) or it fails.
+Result<WorkerOutcome> RunElasticWorker(const SyncJob& job, const coord::ClusterConfig& k, net::Node& node,
+                                       coord::CoordinatorClient& client, const wire::Roster& roster, int rank,
+                                       Deadline join_deadline, PreparedTraining prepared, SyncRunOptions opts,
+                                       WorkerOutcome outcome) {
+  CoordinatorMembership membership(client, k.job_id, rank);
+  TENAX_ASSIGN_OR_RETURN(MembershipView view, ViewOf(roster, rank, false));
+  // The first generation connects every pair; a joiner of a running job
+  // dials the members (the roster's joining flags say who dials whom).
+  const bool all_new = client.info().generation == 0;
+  opts.joined_running_job = !all_new;
+  auto group = all_new ? comm::Group::Connect(node, k.job_id, view.generation, view.rank, view.members, join_deadline)
+                       : comm::Group::Join(node, k.job_id, view.generation, view.rank, view.members, join_deadline);
+  // A joiner's generation may be superseded while it dials (a member left
+  // a moment after it joined, and the members went on to the next one):
+  // it then joins the newest one, as members do at a step boundary.
+  while (!all_new && !group.ok() && !join_deadline.Expired()) {
+    auto next = membership.Next(view.generation, Deadline::After(std::chrono::seconds(10)).Earlier(join_deadline));
+    if (!next.ok()) break;  // no newer generation: the join's own error is the one to report
+    spdlog::warn("rank {}: joining generation {} failed ({}); joining generation {}", rank, view.generation,
+                 group.status().message(), next->generation);
+    view = std::move(*next);
+    group = comm::Group::Join(node, k.job_id, view.generation, view.rank, view.members, join_deadline);
+  }
+  if (!group.ok()) {
+    // A joiner's failure is not the job's: the coordinator removes a
+    // member whose connection ends, and the others go on.
+    if (all_new) client.ReportFailure(group.status().message());
+    return Status(group.status().code(), "rank " + std::to_string(rank) + ": " + group.status().message());
+  }
+  outcome.world = (*group)->world();
+  opts.interrupt = nullptr;  // the elastic exchange handles stops and losses itself
+  auto trained = TrainElastic(job.config, job.doc, outcome.out_dir, std::move(*group), membership,
+                              std::move(prepared), opts);
+  if (!trained.ok() && trained.status().code() == StatusCode::kCancelled && membership.leaving()) {
+    spdlog::info("rank {}: {}", rank, trained.status().message());
+    outcome.left = true;
+    return outcome;
+  }
+  if (!trained.ok()) {
+    client.ReportFailure(trained.status().message());
+    return Status(trained.status().code(), "rank " + std::to_string(rank) + ": " + trained.status().message());
+  }
+  outcome.train = std::move(*trained);
+  outcome.world = static_cast<int>(outcome.train.summary.value("workers", int64_t{0}));
+  const bool writer = outcome.train.summary.contains("model_path");
+  TENAX_RETURN_IF_ERROR(client.ReportDone(writer ? outcome.train.summary.dump() : "",
+                                          Deadline::After(std::chrono::seconds(30))));
+  outcome.rank = writer ? 0 : rank;
+  return outcome;
+}
+
+// A member of a fixed membership (sync, coded; the coded job's decoder too):
+// every pair connects, the job trains to its end, and nobody leaves while
+// others may still address it.
+Result<WorkerOutcome> RunFixedWorker(const SyncJob& job, const coord::ClusterConfig& k, net::Node& node,
+                                     coord::CoordinatorClient& client, const wire::Roster& roster, int rank,
+                                     Deadline join_deadline, const SyncRunOptions& opts, WorkerOutcome outcome) {
+  std::vector<comm::GroupMember> members(static_cast<size_t>(roster.members_size()));
+  for (const auto& m : roster.members()) {
+    members[m.rank()] = {m.host(), static_cast<uint16_t>(m.port()), m.name(), m.member_id(), true};
+  }
+  TENAX_ASSIGN_OR_RETURN(auto group,
+                         comm::Group::Connect(node, k.job_id, roster.generation(), rank, members, join_deadline));
+  outcome.world = group->world();
+  const bool coded = job.config.mode == "coded";
+  if (coded && rank == k.workers) {
+    return RunCodedDecoder(job, client, *group, rank, opts.run.on_progress, std::move(outcome));
+  }
+  auto trained = coded ? TrainCoded(job.config, job.doc, outcome.out_dir, *group, opts)
+                       : TrainSync(job.config, job.doc, outcome.out_dir, *group, opts);
+  if (!trained.ok()) {
+    client.ReportFailure(trained.status().message());
+    return Status(trained.status().code(), "rank " + std::to_string(rank) + ": " + trained.status().message());
+  }
+  outcome.train = std::move(*trained);
+
+  // Nobody leaves while others may still address it.
+  TENAX_RETURN_IF_ERROR(group->Barrier(Deadline::After(job.config.cluster.step_timeout())));
+  TENAX_RETURN_IF_ERROR(client.ReportDone(rank == 0 ? outcome.train.summary.dump() : "",
+                                          join_deadline.Earlier(Deadline::After(std::chrono::seconds(30)))));
+  return outcome;
+}
+
 }  // namespace
 
 Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
@@ -175,7 +291,7 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   rank = client->info().rank;
   // The coordinator's copy of the job is authoritative.
   TENAX_ASSIGN_OR_RETURN(SyncJob job, ParseSyncJob(client->info().config_toml, "job config from the coordinator"));
-  spdlog::info("rank {} of {} in job {} (coordinator {})", rank, client->info().world, k.job_id, hp.host + ":" + std::to_string(hp.port));
+  spdlog::info("rank {} of {} in job {} (coordinator {}:{})", rank, client->info().world, k.job_id, hp.host, hp.port);
   // Async workers do not wait for the others: they ask for work at once.
   wire::Roster roster;
   if (!async) {
@@ -197,104 +313,20 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
     if (StopRequested()) return Cancelled("stopped by signal " + std::to_string(StopSignal()));
     return client->CheckFailure();
   };
-  auto last_report = SteadyClock::now() - std::chrono::seconds(1);
-  double interval_seconds = 0;  // step times since the last report: it carries their mean
-  int64_t interval_steps = 0;
-  opts.run.on_progress = [&](const TrainProgress& p) {
-    if (options.on_progress) options.on_progress(p);
-    interval_seconds += p.step_seconds;
-    ++interval_steps;
-    const auto now = SteadyClock::now();
-    if (!p.log_point && !p.test_accuracy && p.global_step != p.total_steps &&
-        now - last_report < std::chrono::milliseconds(250)) {
-      return;
-    }
-    last_report = now;
-    wire::Progress w = ToWire(rank, p);
-    w.set_step_seconds(interval_seconds / static_cast<double>(interval_steps));
-    w.set_recovery_bytes(StoreRecoveryBytesMoved());  // 0 unless this process ran a store recovery
-    interval_seconds = 0;
-    interval_steps = 0;
-    client->ReportProgress(w);
-  };
+  opts.run.on_progress = ProgressReporter(*client, rank, options.on_progress);
   WorkerOutcome outcome;
   outcome.rank = rank;
   outcome.out_dir = options.out_dir.empty() ? "runs/" + k.job_id : options.out_dir;
 
-  if (async) return RunAsyncWorker(job, *node, *client, std::move(*prepared), rank, opts.run, options.injected.poison_unit,
-                                   std::move(outcome));
-
+  if (async) {
+    return RunAsyncWorker(job, *node, *client, std::move(*prepared), rank, opts.run, options.injected.poison_unit,
+                          std::move(outcome));
+  }
   if (k.elastic) {
-    CoordinatorMembership membership(*client, k.job_id, rank);
-    TENAX_ASSIGN_OR_RETURN(MembershipView view, ViewOf(roster, rank, false));
-    // The first generation connects every pair; a joiner of a running job
-    // dials the members (the roster's joining flags say who dials whom).
-    const bool all_new = client->info().generation == 0;
-    opts.joined_running_job = !all_new;
-    auto group = all_new ? comm::Group::Connect(*node, k.job_id, view.generation, view.rank, view.members, join_deadline)
-                         : comm::Group::Join(*node, k.job_id, view.generation, view.rank, view.members, join_deadline);
-    // A joiner's generation may be superseded while it dials (a member left
-    // a moment after it joined, and the members went on to the next one):
-    // it then joins the newest one, as members do at a step boundary.
-    while (!all_new && !group.ok() && !join_deadline.Expired()) {
-      auto next = membership.Next(view.generation, Deadline::After(std::chrono::seconds(10)).Earlier(join_deadline));
-      if (!next.ok()) break;  // no newer generation: the join's own error is the one to report
-      spdlog::warn("rank {}: joining generation {} failed ({}); joining generation {}", rank, view.generation,
-                   group.status().message(), next->generation);
-      view = std::move(*next);
-      group = comm::Group::Join(*node, k.job_id, view.generation, view.rank, view.members, join_deadline);
-    }
-    if (!group.ok()) {
-      // A joiner's failure is not the job's: the coordinator removes a
-      // member whose connection ends, and the others go on.
-      if (all_new) client->ReportFailure(group.status().message());
-      return Status(group.status().code(), "rank " + std::to_string(rank) + ": " + group.status().message());
-    }
-    outcome.world = (*group)->world();
-    opts.interrupt = nullptr;  // the elastic exchange handles stops and losses itself
-    auto trained = TrainElastic(job.config, job.doc, outcome.out_dir, std::move(*group), membership,
-                                std::move(*prepared), opts);
-    if (!trained.ok() && trained.status().code() == StatusCode::kCancelled && membership.leaving()) {
-      spdlog::info("rank {}: {}", rank, trained.status().message());
-      outcome.left = true;
-      return outcome;
-    }
-    if (!trained.ok()) {
-      client->ReportFailure(trained.status().message());
-      return Status(trained.status().code(), "rank " + std::to_string(rank) + ": " + trained.status().message());
-    }
-    outcome.train = std::move(*trained);
-    outcome.world = static_cast<int>(outcome.train.summary.value("workers", int64_t{0}));
-    const bool writer = outcome.train.summary.contains("model_path");
-    TENAX_RETURN_IF_ERROR(client->ReportDone(writer ? outcome.train.summary.dump() : "",
-                                             Deadline::After(std::chrono::seconds(30))));
-    outcome.rank = writer ? 0 : rank;
-    return outcome;
+    return RunElasticWorker(job, k, *node, *client, roster, rank, join_deadline, std::move(*prepared), std::move(opts),
+                            std::move(outcome));
   }
-
-  std::vector<comm::GroupMember> members(static_cast<size_t>(roster.members_size()));
-  for (const auto& m : roster.members()) {
-    members[m.rank()] = {m.host(), static_cast<uint16_t>(m.port()), m.name(), m.member_id(), true};
-  }
-  TENAX_ASSIGN_OR_RETURN(auto group, comm::Group::Connect(*node, k.job_id, roster.generation(), rank, members, join_deadline));
-  outcome.world = group->world();
-  const bool coded = job.config.mode == "coded";
-  if (coded && rank == k.workers) {
-    return RunCodedDecoder(job, *client, *group, rank, opts.run.on_progress, std::move(outcome));
-  }
-  auto trained = coded ? TrainCoded(job.config, job.doc, outcome.out_dir, *group, opts)
-                       : TrainSync(job.config, job.doc, outcome.out_dir, *group, opts);
-  if (!trained.ok()) {
-    client->ReportFailure(trained.status().message());
-    return Status(trained.status().code(), "rank " + std::to_string(rank) + ": " + trained.status().message());
-  }
-  outcome.train = std::move(*trained);
-
-  // Nobody leaves while others may still address it.
-  TENAX_RETURN_IF_ERROR(group->Barrier(Deadline::After(job.config.cluster.step_timeout())));
-  TENAX_RETURN_IF_ERROR(client->ReportDone(rank == 0 ? outcome.train.summary.dump() : "",
-                                           join_deadline.Earlier(Deadline::After(std::chrono::seconds(30)))));
-  return outcome;
+  return RunFixedWorker(job, k, *node, *client, roster, rank, join_deadline, opts, std::move(outcome));
 }
 
 }  // namespace tenax
