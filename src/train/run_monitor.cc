@@ -247,72 +247,71 @@ double RunMonitor::RecoveryBytes() const {
   return bytes;
 }
 
-nlohmann::json RunMonitor::FaultsWithReactions() const {
-  nlohmann::json out = nlohmann::json::array();
-  auto first_generation_after = [&](double t, const std::function<bool(const nlohmann::json&)>& ok) -> const Event* {
-    for (const auto& g : generations_) {
-      if (g.time >= t && ok(g.record)) return &g;
-    }
-    return nullptr;
-  };
-  for (const auto& f : faults_) {
-    const nlohmann::json& r = f.record;
-    const std::string action = r.value("action", "");
-    const std::string target = TargetOf(r);
-    nlohmann::json entry = {{"fault", action + " " + target},
-                            {"action", action},
-                            {"target", target},
-                            {"source", r.value("source", "")},
-                            {"at_seconds", f.time - start_},
-                            {"step", r.value("step", 0)},
-                            {"reaction", "none observed before the job ended"},
-                            {"recovered", false},
-                            {"recovered_seconds", nullptr}};
-    auto recovered = [&](double at, const std::string& reaction) {
-      entry["reaction"] = reaction;
-      entry["recovered"] = true;
-      entry["recovered_seconds"] = std::max(0.0, at - f.time);
-    };
-    if (r.contains("storage")) {
-      if (r.value("wiped", false)) entry["fault"] = "kill " + target + " and wipe its disk";
-      const Event* done = nullptr;
-      for (const auto& e : job_events_) {
-        if (e.time >= f.time && e.record.value("event", "") == "recovery" && e.record.value("phase", "") == "done") {
-          done = &e;
-          break;
-        }
-      }
-      if (done) {
-        const auto& d = done->record;
-        recovered(done->time,
-                  fmt::format("training read around the lost chunks (degraded reads); a {} recovery rebuilt {} of {} "
-                              "lost chunks ({} moved)",
-                              d.value("policy", std::string("?")), d.value("chunks_rebuilt", int64_t{0}),
-                              d.value("lost_chunks", int64_t{0}), MiB(d.value("bytes", 0.0))));
-      } else {
-        entry["reaction"] = "training read around the lost chunks (degraded reads); no recovery finished";
-      }
-    } else if (action == "restart") {
-      const pid_t pid = static_cast<pid_t>(r.value("pid", int64_t{0}));
-      const Event* g = first_generation_after(f.time, [&](const nlohmann::json& gen) { return HasMember(gen, pid); });
-      if (g) {
-        recovered(g->time, fmt::format("{} joined generation {} and copied the model from a live peer", target,
-                                       g->record.value("number", 0)));
-      }
-    } else if (action == "kill" || action == "preempt" || action == "stop") {
-      const pid_t pid = static_cast<pid_t>(r.value("pid", int64_t{0}));
-      const Event* g = first_generation_after(f.time, [&](const nlohmann::json& gen) { return !HasMember(gen, pid); });
-      if (g) {
-        recovered(g->time, Reformed(g->record));
-      }
-    } else if (action == "cont") {
-      recovered(f.time, "resumed");
-    }
-    out.push_back(entry);
+const RunMonitor::Event* RunMonitor::FirstGenerationAfter(
+    double t, const std::function<bool(const nlohmann::json&)>& ok) const {
+  for (const auto& g : generations_) {
+    if (g.time >= t && ok(g.record)) return &g;
   }
-  // The injected stragglers ([stragglers]): each one's first detection.
-  const double train_start = generations_.empty() ? start_ : generations_.front().time;
-  std::vector<std::string> listed;
+  return nullptr;
+}
+
+nlohmann::json RunMonitor::ReactionToFault(const Event& f) const {
+  const nlohmann::json& r = f.record;
+  const std::string action = r.value("action", "");
+  const std::string target = TargetOf(r);
+  nlohmann::json entry = {{"fault", action + " " + target},
+                          {"action", action},
+                          {"target", target},
+                          {"source", r.value("source", "")},
+                          {"at_seconds", f.time - start_},
+                          {"step", r.value("step", 0)},
+                          {"reaction", "none observed before the job ended"},
+                          {"recovered", false},
+                          {"recovered_seconds", nullptr}};
+  auto recovered = [&](double at, const std::string& reaction) {
+    entry["reaction"] = reaction;
+    entry["recovered"] = true;
+    entry["recovered_seconds"] = std::max(0.0, at - f.time);
+  };
+  if (r.contains("storage")) {
+    if (r.value("wiped", false)) entry["fault"] = "kill " + target + " and wipe its disk";
+    const Event* done = nullptr;
+    for (const auto& e : job_events_) {
+      if (e.time >= f.time && e.record.value("event", "") == "recovery" && e.record.value("phase", "") == "done") {
+        done = &e;
+        break;
+      }
+    }
+    if (done) {
+      const auto& d = done->record;
+      recovered(done->time,
+                fmt::format("training read around the lost chunks (degraded reads); a {} recovery rebuilt {} of {} "
+                            "lost chunks ({} moved)",
+                            d.value("policy", std::string("?")), d.value("chunks_rebuilt", int64_t{0}),
+                            d.value("lost_chunks", int64_t{0}), MiB(d.value("bytes", 0.0))));
+    } else {
+      entry["reaction"] = "training read around the lost chunks (degraded reads); no recovery finished";
+    }
+  } else if (action == "restart") {
+    const pid_t pid = static_cast<pid_t>(r.value("pid", int64_t{0}));
+    const Event* g = FirstGenerationAfter(f.time, [&](const nlohmann::json& gen) { return HasMember(gen, pid); });
+    if (g) {
+      recovered(g->time, fmt::format("{} joined generation {} and copied the model from a live peer", target,
+                                     g->record.value("number", 0)));
+    }
+  } else if (action == "kill" || action == "preempt" || action == "stop") {
+    const pid_t pid = static_cast<pid_t>(r.value("pid", int64_t{0}));
+    const Event* g = FirstGenerationAfter(f.time, [&](const nlohmann::json& gen) { return !HasMember(gen, pid); });
+    if (g) recovered(g->time, Reformed(g->record));
+  } else if (action == "cont") {
+    recovered(f.time, "resumed");
+  }
+  return entry;
+}
+
+std::vector<nlohmann::json> RunMonitor::DetectedStragglers(double train_start,
+                                                           std::vector<std::string>& detected) const {
+  std::vector<nlohmann::json> out;
   for (const auto& e : job_events_) {
     if (e.record.value("event", "") != "straggler" || e.record.value("state", "") != "slow") continue;
     std::string who = e.record.value("member", std::string("?"));
@@ -321,8 +320,8 @@ nlohmann::json RunMonitor::FaultsWithReactions() const {
     }
     const bool injected =
         std::find(injected_stragglers_.begin(), injected_stragglers_.end(), who) != injected_stragglers_.end();
-    if (!injected || std::find(listed.begin(), listed.end(), who) != listed.end()) continue;
-    listed.push_back(who);
+    if (!injected || std::find(detected.begin(), detected.end(), who) != detected.end()) continue;
+    detected.push_back(who);
     out.push_back({{"fault", "straggler " + who},
                    {"action", "straggler"},
                    {"target", who},
@@ -337,46 +336,64 @@ nlohmann::json RunMonitor::FaultsWithReactions() const {
                    {"recovered", true},
                    {"recovered_seconds", std::max(0.0, e.time - train_start)}});
   }
-  // Workers that failed on their own: not planned, but the user's run
-  // lived through them (or not) all the same.
-  for (const auto& e : own_failures_) {
-    const std::string who = e.record.value("worker", std::string("?"));
-    const pid_t pid = static_cast<pid_t>(e.record.value("pid", int64_t{0}));
-    nlohmann::json entry = {{"fault", who + " failed on its own (exit code " +
-                                          std::to_string(e.record.value("code", 0)) + ")"},
-                            {"action", "failed"},
-                            {"target", who},
-                            {"source", "unplanned"},
-                            {"at_seconds", e.time - start_},
-                            {"detail", e.record.value("why", std::string())},
-                            {"reaction", "none observed before the job ended"},
-                            {"recovered", false},
-                            {"recovered_seconds", nullptr}};
-    // The generation that dropped it: the first one without it after one
-    // with it (formed before its exit was reaped, when its connection went
-    // first, or after).
-    const Event* g = nullptr;
-    for (size_t i = 1; i < generations_.size() && !g; ++i) {
-      if (HasMember(generations_[i - 1].record, pid) && !HasMember(generations_[i].record, pid)) g = &generations_[i];
-    }
-    if (g) {
-      entry["reaction"] = Reformed(g->record);
-      entry["recovered"] = true;
-      entry["recovered_seconds"] = std::max(0.0, g->time - e.time);
-    }
-    out.push_back(std::move(entry));
+  return out;
+}
+
+nlohmann::json RunMonitor::UndetectedStraggler(const std::string& who, double train_start) const {
+  return {{"fault", "straggler " + who},
+          {"action", "straggler"},
+          {"target", who},
+          {"source", "stragglers"},
+          {"at_seconds", train_start - start_},
+          {"step", 0},
+          {"reaction", "not detected before the job ended"},
+          {"recovered", false},
+          {"recovered_seconds", nullptr}};
+}
+
+// A worker that failed on its own: not planned, but the user's run lived
+// through it (or not) all the same.
+nlohmann::json RunMonitor::ReactionToOwnFailure(const Event& e) const {
+  const std::string who = e.record.value("worker", std::string("?"));
+  const pid_t pid = static_cast<pid_t>(e.record.value("pid", int64_t{0}));
+  nlohmann::json entry = {{"fault", who + " failed on its own (exit code " +
+                                        std::to_string(e.record.value("code", 0)) + ")"},
+                          {"action", "failed"},
+                          {"target", who},
+                          {"source", "unplanned"},
+                          {"at_seconds", e.time - start_},
+                          {"detail", e.record.value("why", std::string())},
+                          {"reaction", "none observed before the job ended"},
+                          {"recovered", false},
+                          {"recovered_seconds", nullptr}};
+  // The generation that dropped it: the first one without it after one
+  // with it (formed before its exit was reaped, when its connection went
+  // first, or after).
+  const Event* g = nullptr;
+  for (size_t i = 1; i < generations_.size() && !g; ++i) {
+    if (HasMember(generations_[i - 1].record, pid) && !HasMember(generations_[i].record, pid)) g = &generations_[i];
   }
+  if (g) {
+    entry["reaction"] = Reformed(g->record);
+    entry["recovered"] = true;
+    entry["recovered_seconds"] = std::max(0.0, g->time - e.time);
+  }
+  return entry;
+}
+
+// In order: the injected faults, the injected stragglers that were
+// detected, the workers' own failures, the stragglers never detected.
+nlohmann::json RunMonitor::FaultsWithReactions() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& f : faults_) out.push_back(ReactionToFault(f));
+  const double train_start = generations_.empty() ? start_ : generations_.front().time;
+  std::vector<std::string> detected;
+  for (auto& entry : DetectedStragglers(train_start, detected)) out.push_back(std::move(entry));
+  for (const auto& e : own_failures_) out.push_back(ReactionToOwnFailure(e));
   for (const auto& who : injected_stragglers_) {
-    if (std::find(listed.begin(), listed.end(), who) != listed.end()) continue;
-    out.push_back({{"fault", "straggler " + who},
-                   {"action", "straggler"},
-                   {"target", who},
-                   {"source", "stragglers"},
-                   {"at_seconds", train_start - start_},
-                   {"step", 0},
-                   {"reaction", "not detected before the job ended"},
-                   {"recovered", false},
-                   {"recovered_seconds", nullptr}});
+    if (std::find(detected.begin(), detected.end(), who) == detected.end()) {
+      out.push_back(UndetectedStraggler(who, train_start));
+    }
   }
   return out;
 }

@@ -93,6 +93,15 @@ class RunMonitor {
   void Record(nlohmann::json record);
   void Publish();
   void OnJobEvent(const nlohmann::json& e);
+  // FaultsWithReactions' parts: the first generation formed at or after `t`
+  // that `ok` accepts; one injected fault's entry; the detected injected
+  // stragglers' entries (their names go to `detected`); an undetected one's;
+  // a worker's own failure's entry.
+  const Event* FirstGenerationAfter(double t, const std::function<bool(const nlohmann::json&)>& ok) const;
+  nlohmann::json ReactionToFault(const Event& f) const;
+  std::vector<nlohmann::json> DetectedStragglers(double train_start, std::vector<std::string>& detected) const;
+  nlohmann::json UndetectedStraggler(const std::string& who, double train_start) const;
+  nlohmann::json ReactionToOwnFailure(const Event& e) const;
 
   std::string metrics_path_;
   Callbacks cb_;
