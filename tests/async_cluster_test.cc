@@ -282,23 +282,24 @@ TEST_F(AsyncClusterTest, TenRandomWorkerKillsStillMergeEveryUnitOnceAndTheRunCom
 
 TEST_F(AsyncClusterTest, APreemptionNoticeReturnsThePartialResultAndOnlyTheRestIsRerun) {
   ScratchDir dir;
-  // The notice must land inside a unit of worker 0's, by construction: two
-  // units of 200 steps ([0, 200) and [200, 400)), one per worker, and the
-  // notice at step 300, when the holder of the second unit is 100 steps
-  // into it. Worker 0 holds one of the two; if it holds the first, it is
-  // about 100 steps into it too (the workers start together), and steps of
-  // the cnn at batch 128 take tens of ms, so its unit is seconds from its
-  // end when the notice comes (the launcher sees steps every 250 ms at
-  // most). Units of 40 steps of the mlp, as before, lasted 40 ms: the
-  // notice could fall between units ("no unit in hand"; it did in one
-  // clean-clone run of the whole suite).
+  // The notice must land inside a unit of worker 0's, by construction: one
+  // worker, units of 200 steps of the cnn at batch 128 ([0, 200) and
+  // [200, 400)), and the notice at step 100, which only worker 0 can
+  // report, 100 steps (seconds, and more on a loaded machine, where steps
+  // slow down too) before its unit ends; the launcher sees steps every
+  // 250 ms at most. A joiner started at the same step ("restart") runs what
+  // is left. (With two workers and the notice at the other's step 300,
+  // worker 0 could have finished its unit first when it started 100 steps
+  // earlier than the other: it did under a heavily loaded full run.)
   // A unit here lasts about 5 s, longer than the job's peer timeout (4 s):
   // the worker must drive its node during the unit, or the shards declare
   // it lost and every delivery of the unit fails (it did, before the async
   // exchange drove its node at each step boundary).
-  AsyncJob j{.name = "notice", .max_steps = 400, .unit_steps = 200, .lease_seconds = 30, .model = "cnn",
-             .batch_size = 128};
-  j.extra = "[[faults]]\naction = \"preempt\"\nworker = 0\nat_step = 300\ngrace_seconds = 20\n";
+  AsyncJob j{.name = "notice", .workers = 1, .max_steps = 400, .unit_steps = 200, .lease_seconds = 30,
+             .model = "cnn", .batch_size = 128};
+  j.extra =
+      "[[faults]]\naction = \"preempt\"\nworker = 0\nat_step = 100\ngrace_seconds = 20\n"
+      "[[faults]]\naction = \"restart\"\nat_step = 100\n";
   auto r = RunAsyncJob(dir, j);
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
   const std::string log0 = ReadText(dir / "run/logs/worker-0.log");
