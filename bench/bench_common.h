@@ -17,7 +17,7 @@
 #include "median.h"
 #include "tenax/core/deadline.h"
 #include "tenax/core/status.h"
-#include "tenax/train/fashion_mnist.h"
+#include "tenax/data/fashion_mnist.h"
 
 namespace tenax::bench {
 

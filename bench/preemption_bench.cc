@@ -23,7 +23,7 @@
 
 #include "bench_common.h"
 #include "tenax/core/files.h"
-#include "tenax/train/price_table.h"
+#include "tenax/job/price_table.h"
 
 namespace tenax::bench {
 namespace {

@@ -32,7 +32,7 @@
 #include "sched_real.h"
 #include "sched_sim.h"
 #include "tenax/core/signals.h"
-#include "tenax/sched/scorer.h"
+#include "tenax/sched/place/scorer.h"
 
 namespace tenax::bench {
 namespace {

@@ -5,7 +5,7 @@
 #include <limits>
 #include <set>
 
-#include "tenax/sched/scorer.h"
+#include "tenax/sched/place/scorer.h"
 
 namespace tenax::bench::schedsim {
 namespace {

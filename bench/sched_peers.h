@@ -45,7 +45,7 @@
 #include <vector>
 
 #include "sched_rng.h"
-#include "tenax/sched/link_metrics.h"
+#include "tenax/sched/probe/link_metrics.h"
 
 namespace tenax::bench::schedsim {
 

@@ -8,8 +8,8 @@
 #include <set>
 
 #include "median.h"
-#include "tenax/sched/link_matrix.h"
-#include "tenax/sched/scorer.h"
+#include "tenax/sched/probe/link_matrix.h"
+#include "tenax/sched/place/scorer.h"
 
 namespace tenax::bench::schedsim {
 namespace {
@@ -38,7 +38,7 @@ double FlowGbps(const sched::LinkMetrics& l) {
   return gbps;
 }
 
-// One probe of a link as `tenax probe` measures it (sched/probe_agent.h):
+// One probe of a link as `tenax probe` measures it (sched/probe/probe_agent.h):
 // `pings` reads whose median answered round trip is the delay; a read lost
 // (probability = the link's loss) or answered later than 2 x the median +
 // 1 ms counts as lost; a timed write of `throughput_bytes` is the

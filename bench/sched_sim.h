@@ -32,8 +32,8 @@
 
 #include "sched_peers.h"
 #include "sched_rng.h"
-#include "tenax/sched/link_metrics.h"
-#include "tenax/sched/placer.h"
+#include "tenax/sched/probe/link_metrics.h"
+#include "tenax/sched/place/placer.h"
 
 namespace tenax::bench::schedsim {
 

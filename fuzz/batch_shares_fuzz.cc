@@ -8,7 +8,7 @@
 #include <numeric>
 #include <vector>
 
-#include "tenax/train/batch_shares.h"
+#include "tenax/job/batch_shares.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;

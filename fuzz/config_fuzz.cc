@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "tenax/core/config.h"
-#include "tenax/train/train_config.h"
+#include "tenax/job/train_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);

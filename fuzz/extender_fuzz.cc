@@ -1,5 +1,5 @@
-// Fuzzes the Kubernetes extender's request handling (sched/extender.h) and
-// its state-file parser (sched/cluster_state.h): any bytes give an answer
+// Fuzzes the Kubernetes extender's request handling (sched/k8s/extender.h) and
+// its state-file parser (sched/k8s/cluster_state.h): any bytes give an answer
 // with status 200, 400 or 413 whose body is JSON; a filter answer accounts
 // for every candidate (passed or failed, never both); a prioritize answer
 // scores every candidate in 0..10. The same bytes also go to the state-file
@@ -10,8 +10,8 @@
 #include <set>
 #include <string>
 
-#include "tenax/sched/cluster_state.h"
-#include "tenax/sched/extender.h"
+#include "tenax/sched/k8s/cluster_state.h"
+#include "tenax/sched/k8s/extender.h"
 
 namespace {
 

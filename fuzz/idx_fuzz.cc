@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <span>
 
-#include "tenax/train/fashion_mnist.h"
-#include "tenax/train/idx.h"
+#include "tenax/data/fashion_mnist.h"
+#include "tenax/data/idx.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Small limit: the decoder must enforce it, and fuzzing stays fast.

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <span>
 
-#include "tenax/train/npy.h"
+#include "tenax/data/npy.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Small limit: the decoder must enforce it, and fuzzing stays fast.

@@ -1,11 +1,11 @@
-// Fuzzes the price table decoder (train/price_table.h): any text parses or
+// Fuzzes the price table decoder (job/price_table.h): any text parses or
 // gives InvalidArgument; a table that parses prices any run finitely.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 
-#include "tenax/train/price_table.h"
+#include "tenax/job/price_table.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto t = tenax::ParsePriceTable(std::string(reinterpret_cast<const char*>(data), size), "fuzz.toml");

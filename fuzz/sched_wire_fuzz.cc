@@ -1,4 +1,4 @@
-// Fuzzes the decoders of the probes' messages (sched/sched_codec.h) and the
+// Fuzzes the decoders of the probes' messages (sched/probe/sched_codec.h) and the
 // link-matrix JSON that a link answer carries: any bytes decode or give
 // ProtocolError (InvalidArgument for the JSON); what decodes is in bounds.
 #include <cmath>
@@ -7,8 +7,8 @@
 #include <string>
 
 #include "tenax/net/emulated_links.h"
-#include "tenax/sched/link_matrix.h"
-#include "tenax/sched/sched_codec.h"
+#include "tenax/sched/probe/link_matrix.h"
+#include "tenax/sched/probe/sched_codec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

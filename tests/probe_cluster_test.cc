@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "tenax/sched/link_book.h"
+#include "tenax/sched/probe/link_book.h"
 #include "testing.h"
 
 namespace tenax::testing {

@@ -13,7 +13,7 @@
 #include "tenax/store/net_chunk_store.h"
 #include "tenax/store/recovery.h"
 #include "tenax/store/storage_codec.h"
-#include "tenax/train/fashion_mnist.h"
+#include "tenax/data/fashion_mnist.h"
 #include "testing.h"
 
 namespace tenax::store {

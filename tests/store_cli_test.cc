@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "tenax/train/fashion_mnist.h"
+#include "tenax/data/fashion_mnist.h"
 #include "testing.h"
 
 namespace tenax {

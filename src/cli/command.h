@@ -29,11 +29,11 @@ void AddServerCommand(CLI::App& root, int& exit_code);
 void AddStoreCommand(CLI::App& root, int& exit_code);
 // One data node of the store (store/storage_node.h).
 void AddStorageCommand(CLI::App& root, int& exit_code);
-// A network probe agent, or the coordinator's link matrix (sched/probe_agent.h).
+// A network probe agent, or the coordinator's link matrix (sched/probe/probe_agent.h).
 void AddProbeCommand(CLI::App& root, int& exit_code);
-// The Kubernetes scheduler extender (sched/extender_server.h).
+// The Kubernetes scheduler extender (sched/k8s/extender_server.h).
 void AddSchedCommand(CLI::App& root, int& exit_code);
-// The Kubernetes manifests of a job (sched/k8s_manifests.h).
+// The Kubernetes manifests of a job (sched/k8s/k8s_manifests.h).
 void AddK8sCommand(CLI::App& root, int& exit_code);
 // A run's self-contained HTML report (report/html_report.h).
 void AddReportCommand(CLI::App& root, int& exit_code);

@@ -6,8 +6,8 @@
 #include "tenax/core/signals.h"
 #include "tenax/net/auth.h"
 #include "tenax/net/host_port.h"
-#include "tenax/sched/link_book.h"
-#include "tenax/train/sync_job.h"
+#include "tenax/sched/probe/link_book.h"
+#include "tenax/roles/sync_job.h"
 
 namespace tenax::cli {
 namespace {

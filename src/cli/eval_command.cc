@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.h"
-#include "tenax/train/fashion_mnist.h"
+#include "tenax/data/fashion_mnist.h"
 #include "tenax/train/single_trainer.h"
 
 namespace tenax::cli {

@@ -1,6 +1,6 @@
 // tenax k8s manifests JOB.toml [--image IMG] [--namespace NS] [--out FILE] ...
 // Reads and validates the job as every role would, turns it into the facts
-// the manifests need (sched::K8sJob) and prints sched/k8s_manifests.h's
+// the manifests need (sched::K8sJob) and prints sched/k8s/k8s_manifests.h's
 // objects as a YAML stream. Parsing and printing only.
 #include <sys/stat.h>
 
@@ -11,9 +11,9 @@
 #include "command.h"
 #include "tenax/core/files.h"
 #include "tenax/net/auth.h"
-#include "tenax/sched/k8s_manifests.h"
-#include "tenax/sched/placer.h"
-#include "tenax/train/sync_job.h"
+#include "tenax/sched/k8s/k8s_manifests.h"
+#include "tenax/sched/place/placer.h"
+#include "tenax/roles/sync_job.h"
 
 namespace tenax::cli {
 namespace {

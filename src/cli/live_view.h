@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "tenax/train/local_launcher.h"
+#include "tenax/launch/local_launcher.h"
 #include "tenax/train/progress.h"
 
 namespace spdlog {

@@ -1,7 +1,7 @@
 // tenax probe --node NAME --coordinator HOST:PORT [--zone Z] [--listen HOST:PORT] ...
 // tenax probe --links --coordinator HOST:PORT
-// A network probe agent (sched/probe_agent.h), or a print of the
-// coordinator's link matrix (sched/link_book.h).
+// A network probe agent (sched/probe/probe_agent.h), or a print of the
+// coordinator's link matrix (sched/probe/link_book.h).
 #include <cstdio>
 
 #include "command.h"
@@ -9,8 +9,8 @@
 #include "tenax/core/signals.h"
 #include "tenax/net/auth.h"
 #include "tenax/net/host_port.h"
-#include "tenax/sched/link_book.h"
-#include "tenax/sched/probe_agent.h"
+#include "tenax/sched/probe/link_book.h"
+#include "tenax/sched/probe/probe_agent.h"
 
 namespace tenax::cli {
 namespace {

@@ -1,4 +1,4 @@
-// tenax run JOB.toml --out DIR: the local launcher (train/local_launcher.h)
+// tenax run JOB.toml --out DIR: the local launcher (launch/local_launcher.h)
 // with its live view on stderr (live_view.h): the job's progress, every
 // worker's state and a line per event; plain lines when stderr is not a
 // terminal. With an emulated topology the launcher re-runs itself inside
@@ -12,7 +12,7 @@
 #include "progress_bar.h"
 #include "tenax/report/html_report.h"
 #include "tenax/core/run_dir.h"
-#include "tenax/train/local_launcher.h"
+#include "tenax/launch/local_launcher.h"
 
 namespace tenax::cli {
 namespace {

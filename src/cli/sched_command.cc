@@ -1,6 +1,6 @@
 // tenax sched extender --listen HOST:PORT [--state FILE] [--url-prefix P]
 //                      [--weights-throughput X --weights-delay Y --weights-loss Z]
-// The Kubernetes scheduler extender; the role is sched/extender_server.h.
+// The Kubernetes scheduler extender; the role is sched/k8s/extender_server.h.
 #include <cstdio>
 #include <memory>
 #include <thread>
@@ -10,9 +10,9 @@
 #include "tenax/core/signals.h"
 #include "tenax/net/auth.h"
 #include "tenax/net/host_port.h"
-#include "tenax/sched/extender_server.h"
-#include "tenax/sched/coordinator_state_source.h"
-#include "tenax/sched/file_state_source.h"
+#include "tenax/sched/k8s/extender_server.h"
+#include "tenax/sched/k8s/coordinator_state_source.h"
+#include "tenax/sched/k8s/file_state_source.h"
 
 namespace tenax::cli {
 namespace {

@@ -10,8 +10,8 @@
 #include "tenax/net/auth.h"
 #include "tenax/net/host_port.h"
 #include "tenax/ps/parameter_server.h"
-#include "tenax/train/async_exchange.h"
-#include "tenax/train/sync_job.h"
+#include "tenax/train/exchange/async_exchange.h"
+#include "tenax/roles/sync_job.h"
 #include "tenax/train/sync_trainer.h"
 
 namespace tenax::cli {

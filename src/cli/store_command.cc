@@ -11,9 +11,9 @@
 #include "tenax/core/files.h"
 #include "tenax/core/log.h"
 #include "tenax/store/store_client.h"
-#include "tenax/train/fashion_mnist.h"
-#include "tenax/train/idx.h"
-#include "tenax/train/npy.h"
+#include "tenax/data/fashion_mnist.h"
+#include "tenax/data/idx.h"
+#include "tenax/data/npy.h"
 
 namespace tenax::cli {
 namespace {

@@ -8,7 +8,7 @@
 #include "tenax/core/log.h"
 #include "tenax/core/signals.h"
 #include "tenax/train/single_trainer.h"
-#include "tenax/train/train_config.h"
+#include "tenax/job/train_config.h"
 
 namespace tenax::cli {
 namespace {

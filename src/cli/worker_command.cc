@@ -1,12 +1,12 @@
 // tenax worker --job FILE [--coordinator HOST:PORT] [--rank N] [--out DIR]
-// One rank of a synchronous job; the role is train/worker_role.h.
+// One rank of a synchronous job; the role is roles/worker_role.h.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "command.h"
 #include "progress_bar.h"
-#include "tenax/train/worker_role.h"
+#include "tenax/roles/worker_role.h"
 
 namespace tenax::cli {
 namespace {

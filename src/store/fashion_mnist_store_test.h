@@ -11,7 +11,7 @@
 
 #include "tenax/core/files.h"
 #include "tenax/store/dataset_store.h"
-#include "tenax/train/fashion_mnist.h"
+#include "tenax/data/fashion_mnist.h"
 #include "testing.h"
 
 namespace tenax::store {

@@ -9,7 +9,7 @@
 
 #include <filesystem>
 
-#include "tenax/train/allreduce_exchange.h"
+#include "tenax/train/exchange/allreduce_exchange.h"
 #include "tenax/train/model.h"
 #include "tenax/train/single_trainer.h"
 #include "tenax/train/sync_trainer.h"

@@ -2,8 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "tenax/train/data_source.h"
-#include "tenax/train/local_exchange.h"
+#include "tenax/train/input/data_source.h"
+#include "tenax/train/exchange/local_exchange.h"
 #include "tenax/train/training_loop.h"
 #include "trainer_common.h"
 

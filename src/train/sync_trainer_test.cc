@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include "tenax/train/fashion_mnist.h"
+#include "tenax/data/fashion_mnist.h"
 #include "tenax/train/model.h"
 #include "testing.h"
 #include "thread_group.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "tenax/core/seeds.h"
-#include "tenax/train/data_source.h"
+#include "tenax/train/input/data_source.h"
 #include "testing.h"
 
 namespace tenax {

@@ -1,6 +1,6 @@
 // The [coded] and [stragglers] tables of a job file (mode "coded",
 // docs/coded.md). Parsed with the rest of the job by ParseTrainConfig
-// (train/train_config.h), which checks them against cluster.workers;
+// (job/train_config.h), which checks them against cluster.workers;
 // docs/config.md describes every key. Header-only.
 #pragma once
 

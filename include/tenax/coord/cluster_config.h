@@ -1,6 +1,6 @@
 // Where and how the processes of a multi-process job meet: the [cluster]
 // table of a job file (mode "sync"). Parsed with the rest of the job by
-// ParseTrainConfig (train/train_config.h); docs/config.md describes every
+// ParseTrainConfig (job/train_config.h); docs/config.md describes every
 // key. Header-only so the config decoder's fuzz build needs no coord library.
 #pragma once
 
@@ -26,7 +26,7 @@ struct ClusterConfig {
   bool elastic = false;
   int64_t min_workers = 1;  // below it the job pauses and waits for joiners
   int64_t max_workers = 0;  // extra joiners wait as spares; ParseTrainConfig sets 0 to `workers`
-  // How a step's global batch is split (train/batch_shares.h): "measured"
+  // How a step's global batch is split (job/batch_shares.h): "measured"
   // (by each member's speed) or "even" (bit-reproducible runs).
   std::string shares = "measured";
 

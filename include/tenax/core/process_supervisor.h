@@ -72,7 +72,7 @@ class ProcessSupervisor {
   // The pid it was started with (kept after it was reaped).
   pid_t pid(size_t index) const;
   // How long it ran: from its start until its exit was observed (or now).
-  // The launcher's process-seconds for cost (train/price_table.h).
+  // The launcher's process-seconds for cost (job/price_table.h).
   double RunSeconds(size_t index) const;
   // Its exit code (128 + signal if killed) once an exit was observed.
   std::optional<int> exit_code(size_t index) const;

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "tenax/core/status.h"
-#include "tenax/train/data_source.h"
+#include "tenax/train/input/data_source.h"
 #include "tenax/train/trainable_model.h"
 
 namespace tenax {

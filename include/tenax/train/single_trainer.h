@@ -18,7 +18,7 @@
 #include "tenax/core/status.h"
 #include "tenax/train/progress.h"
 #include "tenax/train/torch_runtime.h"
-#include "tenax/train/train_config.h"
+#include "tenax/job/train_config.h"
 
 namespace tenax {
 

@@ -26,8 +26,8 @@
 
 #include "tenax/comm/group.h"
 #include "tenax/ps/parameter_server.h"
-#include "tenax/train/async_exchange.h"
-#include "tenax/train/elastic_membership.h"
+#include "tenax/train/exchange/async_exchange.h"
+#include "tenax/train/exchange/elastic_membership.h"
 #include "tenax/train/single_trainer.h"
 
 namespace tenax {
@@ -58,7 +58,7 @@ Result<PreparedTraining> PrepareTraining(const TrainConfig& config);
 
 // Elastic synchronous training over `group` (this worker's first
 // generation) whose later generations come from `membership`
-// (train/elastic_membership.h, allreduce_exchange.h). Returns Cancelled
+// (train/exchange/elastic_membership.h, allreduce_exchange.h). Returns Cancelled
 // when this worker left the job (a stop signal), FailedPrecondition when
 // the coordinator removed it.
 Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& effective_config,

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "tenax/core/status.h"
-#include "tenax/train/data_source.h"
-#include "tenax/train/train_config.h"
+#include "tenax/train/input/data_source.h"
+#include "tenax/job/train_config.h"
 
 namespace tenax {
 

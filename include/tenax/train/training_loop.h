@@ -1,6 +1,6 @@
 // The one training loop every mode runs: epochs, steps, progress, metrics,
 // evaluation, summary, model saving and stop signals, written once, over the
-// two seams (train/gradient_exchange.h, train/data_source.h) and the model
+// two seams (train/exchange/gradient_exchange.h, train/input/data_source.h) and the model
 // seam (train/trainable_model.h).
 //
 // Sampling: each epoch e (1-based) draws one permutation of the training set
@@ -23,11 +23,11 @@
 
 #include "tenax/core/config.h"
 #include "tenax/core/status.h"
-#include "tenax/train/data_source.h"
-#include "tenax/train/gradient_exchange.h"
+#include "tenax/train/input/data_source.h"
+#include "tenax/train/exchange/gradient_exchange.h"
 #include "tenax/train/progress.h"
 #include "tenax/train/trainable_model.h"
-#include "tenax/train/train_config.h"
+#include "tenax/job/train_config.h"
 
 namespace tenax {
 

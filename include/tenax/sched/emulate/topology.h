@@ -1,0 +1,67 @@
+// A job's emulated topology and its placement policy (layer sched,
+// docs/placement.md): the [topology] and [placement] tables of a job file.
+//
+//   [topology]
+//   mode = "auto"            # "namespaces" | "loopback" | "auto" (namespaces when root can make them)
+//   hosts = [ { name = "h1", zone = "a", slots = 2 }, { name = "h2", zone = "b" } ]
+//   same_zone  = { delay_ms = 0.05, loss = 0.0, bandwidth_gbps = 10 }
+//   cross_zone = { delay_ms = 1.0,  loss = 0.001, bandwidth_gbps = 1 }
+//
+//   [placement]
+//   policy = "network_aware" # | "spread" (round-robin over zones) | "pack" (hosts in order)
+//   zone = "soft"            # | "hard"
+//   weights = { throughput = 0.5, delay = 0.3, loss = 0.2 }
+//   probe_seconds = 3        # how long the probes measure before placement
+//
+// Pure data and parsing; thread-compatible.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tenax/core/config.h"
+#include "tenax/net/emulated_links.h"
+#include "tenax/sched/place/placer.h"
+
+namespace tenax::sched {
+
+struct LinkSpec {
+  double delay_ms = 0;        // one-way, added at the transport seam
+  double loss = 0;            // per transmission, at the transport seam
+  double bandwidth_gbps = 0;  // 0 = unlimited; tc htb in namespaces, else the transport
+};
+
+struct HostSpec {
+  std::string name;
+  std::string zone;
+  int slots = 1;
+};
+
+struct TopologySpec {
+  std::string mode = "auto";  // "namespaces" | "loopback" | "auto"
+  std::vector<HostSpec> hosts;  // empty: no emulated topology
+  LinkSpec same_zone{0.05, 0.0, 10.0};
+  LinkSpec cross_zone{1.0, 0.0, 1.0};
+
+  bool enabled() const { return !hosts.empty(); }
+  int total_slots() const;
+  const LinkSpec& Between(const HostSpec& a, const HostSpec& b) const;
+  // The transport seam's part: delay and loss always; bandwidth too when
+  // `with_bandwidth` (loopback mode: no tc to carry it).
+  net::EmulatedLinks ToEmulatedLinks(bool with_bandwidth) const;
+};
+
+struct PlacementConfig {
+  std::string policy = "network_aware";
+  ZoneConstraint zone = ZoneConstraint::kSoft;
+  ScoreWeights weights;
+  double probe_seconds = 3.0;
+};
+
+// Reads [topology] and [placement] (errors go to the reader, located at
+// their key). `processes` is how many slots the job needs (workers, plus a
+// coded job's decoder); fewer host slots is an error saying how many.
+void ParseTopology(const ConfigDoc& doc, ConfigReader& r, int64_t processes, TopologySpec& topology,
+                   PlacementConfig& placement);
+
+}  // namespace tenax::sched

@@ -1,0 +1,54 @@
+// The membership seam of elastic synchronous training (cluster.elastic):
+// how the elastic exchange (train/exchange/allreduce_exchange.h) learns of new
+// generations and reports what it sees. The worker role implements it over
+// its coordinator connection; tests may implement it in memory.
+//
+// A generation is a roster: members by rank (position 0..W-1), each with a
+// stable member id; `joining` marks members not in the stable generation
+// (the newest every member reported formed), with whom every pair is new.
+// docs/elastic.md has the protocol this serves.
+//
+// Threading: called from the training thread, which drives the Node.
+// Libtorch-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tenax/comm/group.h"
+#include "tenax/core/deadline.h"
+#include "tenax/core/status.h"
+
+namespace tenax {
+
+struct MembershipView {
+  uint64_t generation = 0;
+  // The newest generation every member of which formed it (0: none): the
+  // members not marked joining reuse the connections they made in it.
+  uint64_t stable_generation = 0;
+  int rank = -1;  // this worker's position in it
+  std::vector<comm::GroupMember> members;
+  std::string why;
+};
+
+class ElasticMembership {
+ public:
+  virtual ~ElasticMembership() = default;
+  virtual std::string job_id() const = 0;
+  // Non-blocking: a generation above `generation` has been published.
+  virtual bool NewerPublished(uint64_t generation) = 0;
+  // The newest generation above `generation`, waiting for it until
+  // `deadline`. Cancelled when this worker left (it asked to, Leave) and
+  // FailedPrecondition when the coordinator removed it; DeadlineExceeded
+  // when none came (e.g. below min_workers and nobody joined).
+  virtual Result<MembershipView> Next(uint64_t generation, Deadline deadline) = 0;
+  // Best effort, to the coordinator.
+  virtual void ReportSuspect(uint32_t member_id, const std::string& reason) = 0;
+  // Best effort: this member formed `generation` and agreed on its state.
+  virtual void Formed(uint64_t generation) = 0;
+  virtual void Leave(const std::string& reason) = 0;
+  virtual bool leaving() const = 0;
+};
+
+}  // namespace tenax

@@ -1,0 +1,375 @@
+#include "tenax/job/fault_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <queue>
+#include <random>
+#include <sstream>
+
+#include "tenax/core/number_text.h"
+
+namespace tenax {
+namespace {
+
+constexpr const char* kEntryKeys =
+    "action, worker, server, storage, wipe, at_seconds, at_step, grace_seconds, delay_seconds";
+constexpr const char* kRandomKeys =
+    "mean_lifetime_seconds, seed, action, restart_delay_seconds, max_faults, grace_seconds";
+
+std::string Num(double v) { return NumberText(v); }
+
+// Marks every value under `node` (at dotted `path`) as read, mirroring how
+// ConfigReader::Finish enumerates a document's keys.
+void MarkRead(ConfigReader& reader, const toml::node& node, const std::string& path) {
+  if (const auto* t = node.as_table(); t && !t->empty()) {
+    for (const auto& [k, child] : *t) MarkRead(reader, child, path + "." + std::string(k.str()));
+  } else {
+    reader.Node(path);
+  }
+}
+
+// Reads the keys of one table of the plan: an entry "faults[2]" or the
+// random table "faults.random". Errors are one line "<where>: <name>.<key>:
+// <what>", where <where> is the key's file:line (or its --set).
+class TableReader {
+ public:
+  TableReader(const ConfigDoc& doc, const toml::table& table, std::string name, std::string dotted)
+      : doc_(doc), table_(table), name_(std::move(name)), dotted_(std::move(dotted)) {}
+
+  const std::string& name() const { return name_; }
+  bool has(std::string_view key) const { return table_.contains(key); }
+
+  // "<where>: <name>: <message>" for the table as a whole.
+  Status Fail(const std::string& message) const {
+    return InvalidArgument(WhereOf(&table_, dotted_) + ": " + name_ + ": " + message);
+  }
+  // "<where>: <name>.<key>: <message>".
+  Status Fail(std::string_view key, const std::string& message) const {
+    const toml::node* n = table_.get(key);
+    return InvalidArgument(WhereOf(n, dotted_ + "." + std::string(key)) + ": " + name_ + "." + std::string(key) + ": " +
+                           message);
+  }
+
+  // `lifted` is a key taken out of the table before (the random table TOML
+  // puts into a [[faults]] entry).
+  Status CheckKnown(const std::vector<std::string_view>& known, const char* list, std::string_view lifted = {}) const {
+    for (const auto& [k, node] : table_) {
+      if (k.str() == lifted) continue;
+      if (std::find(known.begin(), known.end(), k.str()) == known.end()) {
+        return Fail(k.str(), std::string("unknown key (expected one of ") + list + ")");
+      }
+    }
+    return Status::Ok();
+  }
+
+  Result<std::optional<std::string>> String(std::string_view key) const {
+    const toml::node* n = table_.get(key);
+    if (!n) return std::optional<std::string>();
+    if (!n->is_string()) return TypeError(key, "a string", *n);
+    return std::optional<std::string>(*n->value<std::string>());
+  }
+  Result<std::optional<int64_t>> Int(std::string_view key) const {
+    const toml::node* n = table_.get(key);
+    if (!n) return std::optional<int64_t>();
+    if (!n->is_integer()) return TypeError(key, "an integer", *n);
+    return std::optional<int64_t>(*n->value<int64_t>());
+  }
+  Result<std::optional<bool>> Bool(std::string_view key) const {
+    const toml::node* n = table_.get(key);
+    if (!n) return std::optional<bool>();
+    if (!n->is_boolean()) return TypeError(key, "true or false", *n);
+    return std::optional<bool>(*n->value<bool>());
+  }
+  Result<std::optional<double>> Real(std::string_view key) const {
+    const toml::node* n = table_.get(key);
+    if (!n) return std::optional<double>();
+    if (n->is_integer()) return std::optional<double>(static_cast<double>(*n->value<int64_t>()));
+    if (!n->is_floating_point()) return TypeError(key, "a number", *n);
+    const double v = *n->value<double>();
+    if (!std::isfinite(v)) return Fail(key, "must be a finite number, got " + Num(v));
+    return std::optional<double>(v);
+  }
+  // A number of seconds in 0..kMaxFaultSeconds.
+  Result<std::optional<double>> Seconds(std::string_view key) const {
+    TENAX_ASSIGN_OR_RETURN(std::optional<double> v, Real(key));
+    if (v && *v < 0) return Fail(key, "must be >= 0, got " + Num(*v));
+    if (v && *v > kMaxFaultSeconds) {
+      return Fail(key, Num(*v) + " is beyond 7 days (" + Num(kMaxFaultSeconds) + " s)");
+    }
+    return v;
+  }
+  Result<std::optional<FaultAction>> Action(const std::vector<FaultAction>& allowed) const {
+    TENAX_ASSIGN_OR_RETURN(std::optional<std::string> s, String("action"));
+    if (!s) return std::optional<FaultAction>();
+    std::string list;
+    for (FaultAction a : allowed) {
+      if (*s == FaultActionName(a)) return std::optional<FaultAction>(a);
+      list += (list.empty() ? "" : ", ") + std::string(FaultActionName(a));
+    }
+    return Fail("action", "must be one of " + list + ", got '" + *s + "'");
+  }
+
+ private:
+  Status TypeError(std::string_view key, const char* expected, const toml::node& n) const {
+    return Fail(key, std::string("must be ") + expected + ", got " + std::string(TomlTypeName(n.type())));
+  }
+  // The key's origin recorded by the document (file:line or --set), else
+  // the node's own line (values inside arrays), else where `faults` is.
+  std::string WhereOf(const toml::node* n, const std::string& dotted) const {
+    const std::string plain = doc_.source_name().empty() ? "config" : doc_.source_name();
+    if (std::string w = doc_.Where(dotted); w != plain) return w;
+    if (n && n->source().begin.line > 0) return plain + ":" + std::to_string(n->source().begin.line);
+    return doc_.Where("faults");
+  }
+
+  const ConfigDoc& doc_;
+  const toml::table& table_;
+  std::string name_;
+  std::string dotted_;  // its path in the document's origins ("" inside arrays)
+};
+
+const std::vector<std::string_view> kEntryKeyList = {"action",     "worker",  "server",        "storage",      "wipe",
+                                                     "at_seconds", "at_step", "grace_seconds", "delay_seconds"};
+const std::vector<std::string_view> kRandomKeyList = {"mean_lifetime_seconds", "seed",       "action",
+                                                      "restart_delay_seconds", "max_faults", "grace_seconds"};
+
+Status NeedsElastic(const TableReader& t, FaultAction action) {
+  return t.Fail(std::string("action \"") + FaultActionName(action) +
+                "\" needs cluster.elastic = true (without it only kill, preempt and stop apply: they test that "
+                "the job fails cleanly)");
+}
+
+Result<FaultSpec> ParseEntry(const TableReader& t, const FaultPlanContext& ctx) {
+  TENAX_RETURN_IF_ERROR(t.CheckKnown(kEntryKeyList, kEntryKeys, "random"));
+  FaultSpec f;
+  TENAX_ASSIGN_OR_RETURN(std::optional<FaultAction> action,
+                         t.Action({FaultAction::kKill, FaultAction::kPreempt, FaultAction::kStop, FaultAction::kCont,
+                                   FaultAction::kRestart}));
+  if (!action) return t.Fail("action is required (kill, preempt, stop, cont or restart)");
+  f.action = *action;
+  if (!ctx.elastic && (f.action == FaultAction::kRestart || (f.action == FaultAction::kCont && !ctx.stops_tolerated))) {
+    return NeedsElastic(t, f.action);
+  }
+
+  TENAX_ASSIGN_OR_RETURN(std::optional<int64_t> worker, t.Int("worker"));
+  TENAX_ASSIGN_OR_RETURN(std::optional<int64_t> server, t.Int("server"));
+  TENAX_ASSIGN_OR_RETURN(std::optional<int64_t> storage, t.Int("storage"));
+  TENAX_ASSIGN_OR_RETURN(std::optional<bool> wipe, t.Bool("wipe"));
+  if (wipe && !storage) return t.Fail("wipe", "only applies to a storage node (storage = N)");
+  if (storage) {
+    if (ctx.storage_nodes <= 0) {
+      return t.Fail("storage", "needs a store that tenax run builds ([storage] nodes = N, data.format = \"store\")");
+    }
+    if (worker || server) return t.Fail("set one of worker, server and storage");
+    if (f.action != FaultAction::kKill) {
+      return t.Fail(std::string("action \"") + FaultActionName(f.action) +
+                    "\" does not apply to a storage node (kill, with wipe = true for a dead disk)");
+    }
+    if (*storage < 0 || *storage >= ctx.storage_nodes) {
+      return t.Fail("storage", std::to_string(*storage) + " is not a data node (storage.nodes = " +
+                                   std::to_string(ctx.storage_nodes) + ")");
+    }
+    f.storage = *storage;
+    f.wipe = wipe.value_or(false);
+  } else if (server) {
+    if (ctx.servers <= 0) return t.Fail("server", "only applies to mode \"async\" (the job has no parameter servers)");
+    if (worker) return t.Fail("set worker or server, not both");
+    if (*server < 0 || *server >= ctx.servers) {
+      return t.Fail("server", std::to_string(*server) + " is not a server (async.servers = " +
+                                  std::to_string(ctx.servers) + ")");
+    }
+    f.server = *server;
+  } else if (f.action == FaultAction::kRestart) {
+    if (worker) {
+      return t.Fail("worker", "does not apply to action \"restart\" (the new worker gets its id from the coordinator)");
+    }
+  } else {
+    if (!worker) {
+      return t.Fail(std::string("action \"") + FaultActionName(f.action) + "\" needs worker (0.." +
+                    std::to_string(ctx.workers - 1) + ")" + (ctx.servers > 0 ? " or server" : ""));
+    }
+    if (*worker < 0 || *worker >= ctx.workers) {
+      return t.Fail("worker", std::to_string(*worker) +
+                                  " is not a worker (cluster.workers = " + std::to_string(ctx.workers) + ")");
+    }
+    f.worker = *worker;
+  }
+
+  TENAX_ASSIGN_OR_RETURN(f.at_seconds, t.Seconds("at_seconds"));
+  TENAX_ASSIGN_OR_RETURN(f.at_step, t.Int("at_step"));
+  if (f.at_seconds.has_value() == f.at_step.has_value()) return t.Fail("set exactly one of at_seconds and at_step");
+  if (f.at_step) {
+    if (*f.at_step < 1) return t.Fail("at_step", "must be >= 1, got " + std::to_string(*f.at_step));
+    const std::optional<int64_t> total = ctx.total_steps ? ctx.total_steps() : std::nullopt;
+    if (total && *f.at_step > *total) {
+      return t.Fail("at_step " + std::to_string(*f.at_step) + " is beyond the job's " + std::to_string(*total) +
+                    " steps");
+    }
+  }
+
+  TENAX_ASSIGN_OR_RETURN(std::optional<double> grace, t.Seconds("grace_seconds"));
+  if (grace && f.action != FaultAction::kPreempt) return t.Fail("grace_seconds", "only applies to action \"preempt\"");
+  if (grace) f.grace_seconds = *grace;
+  TENAX_ASSIGN_OR_RETURN(std::optional<double> delay, t.Seconds("delay_seconds"));
+  if (delay && f.action != FaultAction::kRestart) return t.Fail("delay_seconds", "only applies to action \"restart\"");
+  if (delay) f.delay_seconds = *delay;
+  return f;
+}
+
+Result<RandomFaults> ParseRandom(const TableReader& t, const FaultPlanContext& ctx) {
+  TENAX_RETURN_IF_ERROR(t.CheckKnown(kRandomKeyList, kRandomKeys));
+  RandomFaults r;
+  TENAX_ASSIGN_OR_RETURN(std::optional<double> mean, t.Seconds("mean_lifetime_seconds"));
+  if (!mean) return t.Fail("mean_lifetime_seconds is required (the mean of each worker's exponential lifetime)");
+  if (*mean <= 0) return t.Fail("mean_lifetime_seconds", "must be > 0, got " + Num(*mean));
+  r.mean_lifetime_seconds = *mean;
+  TENAX_ASSIGN_OR_RETURN(std::optional<int64_t> seed, t.Int("seed"));
+  if (seed && *seed < 0) return t.Fail("seed", "must be >= 0, got " + std::to_string(*seed));
+  if (seed) r.seed = *seed;
+  TENAX_ASSIGN_OR_RETURN(std::optional<FaultAction> action,
+                         t.Action({FaultAction::kKill, FaultAction::kPreempt, FaultAction::kStop}));
+  if (action) r.action = *action;
+  TENAX_ASSIGN_OR_RETURN(r.restart_delay_seconds, t.Seconds("restart_delay_seconds"));
+  if (r.restart_delay_seconds && !ctx.elastic) {
+    return t.Fail("restart_delay_seconds", "needs cluster.elastic = true (a new worker joins a running elastic job)");
+  }
+  TENAX_ASSIGN_OR_RETURN(std::optional<int64_t> max_faults, t.Int("max_faults"));
+  if (max_faults && (*max_faults < 1 || *max_faults > 1024)) {
+    return t.Fail("max_faults", "must be between 1 and 1024, got " + std::to_string(*max_faults));
+  }
+  if (max_faults) r.max_faults = *max_faults;
+  TENAX_ASSIGN_OR_RETURN(std::optional<double> grace, t.Seconds("grace_seconds"));
+  if (grace && r.action != FaultAction::kPreempt) return t.Fail("grace_seconds", "only applies to action \"preempt\"");
+  if (grace) r.grace_seconds = *grace;
+  return r;
+}
+
+std::string Where(const ConfigDoc& doc, const toml::node& node) {
+  if (node.source().begin.line > 0) return doc.source_name() + ":" + std::to_string(node.source().begin.line);
+  return doc.Where("faults");
+}
+
+}  // namespace
+
+const char* FaultActionName(FaultAction action) {
+  switch (action) {
+    case FaultAction::kKill:
+      return "kill";
+    case FaultAction::kPreempt:
+      return "preempt";
+    case FaultAction::kStop:
+      return "stop";
+    case FaultAction::kCont:
+      return "cont";
+    case FaultAction::kRestart:
+      return "restart";
+  }
+  return "unknown";
+}
+
+std::string FaultSpec::Describe() const {
+  std::string s = FaultActionName(action);
+  if (storage >= 0) {
+    s += " storage node-" + std::to_string(storage) + (wipe ? " (wiped)" : "");
+  } else if (server >= 0) {
+    s += " server " + std::to_string(server);
+  } else if (action != FaultAction::kRestart) {
+    s += " worker " + std::to_string(worker);
+  }
+  s += at_step ? " at step " + std::to_string(*at_step) : " at " + Num(at_seconds.value_or(0)) + " s";
+  if (action == FaultAction::kRestart && delay_seconds > 0) s += " (+" + Num(delay_seconds) + " s)";
+  return s;
+}
+
+std::vector<RandomFaultEvent> ScheduleRandomFaults(const RandomFaults& random, int64_t workers) {
+  std::mt19937_64 rng(static_cast<uint64_t>(random.seed));
+  auto lifetime = [&] {
+    const double u = static_cast<double>(rng() >> 11) * 0x1.0p-53;  // [0, 1)
+    return -random.mean_lifetime_seconds * std::log1p(-u);
+  };
+  struct Death {
+    double at;
+    int64_t slot;
+    bool operator>(const Death& o) const { return at != o.at ? at > o.at : slot > o.slot; }
+  };
+  std::priority_queue<Death, std::vector<Death>, std::greater<>> deaths;
+  for (int64_t w = 0; w < workers; ++w) deaths.push({lifetime(), w});
+  std::vector<RandomFaultEvent> events;
+  int64_t next_slot = workers, faults = 0;
+  while (faults < random.max_faults && !deaths.empty()) {
+    const Death d = deaths.top();
+    deaths.pop();
+    if (d.at > kMaxFaultSeconds) break;  // no job runs that long
+    events.push_back({d.at, random.action, d.slot});
+    ++faults;
+    if (random.restart_delay_seconds) {
+      const double start = d.at + *random.restart_delay_seconds;
+      events.push_back({start, FaultAction::kRestart, next_slot});
+      deaths.push({start + lifetime(), next_slot});
+      ++next_slot;
+    }
+  }
+  std::stable_sort(events.begin(), events.end(),
+                   [](const RandomFaultEvent& a, const RandomFaultEvent& b) { return a.at_seconds < b.at_seconds; });
+  return events;
+}
+
+Result<FaultPlan> ParseFaultPlan(const ConfigDoc& doc, ConfigReader& reader, const FaultPlanContext& context) {
+  FaultPlan plan;
+  const toml::node* faults = reader.Node("faults");
+  if (!faults) return plan;
+  MarkRead(reader, *faults, "faults");
+  if (!context.sync) return InvalidArgument(Where(doc, *faults) + ": faults: only apply to modes \"sync\" and \"async\"");
+
+  // The random table: [faults.random] alone makes `faults` a table; after
+  // [[faults]] entries TOML puts it inside the last entry.
+  const toml::table* random = nullptr;
+  std::string random_dotted;
+  std::vector<std::pair<size_t, const toml::table*>> entries;
+  if (const auto* t = faults->as_table()) {
+    for (const auto& [k, node] : *t) {
+      if (k.str() != "random") {
+        return InvalidArgument(doc.Where("faults." + std::string(k.str())) + ": faults." + std::string(k.str()) +
+                               ": unknown key (the plan is [[faults]] entries and a [faults.random] table)");
+      }
+    }
+    random = (*t)["random"].as_table();
+    random_dotted = "faults.random";
+    if (!random) {
+      return InvalidArgument(doc.Where("faults.random") + ": faults.random: must be a table ([faults.random])");
+    }
+  } else if (const auto* a = faults->as_array()) {
+    for (size_t i = 0; i < a->size(); ++i) {
+      const std::string name = "faults[" + std::to_string(i) + "]";
+      const toml::table* e = (*a)[i].as_table();
+      if (!e) return InvalidArgument(Where(doc, (*a)[i]) + ": " + name + ": must be a table (a [[faults]] entry)");
+      if (const toml::node* r = e->get("random")) {
+        if (!r->is_table())
+          return InvalidArgument(Where(doc, *r) + ": faults.random: must be a table ([faults.random])");
+        if (random) return InvalidArgument(Where(doc, *r) + ": faults.random: given twice");
+        random = r->as_table();
+        if (e->size() == 1) continue;  // [[faults]] directly followed by [faults.random]: no fault of its own
+      }
+      entries.emplace_back(i, e);
+    }
+  } else {
+    return InvalidArgument(Where(doc, *faults) +
+                           ": faults: must be [[faults]] entries or a [faults.random] table, got " +
+                           std::string(TomlTypeName(faults->type())));
+  }
+
+  for (const auto& [i, e] : entries) {
+    TableReader t(doc, *e, "faults[" + std::to_string(i) + "]", "");
+    TENAX_ASSIGN_OR_RETURN(FaultSpec f, ParseEntry(t, context));
+    f.index = static_cast<int64_t>(i);
+    plan.faults.push_back(f);
+  }
+  if (random) {
+    TableReader t(doc, *random, "faults.random", random_dotted);
+    TENAX_ASSIGN_OR_RETURN(RandomFaults r, ParseRandom(t, context));
+    plan.random = r;
+  }
+  return plan;
+}
+
+}  // namespace tenax

@@ -1,0 +1,249 @@
+#include "tenax/job/train_config.h"
+
+#include <gtest/gtest.h>
+
+namespace tenax {
+namespace {
+
+Result<TrainConfig> Parse(std::string_view text) {
+  auto doc = ConfigDoc::Parse(text, "job.toml");
+  if (!doc.ok()) return doc.status();
+  return ParseTrainConfig(*doc);
+}
+
+TEST(TrainConfigTest, DefaultsAreTheDocumentedOnes) {
+  auto c = Parse("");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->mode, "single");
+  EXPECT_EQ(c->model, "cnn");
+  EXPECT_EQ(c->data_dir, "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(c->optimizer, "sgd");
+  EXPECT_GT(c->lr, 0);
+  EXPECT_EQ(c->threads, 0);
+}
+
+TEST(TrainConfigTest, TheShippedExampleIsValid) {
+  auto doc = ConfigDoc::Load(std::string(TENAX_SOURCE_DIR) + "/examples/single.toml");
+  ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+  auto c = ParseTrainConfig(*doc);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->model, "cnn");
+  EXPECT_EQ(c->epochs, 2);
+}
+
+TEST(TrainConfigTest, AdamGetsItsOwnDefaultLrAndRejectsMomentum) {
+  auto c = Parse("[train]\noptimizer = \"adam\"\n");
+  ASSERT_TRUE(c.ok());
+  EXPECT_DOUBLE_EQ(c->lr, 1e-3);
+  auto bad = Parse("[train]\noptimizer = \"adam\"\nmomentum = 0.9\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("job.toml:3: 'train.momentum' only applies"), std::string::npos)
+      << bad.status().message();
+}
+
+TEST(TrainConfigTest, RejectsImpossibleValues) {
+  EXPECT_EQ(Parse("[model]\nname = \"resnet\"\n").status().message(),
+            "job.toml:2: 'model.name' must be one of mlp, cnn, got 'resnet'");
+  EXPECT_FALSE(Parse("[train]\nbatch_size = 0\n").ok());
+  EXPECT_FALSE(Parse("[train]\nlr = 0.0\n").ok());
+  EXPECT_FALSE(Parse("[train]\nepochs = 2.5\n").ok());
+  EXPECT_FALSE(Parse("mode = \"hogwild\"\n").ok());
+  auto big_batch = Parse("[data]\ntrain_limit = 100\n[train]\nbatch_size = 200\n");
+  ASSERT_FALSE(big_batch.ok());
+  EXPECT_NE(big_batch.status().message().find("more than the 100 training samples"), std::string::npos);
+}
+
+TEST(TrainConfigTest, ElasticKeysHaveTheirDefaults) {
+  auto plain = Parse("mode = \"sync\"\n[cluster]\nworkers = 3\n");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_FALSE(plain->cluster.elastic);
+  EXPECT_EQ(1, plain->cluster.min_workers);
+  EXPECT_EQ(3, plain->cluster.max_workers) << "max_workers defaults to workers";
+  auto single = Parse("");
+  ASSERT_TRUE(single.ok());
+  EXPECT_EQ(single->cluster.workers, single->cluster.max_workers) << "max_workers >= 1 after every parse";
+
+  auto elastic = Parse("mode = \"sync\"\n[cluster]\nworkers = 3\nelastic = true\n");
+  ASSERT_TRUE(elastic.ok()) << elastic.status().ToString();
+  EXPECT_TRUE(elastic->cluster.elastic);
+  EXPECT_EQ(1, elastic->cluster.min_workers);
+  EXPECT_EQ(3, elastic->cluster.max_workers);
+  auto bounded = Parse("mode = \"sync\"\n[cluster]\nworkers = 3\nelastic = true\nmin_workers = 2\nmax_workers = 5\n");
+  ASSERT_TRUE(bounded.ok()) << bounded.status().ToString();
+  EXPECT_EQ(2, bounded->cluster.min_workers);
+  EXPECT_EQ(5, bounded->cluster.max_workers);
+  EXPECT_EQ("measured", elastic->cluster.shares) << "elastic shares follow measured speed by default";
+  auto even = Parse("mode = \"sync\"\n[cluster]\nworkers = 3\nelastic = true\nshares = \"even\"\n");
+  ASSERT_TRUE(even.ok()) << even.status().ToString();
+  EXPECT_EQ("even", even->cluster.shares);
+}
+
+TEST(TrainConfigTest, ElasticBoundsAreRefusedWithTheKeyNamed) {
+  const std::string job = "mode = \"sync\"\n[cluster]\nworkers = 2\nelastic = true\n";  // lines 1-4
+  EXPECT_EQ("job.toml:5: 'cluster.min_workers' (3) exceeds cluster.max_workers (2)",
+            Parse(job + "min_workers = 3\nmax_workers = 2\n").status().message());
+  EXPECT_EQ("job.toml:5: 'cluster.min_workers' (3) exceeds cluster.workers (2)",
+            Parse(job + "min_workers = 3\nmax_workers = 4\n").status().message());
+  EXPECT_EQ("job.toml:5: 'cluster.max_workers' (1) is below cluster.workers (2)",
+            Parse(job + "max_workers = 1\n").status().message());
+  EXPECT_EQ("job.toml:5: 'cluster.min_workers' must be between 1 and 1024, got 0",
+            Parse(job + "min_workers = 0\n").status().message());
+  EXPECT_EQ("job.toml:5: 'cluster.max_workers' must be between 1 and 1024, got 2000",
+            Parse(job + "max_workers = 2000\n").status().message());
+  EXPECT_EQ(
+      "job.toml:4: 'cluster.elastic' supports train.optimizer = \"sgd\" only (momentum buffers are "
+      "transferred to joiners), not \"adam\"",
+      Parse(job + "[train]\noptimizer = \"adam\"\n").status().message());
+  const std::string plain = "mode = \"sync\"\n[cluster]\nworkers = 2\n";  // lines 1-3
+  EXPECT_EQ("job.toml:4: 'cluster.min_workers' needs cluster.elastic = true",
+            Parse(plain + "min_workers = 1\n").status().message());
+  EXPECT_EQ("job.toml:4: 'cluster.max_workers' needs cluster.elastic = true",
+            Parse(plain + "max_workers = 4\n").status().message());
+  EXPECT_EQ("job.toml:4: 'cluster.shares' needs cluster.elastic = true",
+            Parse(plain + "shares = \"even\"\n").status().message());
+  EXPECT_EQ("job.toml:5: 'cluster.shares' must be one of measured, even, got 'fast'",
+            Parse(job + "shares = \"fast\"\n").status().message());
+  EXPECT_EQ("job.toml:2: 'cluster.elastic' only applies to modes \"sync\", \"async\" and \"coded\"",
+            Parse("[cluster]\nelastic = true\n").status().message());
+  EXPECT_EQ("job.toml:3: 'cluster.elastic' must be true or false, got string",
+            Parse("mode = \"sync\"\n[cluster]\nelastic = \"yes\"\n").status().message());
+}
+
+TEST(TrainConfigTest, UnknownKeysAreRejectedWithTheirLine) {
+  auto c = Parse("[train]\nepochs = 1\nlearning_rate = 0.1\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("job.toml:3: unknown key 'train.learning_rate'"), std::string::npos)
+      << c.status().message();
+}
+
+TEST(TrainConfigTest, AnAsyncJobReadsEveryAsyncKey) {
+  auto c = Parse(
+      "mode = \"async\"\n[cluster]\nworkers = 3\n[async]\nservers = 2\nunit_steps = 25\nlease_seconds = 12.5\n"
+      "max_attempts = 3\nrule = \"asgd\"\nalpha = 0.25\nstaleness_power = 0.5\nserver_lr = 0.1\n"
+      "checkpoint_every = 7\nnorm_factor = 20\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ("async", c->mode);
+  EXPECT_EQ(3, c->cluster.workers);
+  EXPECT_EQ(3, c->cluster.max_workers);
+  EXPECT_EQ(2, c->async.servers);
+  EXPECT_EQ(25, c->async.unit_steps);
+  EXPECT_DOUBLE_EQ(12.5, c->async.lease_seconds);
+  EXPECT_EQ(3, c->async.max_attempts);
+  EXPECT_EQ("asgd", c->async.rule);
+  EXPECT_DOUBLE_EQ(0.25, c->async.alpha);
+  EXPECT_DOUBLE_EQ(0.5, c->async.staleness_power);
+  EXPECT_DOUBLE_EQ(0.1, c->async.server_lr);
+  EXPECT_EQ(7, c->async.checkpoint_every);
+  EXPECT_DOUBLE_EQ(20, c->async.norm_factor);
+  auto defaults = Parse("mode = \"async\"\n[train]\nlr = 0.07\n");
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ("vc_asgd", defaults->async.rule);
+  EXPECT_DOUBLE_EQ(0.07, defaults->async.server_lr);  // train.lr
+  EXPECT_DOUBLE_EQ(0.5, defaults->async.staleness_power);  // vc_asgd's own exponent
+  auto delta = Parse("mode = \"async\"\n[async]\nrule = \"delta\"\n");
+  ASSERT_TRUE(delta.ok()) << delta.status().ToString();
+  EXPECT_DOUBLE_EQ(1.0, delta->async.staleness_power);
+}
+
+TEST(TrainConfigTest, BadAsyncValuesNameTheirKey) {
+  struct Case {
+    const char* text;
+    const char* key;
+  };
+  for (const Case& c : {Case{"mode = \"async\"\n[async]\nalpha = 1.0\n", "async.alpha"},
+                        Case{"mode = \"async\"\n[async]\nalpha = 1.5\n", "async.alpha"},
+                        Case{"mode = \"async\"\n[async]\nservers = 65\n", "async.servers"},
+                        Case{"mode = \"async\"\n[async]\nrule = \"sum\"\n", "async.rule"},
+                        Case{"mode = \"async\"\n[async]\nnorm_factor = 1\n", "async.norm_factor"},
+                        Case{"mode = \"async\"\n[async]\nserver_lr = 0.1\n", "async.server_lr"},
+                        Case{"mode = \"async\"\n[cluster]\nelastic = true\n", "cluster.elastic"},
+                        Case{"mode = \"sync\"\n[async]\nservers = 2\n", "async.servers"},
+                        Case{"[cost]\nprices = \"/nonexistent/prices.toml\"\n", "cost.prices"}}) {
+    auto r = Parse(c.text);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_EQ(StatusCode::kInvalidArgument, r.status().code()) << c.text;
+    EXPECT_NE(std::string::npos, r.status().message().find(c.key)) << r.status().message();
+    EXPECT_NE(std::string::npos, r.status().message().find("job.toml")) << r.status().message();
+  }
+}
+
+TEST(TrainConfigTest, TheAsyncExampleIsValid) {
+  auto doc = ConfigDoc::Load(std::string(TENAX_SOURCE_DIR) + "/examples/async.toml");
+  ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+  auto c = ParseTrainConfig(*doc);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ("async", c->mode);
+  EXPECT_EQ(2, c->async.servers);
+}
+
+}  // namespace
+}  // namespace tenax
+
+namespace tenax {
+namespace {
+
+TEST(CodedConfigTest, TheCodedExampleIsValidAndReadsEveryKey) {
+  auto doc = ConfigDoc::Load(std::string(TENAX_SOURCE_DIR) + "/examples/coded.toml");
+  ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+  auto c = ParseTrainConfig(*doc);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->mode, "coded");
+  EXPECT_EQ(RankCount(*c), 5);  // 4 workers and the decoder
+  EXPECT_EQ(c->coded.scheme, "cyclic");
+  EXPECT_EQ(c->coded.stragglers, 1);
+  EXPECT_EQ(c->stragglers.model, "markov");
+  EXPECT_EQ(c->stragglers.slow_workers, std::vector<int>{3});
+  EXPECT_DOUBLE_EQ(c->stragglers.slowdown_max, 5.0);  // defaults to slowdown
+}
+
+std::string CodedJob(const std::string& coded, const std::string& stragglers = "") {
+  return "mode = \"coded\"\n[cluster]\nworkers = 4\n" + (coded.empty() ? "" : "[coded]\n" + coded + "\n") +
+         (stragglers.empty() ? "" : "[stragglers]\n" + stragglers + "\n");
+}
+
+TEST(CodedConfigTest, ImpossibleCodesAreRefusedSayingWhatWouldWork) {
+  auto s_too_big = Parse(CodedJob("stragglers = 4"));
+  ASSERT_FALSE(s_too_big.ok());
+  EXPECT_NE(s_too_big.status().message().find("s must be below cluster.workers (0..3)"), std::string::npos)
+      << s_too_big.status().message();
+  auto frc = Parse(CodedJob("scheme = \"frc\"\nstragglers = 2"));
+  ASSERT_FALSE(frc.ok());
+  // (s+1) = 3 does not divide 4: the message names what would.
+  EXPECT_NE(frc.status().message().find("job.toml:6: 'coded.stragglers'"), std::string::npos) << frc.status().message();
+  EXPECT_NE(frc.status().message().find("cyclic"), std::string::npos) << frc.status().message();
+  EXPECT_TRUE(Parse(CodedJob("scheme = \"frc\"\nstragglers = 1")).ok());
+  EXPECT_TRUE(Parse(CodedJob("scheme = \"cyclic\"\nstragglers = 2")).ok());
+  auto approx = Parse(CodedJob("scheme = \"ignore_stragglers\"\ndecoding = \"approx\""));
+  ASSERT_FALSE(approx.ok());
+  EXPECT_NE(approx.status().message().find("needs a code"), std::string::npos) << approx.status().message();
+  auto adam = Parse(CodedJob("") + "[train]\noptimizer = \"adam\"\n");
+  ASSERT_FALSE(adam.ok());
+  EXPECT_NE(adam.status().message().find("supports \"sgd\" only"), std::string::npos) << adam.status().message();
+  auto elsewhere = Parse("mode = \"sync\"\n[coded]\nscheme = \"frc\"\n");
+  ASSERT_FALSE(elsewhere.ok());
+  EXPECT_NE(elsewhere.status().message().find("only applies to mode = \"coded\""), std::string::npos);
+}
+
+TEST(CodedConfigTest, ATraceNamingAnUnknownWorkerIsRefusedAtValidation) {
+  const std::string path = ::testing::TempDir() + "/coded_trace.csv";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("# step,worker,slowdown\n0,3,5\n10,7,2\n", f);
+    std::fclose(f);
+  }
+  auto bad = Parse(CodedJob("", "model = \"trace\"\ntrace = \"" + path + "\""));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(":3:"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("worker 7"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("0..3"), std::string::npos) << bad.status().message();
+  auto missing = Parse(CodedJob("", "model = \"trace\""));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("stragglers.trace"), std::string::npos);
+  auto unknown_slow = Parse(CodedJob("", "model = \"markov\"\nslow_workers = [4]"));
+  ASSERT_FALSE(unknown_slow.ok());
+  EXPECT_NE(unknown_slow.status().message().find("ranks 0..3"), std::string::npos) << unknown_slow.status().message();
+}
+
+}  // namespace
+}  // namespace tenax

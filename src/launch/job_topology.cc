@@ -1,0 +1,267 @@
+#include "job_topology.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "tenax/core/files.h"
+#include "tenax/core/signals.h"
+#include "tenax/net/node.h"
+#include "tenax/sched/place/placer.h"
+
+namespace tenax {
+namespace {
+
+using namespace std::chrono_literals;
+
+nlohmann::json LinkJson(const sched::LinkMetrics& l) {
+  return {{"rtt_ms", l.rtt_ms},
+          {"loss", l.loss},
+          {"throughput_gbps", std::isfinite(l.throughput_gbps) ? l.throughput_gbps : -1.0},
+          {"reachable", l.reachable}};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<sched::EmulatedNetwork>> MakeEmulatedNetwork(
+    const TrainConfig& config, const std::function<void(const std::string&)>& notice) {
+  TENAX_ASSIGN_OR_RETURN(auto network, sched::EmulatedNetwork::Create(config.topology));
+  std::string zones;
+  for (const auto& h : config.topology.hosts) zones += (zones.empty() ? "" : ", ") + h.name + "@" + h.zone;
+  if (network->namespaces()) {
+    notice("emulated topology: " + std::to_string(config.topology.hosts.size()) + " hosts in network namespaces (" +
+           zones + "), bandwidth by tc htb, delay and loss at the transport");
+  } else {
+    notice("emulated topology on loopback (" + zones + "): " + network->fallback_reason() +
+           "; bandwidth, delay and loss are all emulated at the transport");
+  }
+  return network;
+}
+
+Result<std::unique_ptr<JobTopology>> JobTopology::Create(const TrainConfig& config, const std::string& out_dir,
+                                                         std::unique_ptr<sched::EmulatedNetwork> network) {
+  std::unique_ptr<JobTopology> t(new JobTopology(config));
+  if (network) {
+    t->network_ = std::move(network);
+  } else {
+    const char* prefix = std::getenv(kTopologyPrefixEnvVar);
+    if (prefix == nullptr || *prefix == '\0') return Internal("no emulated network to run on");
+    t->network_ = sched::EmulatedNetwork::Attach(config.topology, prefix);
+  }
+  const std::string links = out_dir + "/emulated_links.json";
+  TENAX_RETURN_IF_ERROR(
+      WriteFileAtomic(links, config.topology.ToEmulatedLinks(!t->network_->namespaces()).ToJson() + "\n"));
+  ::setenv(net::kEmulatedLinksEnvVar, links.c_str(), 1);
+  return t;
+}
+
+JobTopology::~JobTopology() {
+  for (auto& p : probes_) p->Signal(SIGTERM);
+  for (auto& p : probes_) {
+    const auto deadline = SteadyClock::now() + 3s;
+    while (!p->TryWait() && SteadyClock::now() < deadline) std::this_thread::sleep_for(10ms);  // reaping, bounded
+  }
+  probes_.clear();  // SIGKILLs any still running
+}
+
+std::vector<std::string> JobTopology::ChildSets() const {
+  if (!network_->namespaces()) return {};
+  return {"--set", "cluster.transports=tcp"};
+}
+
+std::vector<std::string> JobTopology::OnHost(size_t host, const std::vector<std::string>& argv) const {
+  std::vector<std::string> a = argv;
+  a.insert(a.end(), {"--set", "cluster.host=" + network_->HostAddress(host)});
+  return network_->OnHost(host, a);
+}
+
+std::vector<std::string> JobTopology::OnSlot(int slot, const std::vector<std::string>& argv) const {
+  return OnHost(host_of_slot_.at(static_cast<size_t>(slot)), argv);
+}
+
+std::string JobTopology::HostOfSlot(int slot) const {
+  if (slot < 0 || static_cast<size_t>(slot) >= host_of_slot_.size()) return "";
+  const auto& n = nodes_[host_of_slot_[static_cast<size_t>(slot)]];
+  return n.name + (n.zone.empty() ? "" : " (" + n.zone + ")");
+}
+
+std::vector<std::string> JobTopology::OnNewHost(const std::vector<std::string>& argv, std::string* host_name) {
+  std::vector<int> free_hosts, peers;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].free() > 0) free_hosts.push_back(static_cast<int>(i));
+  }
+  for (size_t s = 0; s < host_of_slot_.size(); ++s) {
+    if (slot_roles_[s] == "worker") peers.push_back(static_cast<int>(host_of_slot_[s]));
+  }
+  size_t host = host_of_slot_.empty() ? 0 : host_of_slot_[0];
+  if (!free_hosts.empty() && snapshot_) {
+    auto scored = sched::ScoreNodes(nodes_, free_hosts, peers, snapshot_->links, config_.placement.weights);
+    auto best = std::max_element(scored.begin(), scored.end(),
+                                 [](const sched::ScoredNode& a, const sched::ScoredNode& b) { return a.score < b.score; });
+    host = static_cast<size_t>(best->index);
+  }
+  nodes_[host].used += 1;
+  if (host_name) *host_name = nodes_[host].name + (nodes_[host].zone.empty() ? "" : " (" + nodes_[host].zone + ")");
+  return OnHost(host, argv);
+}
+
+Status JobTopology::ProbeAndPlace(const std::string& self, const std::string& coordinator_host,
+                                  uint16_t coordinator_port, const std::string& secret, const std::string& logs,
+                                  int workers, int servers) {
+  const auto& hosts = config_.topology.hosts;
+  const std::string coordinator = coordinator_host + ":" + std::to_string(coordinator_port);
+  const auto start = SteadyClock::now();
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    std::vector<std::string> argv = {self, "probe", "--node", hosts[i].name, "--zone", hosts[i].zone, "--listen",
+                                     network_->HostAddress(i) + ":0", "--coordinator", coordinator, "--interval",
+                                     "1", "--timeout", "0.5", "--pings", "5", "--throughput-kib", "1024"};
+    TENAX_ASSIGN_OR_RETURN(auto child,
+                           ChildProcess::StartLogged(network_->OnHost(i, argv), logs + "/probe-" + hosts[i].name + ".log"));
+    probes_.push_back(std::move(child));
+  }
+  // Every probe must first report (starting them takes seconds on a loaded
+  // machine); then the probes get placement.probe_seconds to measure every
+  // pair. Pairs still unmeasured are scored by their zones' defaults.
+  net::NodeOptions no;
+  no.name = "launcher-links";
+  no.secret = secret;
+  TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(no));
+  // 30 s, not 10: a loaded 2-core machine (ctest -j2 beside another cluster
+  // test) once took longer than 10 s to answer this connect.
+  TENAX_ASSIGN_OR_RETURN(net::PeerId coord, node->Connect(coordinator_host, coordinator_port, Deadline::After(30s)));
+  const Deadline join = Deadline::After(60s);
+  std::optional<Deadline> measure;
+  const size_t pairs = hosts.size() * (hosts.size() - 1) / 2;
+  size_t measured = 0, reported = 0;
+  while (true) {
+    for (size_t i = 0; i < probes_.size(); ++i) {
+      if (auto code = probes_[i]->TryWait()) {
+        return Unavailable("the probe on host " + hosts[i].name + " exited with code " + std::to_string(*code) +
+                           " (its log: " + logs + "/probe-" + hosts[i].name + ".log)");
+      }
+    }
+    auto s = sched::QueryLinks(*node, coord, Deadline::After(5s));
+    if (!s.ok()) return s.status().WithContext("the coordinator's link matrix");
+    measured = 0;
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      for (size_t j = i + 1; j < hosts.size(); ++j) measured += s->links.Link(hosts[i].name, hosts[j].name) ? 1 : 0;
+    }
+    reported = s->agents.size();
+    snapshot_ = std::move(s).value();
+    if (!measure && reported >= hosts.size()) {
+      measure = Deadline::After(std::chrono::milliseconds(static_cast<int64_t>(config_.placement.probe_seconds * 1000)));
+    }
+    if (measured == pairs || (measure && measure->Expired()) || join.Expired() || StopRequested()) break;
+    std::this_thread::sleep_for(100ms);  // polling the coordinator's matrix as the probes fill it
+  }
+  node->Disconnect(coord, Deadline::After(200ms));
+  if (StopRequested()) return Cancelled("stopped while probing");
+  probe_seconds_ = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  if (measured < pairs) {
+    spdlog::warn("probes ({} of {} reporting) measured {} of {} host pairs in time; the others are scored by their zones",
+                 reported, hosts.size(), measured, pairs);
+  }
+
+  for (const auto& h : hosts) nodes_.push_back(sched::NodeState{h.name, h.zone, h.slots, 0, static_cast<int>(nodes_.size())});
+  const int slots = workers + servers;
+  const std::string& policy = config_.placement.policy;
+  if (policy == "network_aware") {
+    sched::GangRequest req;
+    req.job = config_.cluster.job_id;
+    req.workers = workers;
+    req.servers = servers;
+    req.zone = config_.placement.zone;
+    sched::PlacerOptions po;
+    po.weights = config_.placement.weights;
+    sched::LinkMatrix empty;
+    const sched::LinkView& links = snapshot_ ? static_cast<const sched::LinkView&>(snapshot_->links) : empty;
+    TENAX_ASSIGN_OR_RETURN(sched::Placement p, sched::PlaceGang(nodes_, links, req, po));
+    for (const auto& s : p.slots) {
+      host_of_slot_.push_back(static_cast<size_t>(s.node));
+      slot_roles_.push_back(s.role);
+    }
+    worst_link_ = p.worst_link;
+  } else {
+    // "spread": round-robin over zones (hosts in their listed order within
+    // a zone); "pack": hosts in listed order, each filled before the next.
+    std::map<std::string, std::vector<size_t>> by_zone;
+    std::vector<std::string> zone_order;
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      if (!by_zone.count(hosts[i].zone)) zone_order.push_back(hosts[i].zone);
+      by_zone[hosts[i].zone].push_back(i);
+    }
+    std::vector<int> used(hosts.size(), 0);
+    std::map<std::string, size_t> next_in_zone;
+    size_t z = 0, h = 0;
+    for (int s = 0; s < slots; ++s) {
+      size_t host = 0;
+      if (policy == "pack") {
+        while (used[h] >= hosts[h].slots) ++h;
+        host = h;
+      } else {
+        for (size_t tries = 0;; ++tries, z = (z + 1) % zone_order.size()) {
+          const auto& members = by_zone[zone_order[z]];
+          size_t& k = next_in_zone[zone_order[z]];
+          bool found = false;
+          for (size_t m = 0; m < members.size() && !found; ++m) {
+            const size_t cand = members[(k + m) % members.size()];
+            if (used[cand] < hosts[cand].slots) {
+              host = cand;
+              k = (k + m + 1) % members.size();
+              found = true;
+            }
+          }
+          if (found) break;
+        }
+        z = (z + 1) % zone_order.size();
+      }
+      ++used[host];
+      host_of_slot_.push_back(host);
+      slot_roles_.push_back(s < workers ? "worker" : "server");
+    }
+    std::vector<int> worker_nodes;
+    for (int s = 0; s < workers; ++s) worker_nodes.push_back(static_cast<int>(host_of_slot_[s]));
+    sched::LinkMatrix empty;
+    worst_link_ = sched::WorstLinkAmong(nodes_, worker_nodes,
+                                        snapshot_ ? static_cast<const sched::LinkView&>(snapshot_->links) : empty);
+  }
+  for (size_t h : host_of_slot_) nodes_[h].used += 1;
+  std::string line;
+  for (size_t s = 0; s < host_of_slot_.size(); ++s) {
+    line += (line.empty() ? "" : ", ") + slot_roles_[s] + " " + std::to_string(s < static_cast<size_t>(workers) ? s : s - workers) +
+            " on " + hosts[host_of_slot_[s]].name + "@" + hosts[host_of_slot_[s]].zone;
+  }
+  spdlog::info("placement ({}, zone {}): {}", policy, sched::ZoneConstraintName(config_.placement.zone), line);
+  return Status::Ok();
+}
+
+nlohmann::json JobTopology::Summary() const {
+  const auto& hosts = config_.topology.hosts;
+  nlohmann::json slots = nlohmann::json::array();
+  std::set<std::string> zones;
+  int worker_index = 0, server_index = 0;
+  for (size_t s = 0; s < host_of_slot_.size(); ++s) {
+    const auto& h = hosts[host_of_slot_[s]];
+    const bool worker = slot_roles_[s] == "worker";
+    slots.push_back({{"role", slot_roles_[s]}, {"index", worker ? worker_index++ : server_index++}, {"host", h.name}, {"zone", h.zone}});
+    if (worker) zones.insert(h.zone);
+  }
+  nlohmann::json j{{"mode", network_->namespaces() ? "namespaces" : "loopback"},
+                   {"policy", config_.placement.policy},
+                   {"zone_constraint", sched::ZoneConstraintName(config_.placement.zone)},
+                   {"slots", slots},
+                   {"worker_zones", std::vector<std::string>(zones.begin(), zones.end())},
+                   {"worst_worker_link", LinkJson(worst_link_)},
+                   {"probe_seconds", probe_seconds_}};
+  if (!network_->namespaces()) j["fallback_reason"] = network_->fallback_reason();
+  if (snapshot_) j["links"] = nlohmann::json::parse(snapshot_->links.ToJson(), nullptr, false);
+  return j;
+}
+
+}  // namespace tenax

@@ -1,0 +1,79 @@
+// The launcher's side of an emulated topology (docs/placement.md): builds
+// the hosts (sched::EmulatedNetwork), runs a `tenax probe` on each, places
+// the job's processes on hosts from the probes' link matrix (or by the
+// job's "spread"/"pack" policy), and wraps each child's command line so it
+// runs on its host. Reports what it did for summary.json.
+//
+// Threading: the launcher's thread. Lifetime: the namespaces and probes go
+// when this object does (probes get SIGTERM, then SIGKILL).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tenax/core/process_supervisor.h"
+#include "tenax/core/status.h"
+#include "tenax/core/subprocess.h"
+#include "tenax/sched/emulate/emulated_network.h"
+#include "tenax/sched/probe/link_book.h"
+#include "tenax/job/train_config.h"
+
+namespace tenax {
+
+inline constexpr char kTopologyPrefixEnvVar[] = "TENAX_TOPOLOGY_PREFIX";
+
+// Makes the emulated hosts of `config` and says so through `notice`.
+Result<std::unique_ptr<sched::EmulatedNetwork>> MakeEmulatedNetwork(const TrainConfig& config,
+                                                                    const std::function<void(const std::string&)>& notice);
+
+class JobTopology {
+ public:
+  // Takes the hosts: `network` as made by the caller (loopback), or, in the
+  // launcher re-run inside the switch namespace ($TENAX_TOPOLOGY_PREFIX),
+  // the namespaces its parent made. Writes out_dir/emulated_links.json and
+  // points $TENAX_EMULATED_LINKS at it (children inherit it).
+  static Result<std::unique_ptr<JobTopology>> Create(const TrainConfig& config, const std::string& out_dir,
+                                                     std::unique_ptr<sched::EmulatedNetwork> network);
+  ~JobTopology();
+
+  // Where the coordinator listens (and everyone reaches it).
+  std::string ControlHost() const { return network_->ControlAddress(); }
+  // --set overrides every child gets (TCP between hosts in namespaces mode).
+  std::vector<std::string> ChildSets() const;
+
+  // Starts one probe per host, waits until every pair of hosts is measured
+  // (at most placement.probe_seconds), then places `slots` processes
+  // (workers first, then `servers` parameter servers).
+  Status ProbeAndPlace(const std::string& self, const std::string& coordinator_host, uint16_t coordinator_port,
+                       const std::string& secret, const std::string& logs, int workers, int servers);
+
+  // argv of process `slot` (as placed), wrapped to run on its host.
+  std::vector<std::string> OnSlot(int slot, const std::vector<std::string>& argv) const;
+  // argv of a process started later (a joiner): the host scored best
+  // against the placed workers among hosts with a free slot.
+  // `host_name`, if given, gets the host's name and zone.
+  std::vector<std::string> OnNewHost(const std::vector<std::string>& argv, std::string* host_name = nullptr);
+  // "h2 (zone-b)": the host process `slot` was placed on ("" if none).
+  std::string HostOfSlot(int slot) const;
+
+  nlohmann::json Summary() const;
+
+ private:
+  explicit JobTopology(const TrainConfig& config) : config_(config) {}
+  std::vector<std::string> OnHost(size_t host, const std::vector<std::string>& argv) const;
+
+  const TrainConfig& config_;
+  std::unique_ptr<sched::EmulatedNetwork> network_;
+  std::vector<std::unique_ptr<ChildProcess>> probes_;
+  std::optional<sched::LinkSnapshot> snapshot_;
+  std::vector<sched::NodeState> nodes_;
+  std::vector<size_t> host_of_slot_;
+  std::vector<std::string> slot_roles_;
+  double probe_seconds_ = 0;
+  sched::LinkMetrics worst_link_;
+};
+
+}  // namespace tenax

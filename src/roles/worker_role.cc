@@ -1,0 +1,332 @@
+#include "tenax/roles/worker_role.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <memory>
+#include <cstdlib>
+#include <optional>
+
+#include "tenax/comm/group.h"
+#include "tenax/coord/coord_codec.h"
+#include "tenax/coord/coordinator_client.h"
+#include "tenax/core/log.h"
+#include "tenax/core/signals.h"
+#include "tenax/net/auth.h"
+#include "tenax/net/host_port.h"
+#include "tenax/net/node.h"
+#include "tenax/train/input/store_source.h"
+#include "tenax/roles/sync_job.h"
+#include "tenax/train/sync_trainer.h"
+#include "tenax/train/exchange/coordinator_membership.h"
+
+namespace tenax {
+namespace {
+
+std::optional<int> EnvInt(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  if (*end != '\0' || x < 0 || x > 1 << 20) return std::nullopt;
+  return static_cast<int>(x);
+}
+
+// The rank to ask for: the option, else the one mpirun gave this process.
+Result<int> RequestedRank(int configured, int64_t workers) {
+  int rank = configured;
+  if (rank < 0) rank = EnvInt("OMPI_COMM_WORLD_RANK").value_or(EnvInt("PMIX_RANK").value_or(-1));
+  if (auto size = EnvInt("OMPI_COMM_WORLD_SIZE"); size && *size != workers) {
+    return InvalidArgument("mpirun started " + std::to_string(*size) +
+                           " processes but the job has " + std::to_string(workers) +
+                           " ranks (cluster.workers, plus the decoder in mode \"coded\")");
+  }
+  if (rank >= workers) {
+    return InvalidArgument("rank " + std::to_string(rank) + " but the job has " + std::to_string(workers) + " ranks");
+  }
+  return rank;
+}
+
+wire::Progress ToWire(int rank, const TrainProgress& p) {
+  wire::Progress w;
+  w.set_rank(static_cast<uint32_t>(rank));
+  w.set_step(p.global_step);
+  w.set_total_steps(p.total_steps);
+  w.set_epoch(p.epoch);
+  w.set_epochs(p.epochs);
+  w.set_steps_per_epoch(p.steps_per_epoch);
+  w.set_loss(p.loss);
+  w.set_samples_per_second(p.samples_per_second);
+  w.set_elapsed_seconds(p.elapsed_seconds);
+  w.set_test_accuracy(p.test_accuracy.value_or(-1.0));
+  w.set_step_seconds(p.step_seconds);
+  w.set_recovery_bytes(p.recovery_bytes);
+  return w;
+}
+
+// An async job's worker: units until every unit is done (or a notice).
+Result<WorkerOutcome> RunAsyncWorker(const SyncJob& job, net::Node& node, coord::CoordinatorClient& client,
+                                     PreparedTraining prepared, int rank, const TrainRunOptions& run,
+                                     int64_t poison_unit, WorkerOutcome outcome) {
+  const coord::ClusterConfig& k = job.config.cluster;
+  TENAX_ASSIGN_OR_RETURN(int64_t total, AsyncTotalSteps(job.config));
+  TENAX_ASSIGN_OR_RETURN(auto rule, ps::MakeMergeRule(MergeParamsOf(job.config)));
+  AsyncExchangeOptions xo;
+  xo.job_id = k.job_id;
+  xo.worker = "worker " + std::to_string(rank) + " (" + k.host + "/" + std::to_string(::getpid()) + ")";
+  xo.kind = rule->expects();
+  xo.total_steps = total;
+  xo.grant_timeout = k.join_timeout() + 2 * k.peer_timeout();
+  xo.result_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(k.step_timeout());
+  xo.poison_unit = poison_unit;
+  auto trained = TrainAsync(job.config, job.doc, outcome.out_dir, node, client, std::move(prepared), xo, run);
+  if (!trained.ok() && trained.status().code() == StatusCode::kCancelled && StopRequested()) {
+    spdlog::info("rank {}: {}", rank, trained.status().message());
+    outcome.left = true;
+    return outcome;
+  }
+  if (!trained.ok()) {
+    client.ReportFailure(trained.status().message());
+    return Status(trained.status().code(), "rank " + std::to_string(rank) + ": " + trained.status().message());
+  }
+  outcome.train = std::move(*trained);
+  const bool writer = outcome.train.summary.contains("model_path");
+  TENAX_RETURN_IF_ERROR(
+      client.ReportDone(writer ? outcome.train.summary.dump() : "", Deadline::After(std::chrono::seconds(30))));
+  outcome.rank = writer ? 0 : rank;
+  outcome.world = 1;
+  return outcome;
+}
+
+// A coded job's decoder (the last rank): decodes every step, reports the
+// job's progress as the steps it decoded, then leaves with the others.
+Result<WorkerOutcome> RunCodedDecoder(const SyncJob& job, coord::CoordinatorClient& client, comm::Group& group, int rank,
+                                      const ProgressFn& on_progress, WorkerOutcome outcome) {
+  const auto start = SteadyClock::now();
+  auto last_report = start - std::chrono::seconds(1);
+  auto decoded = DecodeCoded(job.config, outcome.out_dir, group, [&](int64_t step, int64_t total) {
+    const auto now = SteadyClock::now();
+    if (step != total && now - last_report < std::chrono::milliseconds(250)) return;
+    last_report = now;
+    TrainProgress p;
+    p.global_step = step;
+    p.total_steps = total;
+    p.epochs = std::max<int64_t>(1, job.config.epochs);
+    p.steps_per_epoch = std::max<int64_t>(1, total / p.epochs);
+    p.epoch = std::min(p.epochs, step / p.steps_per_epoch + 1);
+    p.step_in_epoch = step - (p.epoch - 1) * p.steps_per_epoch;
+    p.elapsed_seconds = std::chrono::duration<double>(now - start).count();
+    if (on_progress) on_progress(p);
+  });
+  if (!decoded.ok()) {
+    client.ReportFailure(decoded.status().message());
+    return Status(decoded.status().code(), "decoder (rank " + std::to_string(rank) + "): " + decoded.status().message());
+  }
+  outcome.train.summary = *decoded;
+  TENAX_RETURN_IF_ERROR(group.Barrier(Deadline::After(job.config.cluster.step_timeout())));
+  TENAX_RETURN_IF_ERROR(client.ReportDone("", Deadline::After(std::chrono::seconds(30))));
+  return outcome;
+}
+
+// Reports this rank's progress to the coordinator at most every 250 ms (and
+// at every log point, evaluation and the last step), with the mean step
+// time since the last report; `user` sees every step.
+ProgressFn ProgressReporter(coord::CoordinatorClient& client, int rank, ProgressFn user) {
+  struct Interval {
+    SteadyClock::time_point last_report = SteadyClock::now() - std::chrono::seconds(1);
+    double seconds = 0;  // step times since the last report: it carries their mean
+    int64_t steps = 0;
+  };
+  auto interval = std::make_shared<Interval>();
+  return [&client, rank, user = std::move(user), interval](const TrainProgress& p) {
+    if (user) user(p);
+    interval->seconds += p.step_seconds;
+    ++interval->steps;
+    const auto now = SteadyClock::now();
+    if (!p.log_point && !p.test_accuracy && p.global_step != p.total_steps &&
+        now - interval->last_report < std::chrono::milliseconds(250)) {
+      return;
+    }
+    interval->last_report = now;
+    wire::Progress w = ToWire(rank, p);
+    w.set_step_seconds(interval->seconds / static_cast<double>(interval->steps));
+    w.set_recovery_bytes(StoreRecoveryBytesMoved());  // 0 unless this process ran a store recovery
+    interval->seconds = 0;
+    interval->steps = 0;
+    client.ReportProgress(w);
+  };
+}
+
+// An elastic job's member: its first generation (every pair connects) or a
+// join of a running job, then the elastic loop until the job ends, a notice
+// makes it leave (outcome.left) or it fails.
+Result<WorkerOutcome> RunElasticWorker(const SyncJob& job, const coord::ClusterConfig& k, net::Node& node,
+                                       coord::CoordinatorClient& client, const wire::Roster& roster, int rank,
+                                       Deadline join_deadline, PreparedTraining prepared, SyncRunOptions opts,
+                                       WorkerOutcome outcome) {
+  CoordinatorMembership membership(client, k.job_id, rank);
+  TENAX_ASSIGN_OR_RETURN(MembershipView view, ViewOf(roster, rank, false));
+  // The first generation connects every pair; a joiner of a running job
+  // dials the members (the roster's joining flags say who dials whom).
+  const bool all_new = client.info().generation == 0;
+  opts.joined_running_job = !all_new;
+  auto group = all_new ? comm::Group::Connect(node, k.job_id, view.generation, view.rank, view.members, join_deadline)
+                       : comm::Group::Join(node, k.job_id, view.generation, view.rank, view.members, join_deadline);
+  // A joiner's generation may be superseded while it dials (a member left
+  // a moment after it joined, and the members went on to the next one):
+  // it then joins the newest one, as members do at a step boundary.
+  while (!all_new && !group.ok() && !join_deadline.Expired()) {
+    auto next = membership.Next(view.generation, Deadline::After(std::chrono::seconds(10)).Earlier(join_deadline));
+    if (!next.ok()) break;  // no newer generation: the join's own error is the one to report
+    spdlog::warn("rank {}: joining generation {} failed ({}); joining generation {}", rank, view.generation,
+                 group.status().message(), next->generation);
+    view = std::move(*next);
+    group = comm::Group::Join(node, k.job_id, view.generation, view.rank, view.members, join_deadline);
+  }
+  if (!group.ok()) {
+    // A joiner's failure is not the job's: the coordinator removes a
+    // member whose connection ends, and the others go on.
+    if (all_new) client.ReportFailure(group.status().message());
+    return Status(group.status().code(), "rank " + std::to_string(rank) + ": " + group.status().message());
+  }
+  outcome.world = (*group)->world();
+  opts.interrupt = nullptr;  // the elastic exchange handles stops and losses itself
+  auto trained = TrainElastic(job.config, job.doc, outcome.out_dir, std::move(*group), membership,
+                              std::move(prepared), opts);
+  if (!trained.ok() && trained.status().code() == StatusCode::kCancelled && membership.leaving()) {
+    spdlog::info("rank {}: {}", rank, trained.status().message());
+    outcome.left = true;
+    return outcome;
+  }
+  if (!trained.ok()) {
+    client.ReportFailure(trained.status().message());
+    return Status(trained.status().code(), "rank " + std::to_string(rank) + ": " + trained.status().message());
+  }
+  outcome.train = std::move(*trained);
+  outcome.world = static_cast<int>(outcome.train.summary.value("workers", int64_t{0}));
+  const bool writer = outcome.train.summary.contains("model_path");
+  TENAX_RETURN_IF_ERROR(client.ReportDone(writer ? outcome.train.summary.dump() : "",
+                                          Deadline::After(std::chrono::seconds(30))));
+  outcome.rank = writer ? 0 : rank;
+  return outcome;
+}
+
+// A member of a fixed membership (sync, coded; the coded job's decoder too):
+// every pair connects, the job trains to its end, and nobody leaves while
+// others may still address it.
+Result<WorkerOutcome> RunFixedWorker(const SyncJob& job, const coord::ClusterConfig& k, net::Node& node,
+                                     coord::CoordinatorClient& client, const wire::Roster& roster, int rank,
+                                     Deadline join_deadline, const SyncRunOptions& opts, WorkerOutcome outcome) {
+  std::vector<comm::GroupMember> members(static_cast<size_t>(roster.members_size()));
+  for (const auto& m : roster.members()) {
+    members[m.rank()] = {m.host(), static_cast<uint16_t>(m.port()), m.name(), m.member_id(), true};
+  }
+  TENAX_ASSIGN_OR_RETURN(auto group,
+                         comm::Group::Connect(node, k.job_id, roster.generation(), rank, members, join_deadline));
+  outcome.world = group->world();
+  const bool coded = job.config.mode == "coded";
+  if (coded && rank == k.workers) {
+    return RunCodedDecoder(job, client, *group, rank, opts.run.on_progress, std::move(outcome));
+  }
+  auto trained = coded ? TrainCoded(job.config, job.doc, outcome.out_dir, *group, opts)
+                       : TrainSync(job.config, job.doc, outcome.out_dir, *group, opts);
+  if (!trained.ok()) {
+    client.ReportFailure(trained.status().message());
+    return Status(trained.status().code(), "rank " + std::to_string(rank) + ": " + trained.status().message());
+  }
+  outcome.train = std::move(*trained);
+
+  // Nobody leaves while others may still address it.
+  TENAX_RETURN_IF_ERROR(group->Barrier(Deadline::After(job.config.cluster.step_timeout())));
+  TENAX_RETURN_IF_ERROR(client.ReportDone(rank == 0 ? outcome.train.summary.dump() : "",
+                                          join_deadline.Earlier(Deadline::After(std::chrono::seconds(30)))));
+  return outcome;
+}
+
+}  // namespace
+
+Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
+  TENAX_ASSIGN_OR_RETURN(SyncJob local, LoadSyncJob(options.job_path, options.overrides));
+  const coord::ClusterConfig& k = local.config.cluster;
+  TENAX_ASSIGN_OR_RETURN(int rank, RequestedRank(options.rank, RankCount(local.config)));
+  // Async workers come and go: the coordinator gives each a new id.
+  if (local.config.mode == "async") rank = -1;
+  TENAX_ASSIGN_OR_RETURN(net::HostPort hp, ResolveCoordinator(options.coordinator, local.config));
+  TENAX_ASSIGN_OR_RETURN(std::string secret, net::ResolveSecret(k.secret));
+
+  const std::string label = rank >= 0 ? "worker-" + std::to_string(rank) : "worker";
+  InitLogging(label, local.config.log_level);
+  InstallStopHandlers();
+  net::NodeOptions no;
+  no.name = label + "@" + k.host;
+  no.secret = secret;
+  no.transports = k.transports;
+  no.peer_timeout = k.peer_timeout();
+  TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(no));
+  TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen(k.host, 0));
+
+  // Elastic jobs prepare before joining: the coordinator checks the
+  // model's plan fingerprint of every joiner.
+  std::optional<PreparedTraining> prepared;
+  const bool async = local.config.mode == "async";
+  if (k.elastic || async) {
+    TENAX_ASSIGN_OR_RETURN(PreparedTraining p, PrepareTraining(local.config));
+    prepared = std::move(p);
+  }
+
+  // Join and rendezvous.
+  const Deadline join_deadline = Deadline::After(k.join_timeout());
+  wire::JoinRequest req;
+  req.set_job_id(k.job_id);
+  req.set_name(k.host + "/" + std::to_string(::getpid()));
+  req.set_host(k.host);
+  req.set_port(port);
+  req.set_requested_rank(rank);
+  req.set_pid(static_cast<uint64_t>(::getpid()));
+  if (prepared) req.set_plan_fingerprint(prepared->fingerprint);
+  const int requested_rank = rank;
+  TENAX_ASSIGN_OR_RETURN(auto client, coord::CoordinatorClient::Join(*node, hp.host, hp.port, req, join_deadline));
+  rank = client->info().rank;
+  // The coordinator's copy of the job is authoritative.
+  TENAX_ASSIGN_OR_RETURN(SyncJob job, ParseSyncJob(client->info().config_toml, "job config from the coordinator"));
+  spdlog::info("rank {} of {} in job {} (coordinator {}:{})", rank, client->info().world, k.job_id, hp.host, hp.port);
+  // Async workers do not wait for the others: they ask for work at once.
+  wire::Roster roster;
+  if (!async) {
+    TENAX_ASSIGN_OR_RETURN(roster, client->WaitRoster(join_deadline));
+  }
+
+  // Train, reporting progress at most every 250 ms (and at every log
+  // point, evaluation and the last step) and aborting on the verdict.
+  SyncRunOptions opts;
+  opts.step_timeout_seconds = job.config.cluster.step_timeout_seconds;
+  opts.straggler_id = requested_rank;  // [stragglers] names the launcher's workers; joiners (-1) are not slowed
+  if (options.injected.sigstop_as_donor) {
+    opts.before_state_offer = [] {
+      spdlog::warn("injected fault: stopping this donor (SIGSTOP) before it offers its state");
+      ::raise(SIGSTOP);
+    };
+  }
+  opts.interrupt = [&]() -> Status {
+    if (StopRequested()) return Cancelled("stopped by signal " + std::to_string(StopSignal()));
+    return client->CheckFailure();
+  };
+  opts.run.on_progress = ProgressReporter(*client, rank, options.on_progress);
+  WorkerOutcome outcome;
+  outcome.rank = rank;
+  outcome.out_dir = options.out_dir.empty() ? "runs/" + k.job_id : options.out_dir;
+
+  if (async) {
+    return RunAsyncWorker(job, *node, *client, std::move(*prepared), rank, opts.run, options.injected.poison_unit,
+                          std::move(outcome));
+  }
+  if (k.elastic) {
+    return RunElasticWorker(job, k, *node, *client, roster, rank, join_deadline, std::move(*prepared), std::move(opts),
+                            std::move(outcome));
+  }
+  return RunFixedWorker(job, k, *node, *client, roster, rank, join_deadline, opts, std::move(outcome));
+}
+
+}  // namespace tenax

@@ -1,0 +1,207 @@
+#include "tenax/sched/place/placer.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "sched_test_links.h"
+
+namespace tenax::sched {
+namespace {
+
+using testing::TableLinks;
+using testing::ZonedNodes;
+
+std::multiset<std::string> NodesOf(const std::vector<NodeState>& nodes, const Placement& p) {
+  std::multiset<std::string> out;
+  for (const SlotAssignment& s : p.slots) out.insert(nodes[s.node].name);
+  return out;
+}
+
+TEST(PlacerTest, AGangThatFitsOneZoneStaysInOneZone) {
+  auto nodes = ZonedNodes({{"a", 3}, {"b", 3}, {"c", 3}}, 2);
+  nodes[0].used = 2;  // zone a: 4 free
+  nodes[3].used = 1;  // zone b: 5 free
+  TableLinks links;
+  GangRequest req;
+  req.job = "j";
+  req.workers = 5;
+  auto p = PlaceGang(nodes, links, req);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p.value().slots.size(), 5u);
+  ASSERT_EQ(p.value().zones.size(), 1u);
+  // b (5 free) and c (6 free) fit; c packs 5 slots on 3 hosts, b needs all 3
+  // hosts too; equal cost, so the tie goes to the zone named first.
+  EXPECT_EQ(p.value().zones[0], "b");
+  for (const SlotAssignment& s : p.value().slots) EXPECT_EQ(nodes[s.node].zone, "b");
+}
+
+TEST(PlacerTest, StorageAffinityChoosesTheZoneThatHoldsTheData) {
+  auto nodes = ZonedNodes({{"a", 3}, {"b", 3}}, 2);
+  TableLinks links;
+  GangRequest req;
+  req.job = "j";
+  req.workers = 4;
+  req.storage_nodes = {"b-1"};
+  auto p = PlaceGang(nodes, links, req);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p.value().zones, std::vector<std::string>{"b"});
+  // The first slots go on the storage node itself (a perfect link).
+  EXPECT_EQ(nodes[p.value().slots[0].node].name, "b-1");
+}
+
+TEST(PlacerTest, HardWaitsAndSoftTakesTheFewestZones) {
+  auto nodes = ZonedNodes({{"a", 2}, {"b", 2}, {"c", 1}}, 2);  // a 4, b 4, c 2 free
+  TableLinks links;
+  GangRequest req;
+  req.job = "big";
+  req.workers = 6;
+  req.zone = ZoneConstraint::kHard;
+  auto hard = PlaceGang(nodes, links, req);
+  ASSERT_FALSE(hard.ok());
+  EXPECT_EQ(hard.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(hard.status().message().find("has 4 free"), std::string::npos) << hard.status().message();
+
+  req.zone = ZoneConstraint::kSoft;
+  // a and b are well linked; c is far from both.
+  links.Set("a-0", "b-0", {0.5, 0.0, 8.0, true});
+  links.Set("a-1", "b-0", {0.5, 0.0, 8.0, true});
+  links.Set("a-0", "b-1", {0.5, 0.0, 8.0, true});
+  links.Set("a-1", "b-1", {0.5, 0.0, 8.0, true});
+  for (const char* x : {"a-0", "a-1", "b-0", "b-1"}) links.Set(x, "c-0", {5.0, 0.0, 1.0, true});
+  auto soft = PlaceGang(nodes, links, req);
+  ASSERT_TRUE(soft.ok()) << soft.status().ToString();
+  EXPECT_EQ(soft.value().zones, (std::vector<std::string>{"a", "b"}));
+  EXPECT_DOUBLE_EQ(soft.value().worst_link.throughput_gbps, 8.0);
+
+  GangRequest too_big = req;
+  too_big.workers = 11;
+  auto none = PlaceGang(nodes, links, too_big);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("10 free"), std::string::npos) << none.status().message();
+}
+
+TEST(PlacerTest, ADegradedNodeInsideTheZoneIsAvoided) {
+  auto nodes = ZonedNodes({{"a", 4}}, 1);
+  TableLinks links;
+  for (int i = 0; i < 4; ++i) {
+    for (int j = i + 1; j < 4; ++j) {
+      const bool bad = i == 1 || j == 1;  // a-1's NIC is degraded
+      links.Set("a-" + std::to_string(i), "a-" + std::to_string(j),
+                bad ? LinkMetrics{0.3, 0.02, 0.5, true} : LinkMetrics{0.1, 0.0, 10.0, true});
+    }
+  }
+  GangRequest req;
+  req.job = "j";
+  req.workers = 3;
+  auto p = PlaceGang(nodes, links, req);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(NodesOf(nodes, p.value()), (std::multiset<std::string>{"a-0", "a-2", "a-3"}));
+  EXPECT_DOUBLE_EQ(p.value().worst_link.throughput_gbps, 10.0);
+}
+
+TEST(PlacerTest, ServersAreSlotsAfterTheWorkers) {
+  auto nodes = ZonedNodes({{"a", 2}}, 2);
+  TableLinks links;
+  GangRequest req;
+  req.job = "async";
+  req.workers = 3;
+  req.servers = 1;
+  auto p = PlaceGang(nodes, links, req);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p.value().slots.size(), 4u);
+  EXPECT_EQ(p.value().slots[2].role, "worker");
+  EXPECT_EQ(p.value().slots[2].index, 2);
+  EXPECT_EQ(p.value().slots[3].role, "server");
+  EXPECT_EQ(p.value().slots[3].index, 0);
+}
+
+TEST(PlacerTest, BadRequestsAreRefused) {
+  auto nodes = ZonedNodes({{"a", 2}}, 2);
+  TableLinks links;
+  GangRequest req;
+  req.workers = 0;
+  EXPECT_EQ(PlaceGang(nodes, links, req).status().code(), StatusCode::kInvalidArgument);
+  req.workers = 1;
+  PlacerOptions o;
+  o.weights = ScoreWeights{0, 0, 0};
+  EXPECT_EQ(PlaceGang(nodes, links, req, o).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseZoneConstraint("medium").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseZoneConstraint("hard").value(), ZoneConstraint::kHard);
+}
+
+TEST(PlacerTest, AfterANodeLossOnlyItsSlotsMoveAndStayInTheZone) {
+  auto nodes = ZonedNodes({{"a", 4}, {"b", 4}}, 1);
+  TableLinks links;
+  GangRequest req;
+  req.job = "j";
+  req.workers = 3;
+  req.zone = ZoneConstraint::kHard;
+  auto p = PlaceGang(nodes, links, req);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const std::string zone = p.value().zones[0];
+  // Lose the node of worker 1.
+  std::vector<NodeState> after = nodes;
+  for (const SlotAssignment& s : p.value().slots) after[s.node].used = after[s.node].capacity;
+  const int lost = p.value().slots[1].node;
+  auto r = Replace(after, links, req, p.value(), {1});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r.value().slots[0].node, p.value().slots[0].node);
+  EXPECT_EQ(r.value().slots[2].node, p.value().slots[2].node);
+  EXPECT_NE(r.value().slots[1].node, lost);
+  EXPECT_EQ(nodes[r.value().slots[1].node].zone, zone);
+  EXPECT_EQ(r.value().zones, std::vector<std::string>{zone});
+
+  // With the zone full, hard refuses and soft goes to the other zone.
+  for (auto& n : after) {
+    if (n.zone == zone) n.used = n.capacity;
+  }
+  EXPECT_EQ(Replace(after, links, req, p.value(), {1}).status().code(), StatusCode::kUnavailable);
+  req.zone = ZoneConstraint::kSoft;
+  auto soft = Replace(after, links, req, p.value(), {1});
+  ASSERT_TRUE(soft.ok()) << soft.status().ToString();
+  EXPECT_NE(nodes[soft.value().slots[1].node].zone, zone);
+  EXPECT_EQ(soft.value().zones.size(), 2u);
+  EXPECT_EQ(Replace(after, links, req, p.value(), {7}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PlacerTest, ADegradedLinkNamesTheNodeWithMoreBadLinksAndReplacementFixesIt) {
+  auto nodes = ZonedNodes({{"a", 5}}, 1);
+  TableLinks links;
+  GangRequest req;
+  req.job = "j";
+  req.workers = 3;
+  auto p = PlaceGang(nodes, links, req);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const Placement& placed = p.value();
+  const std::string victim = nodes[placed.slots[2].node].name;
+  for (const SlotAssignment& s : placed.slots) {
+    if (nodes[s.node].name != victim) links.Set(nodes[s.node].name, victim, {0.3, 0.05, 0.2, true});
+  }
+  auto degraded = DegradedSlots(nodes, links, placed, DegradationThresholds{});
+  ASSERT_EQ(degraded, std::vector<int>{2});
+
+  std::vector<NodeState> now = nodes;
+  for (size_t i = 0; i < placed.slots.size(); ++i) {
+    if (i != 2) now[placed.slots[i].node].used = 1;
+  }
+  now[placed.slots[2].node].used = 1;  // the degraded node is not a candidate
+  auto r = Replace(now, links, req, placed, degraded);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NE(nodes[r.value().slots[2].node].name, victim);
+  EXPECT_TRUE(DegradedSlots(nodes, links, r.value(), DegradationThresholds{}).empty());
+}
+
+TEST(PlacerTest, InATwoNodeJobTheNodeWithTheBadNicIsTheOneToMove) {
+  auto nodes = ZonedNodes({{"a", 4}}, 1);
+  TableLinks links;
+  for (int other : {0, 2, 3}) links.Set("a-1", "a-" + std::to_string(other), {0.3, 0.03, 0.2, true});  // a-1's NIC
+  Placement p;
+  p.slots = {SlotAssignment{"worker", 0, 1}, SlotAssignment{"worker", 1, 0}};  // the bad node has rank 0
+  EXPECT_EQ(DegradedSlots(nodes, links, p, DegradationThresholds{}), std::vector<int>{0});
+  p.slots = {SlotAssignment{"worker", 0, 0}, SlotAssignment{"worker", 1, 1}};
+  EXPECT_EQ(DegradedSlots(nodes, links, p, DegradationThresholds{}), std::vector<int>{1});
+}
+
+}  // namespace
+}  // namespace tenax::sched

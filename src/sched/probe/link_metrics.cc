@@ -1,0 +1,24 @@
+#include "tenax/sched/probe/link_metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tenax::sched {
+
+double RingAllreduceSeconds(int n, double bytes, const LinkMetrics& worst) {
+  if (n <= 1) return 0.0;
+  if (!worst.reachable) return std::numeric_limits<double>::infinity();
+  const double rtt_s = std::max(worst.rtt_ms, 1e-3) / 1000.0;
+  double bytes_per_second = std::max(worst.throughput_gbps, 1e-6) * 1e9 / 8.0;
+  if (worst.loss > 0) {
+    // Mathis, Semke, Mahdavi, Ott (1997): one TCP flow's rate under loss p.
+    constexpr double kMss = 1460.0;
+    const double p = std::min(worst.loss, 1.0);
+    bytes_per_second = std::min(bytes_per_second, kMss / (rtt_s * std::sqrt(2.0 * p / 3.0)));
+  }
+  const double steps = 2.0 * (n - 1);
+  return steps / n * bytes / bytes_per_second + steps * rtt_s;
+}
+
+}  // namespace tenax::sched

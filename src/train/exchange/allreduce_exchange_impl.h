@@ -1,0 +1,85 @@
+// The bucketed allreduce exchange, shared by the fixed-membership exchange
+// (allreduce_exchange.cc) and the elastic one (elastic_exchange.cc), which
+// derives from it. Internal to src/train; the contracts are in
+// include/tenax/train/exchange/allreduce_exchange.h.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "tenax/comm/allreduce.h"
+#include "tenax/train/exchange/allreduce_exchange.h"
+
+namespace tenax::train_internal {
+
+// The allreduce buffer holds every parameter's gradient, then (elastic)
+// control floats that ride with the last bucket and are never scaled (the
+// membership flag, then each member's measured seconds per sample), then
+// one scalar slot for reductions of loss and correct counts.
+struct GradientLayout {
+  struct Slot {
+    torch::Tensor param;
+    size_t offset = 0, count = 0;
+    size_t bucket = 0;
+  };
+  std::vector<Slot> slots;  // in reverse registration order
+  struct Bucket {
+    size_t offset = 0, count = 0, params = 0;
+  };
+  std::vector<Bucket> buckets;
+  size_t params_count = 0;  // floats of all gradients
+  size_t flag_slot = 0;      // == params_count: the first control float
+  size_t control_count = 0;  // control floats after the gradients
+  size_t scalar_slot = 0, total = 0;
+};
+
+GradientLayout PlanGradients(const std::vector<torch::Tensor>& params, size_t bucket_bytes, size_t control_floats);
+
+class AllreduceExchange : public GradientExchange {
+ public:
+  AllreduceExchange(comm::Group* group, AllreduceExchangeOptions options) : group_(group), options_(std::move(options)) {}
+  ~AllreduceExchange() override { Detach(); }
+
+  int rank() const override { return group_->rank(); }
+  int world() const override { return group_->world(); }
+  Status Attach(TrainableModel& model) override;
+  void BeginStep() override;
+  Status FinishStep() override;
+  Result<double> MeanOverReplicas(double local) override;
+  Result<double> SumOverReplicas(double local) override { return Reduce(local, 1.0f); }
+  void Detach() override;
+  void DescribeInSummary(nlohmann::json& summary) const override;
+  std::string Describe() const override;
+
+ protected:
+  Deadline StepDeadline() const { return Deadline::After(options_.step_timeout); }
+  // Plans the buffer, creates the allreduce over group_ and makes the
+  // gradients views of it; with `broadcast`, rank 0's parameters first.
+  // `control_floats` ride after the gradients (GradientLayout).
+  Status Setup(TrainableModel& model, bool broadcast, size_t control_floats);
+  // A new allreduce over group_ (re-formed), the gradients views of it.
+  Status Rebind();
+  // Multiplier of this rank's gradients before the sum (1/W: the mean).
+  virtual float LocalScale() const { return 1.0f / static_cast<float>(world()); }
+  Result<double> Reduce(double local, float scale);
+
+  comm::Group* group_;
+  AllreduceExchangeOptions options_;
+  GradientLayout layout_;
+  std::unique_ptr<comm::Allreduce> allreduce_;
+  float* buffer_ = nullptr;
+  bool prescale_ = false;  // LocalScale differs between ranks: scale before the sum
+
+ private:
+  void LaunchReady(bool all);
+  void PointGradients();
+
+  std::vector<size_t> pending_;
+  size_t next_bucket_ = 0;
+  Status hook_status_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+};
+
+}  // namespace tenax::train_internal
