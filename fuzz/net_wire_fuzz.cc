@@ -34,6 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                              tenax::coord::DecodeLeave(text, "fuzz-peer").status(),
                              tenax::coord::DecodeWatch(text, "fuzz-peer").status(),
                              tenax::coord::DecodeFormed(text, "fuzz-peer").status(),
+                             tenax::coord::DecodeQueueCounts(text, "fuzz-peer").status(),
                              tenax::coord::DecodeUnitRequest(text, "fuzz-peer").status(),
                              tenax::coord::DecodeUnitGrant(text, "fuzz-peer").status(),
                              tenax::coord::DecodeUnitRelease(text, "fuzz-peer").status(),

@@ -1,63 +1,16 @@
 // tenax server --job FILE --shard S --checkpoints DIR [--coordinator HOST:PORT] [--set k=v]
 // One parameter-server shard of an asynchronous job; the role is
-// ps/parameter_server.h. The initial model is built here (train) so that
-// the ps layer stays free of libtorch.
-#include <cstdlib>
+// roles/server_role.h.
+#include <cstdio>
 
 #include "command.h"
-#include "tenax/core/log.h"
-#include "tenax/core/signals.h"
-#include "tenax/net/auth.h"
-#include "tenax/net/host_port.h"
-#include "tenax/ps/parameter_server.h"
-#include "tenax/train/exchange/async_exchange.h"
-#include "tenax/roles/sync_job.h"
-#include "tenax/train/sync_trainer.h"
+#include "tenax/roles/server_role.h"
 
 namespace tenax::cli {
 namespace {
 
-struct ServerArgs {
-  std::string job_path;
-  std::string coordinator;
-  std::string checkpoint_dir;
-  int shard = 0;
-  std::vector<std::string> overrides;
-};
-
-Status RunServerCommand(const ServerArgs& a) {
-  TENAX_ASSIGN_OR_RETURN(SyncJob job, LoadSyncJob(a.job_path, a.overrides));
-  if (job.config.mode != "async") {
-    return InvalidArgument(a.job_path + ": mode is \"" + job.config.mode + "\"; parameter servers serve mode = \"async\"");
-  }
-  const coord::ClusterConfig& k = job.config.cluster;
-  if (a.shard >= job.config.async.servers) {
-    return InvalidArgument("--shard " + std::to_string(a.shard) + " but the job has async.servers = " +
-                           std::to_string(job.config.async.servers));
-  }
-  TENAX_ASSIGN_OR_RETURN(net::HostPort hp, ResolveCoordinator(a.coordinator, job.config));
-  TENAX_ASSIGN_OR_RETURN(std::string secret, net::ResolveSecret(k.secret));
-  InitLogging("server-" + std::to_string(a.shard), job.config.log_level);
-  InstallStopHandlers();
-  ps::ServerOptions o;
-  o.job_id = k.job_id;
-  o.shard = static_cast<uint32_t>(a.shard);
-  o.shards = static_cast<uint32_t>(job.config.async.servers);
-  o.coordinator_host = hp.host;
-  o.coordinator_port = hp.port;
-  o.listen_host = k.host;
-  o.secret = secret;
-  o.transports = k.transports;
-  o.checkpoint_dir = a.checkpoint_dir.empty() ? "runs/" + k.job_id + "/server-" + std::to_string(a.shard)
-                                              : a.checkpoint_dir;
-  o.merge = MergeParamsOf(job.config);
-  o.validator = ValidatorOptionsOf(job.config);
-  o.checkpoint_every = job.config.async.checkpoint_every;
-  o.join_timeout = k.join_timeout();
-  o.peer_timeout = k.peer_timeout();
-  const TrainConfig config = job.config;
-  o.initial_model = [config] { return InitialFlatModel(config); };
-  TENAX_ASSIGN_OR_RETURN(ps::ServerOutcome out, ps::RunServer(o));
+Status RunServerCommand(const ServerRoleOptions& a) {
+  TENAX_ASSIGN_OR_RETURN(ps::ServerOutcome out, RunServerRole(a));
   std::printf("shard %d: version %llu, %llu merges, %llu results rejected\n", a.shard,
               static_cast<unsigned long long>(out.version), static_cast<unsigned long long>(out.merges),
               static_cast<unsigned long long>(out.rejected));
@@ -67,7 +20,7 @@ Status RunServerCommand(const ServerArgs& a) {
 }  // namespace
 
 void AddServerCommand(CLI::App& root, int& exit_code) {
-  auto a = std::make_shared<ServerArgs>();
+  auto a = std::make_shared<ServerRoleOptions>();
   CLI::App* cmd = root.add_subcommand("server", "One parameter-server shard of an asynchronous job (started by 'tenax run')");
   cmd->add_option("--job", a->job_path, "Job file (TOML, mode = \"async\")")->required()->type_name("FILE");
   cmd->add_option("--shard", a->shard, "Which shard of async.servers this process serves")->check(CLI::Range(0, 63));

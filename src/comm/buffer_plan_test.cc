@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tenax/comm/torch_views.h"
+#include "torch_views.h"
 #include "tenax/train/model.h"
 #include "testing.h"
 

@@ -1,4 +1,4 @@
-#include "tenax/comm/torch_views.h"
+#include "torch_views.h"
 
 namespace tenax::comm {
 

@@ -86,6 +86,15 @@ Result<wire::Done> DecodeDone(std::string_view bytes, const std::string& peer) {
   return m;
 }
 
+Result<wire::QueueCounts> DecodeQueueCounts(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::QueueCounts>(bytes, peer, "queue counts"));
+  for (int64_t v : {m.units(), m.units_issued(), m.units_reissued(), m.results_rejected(), m.leases_expired(),
+                    m.partial_results(), m.accepted(), m.merged_everywhere(), m.failed_units()}) {
+    if (v < 0) return Bad(peer, "queue counts with a negative count");
+  }
+  return m;
+}
+
 Result<wire::Failure> DecodeFailure(std::string_view bytes, const std::string& peer) {
   TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::Failure>(bytes, peer, "failure"));
   if (m.rank() >= kMaxMemberId || !ShortText(m.host()) || !ShortText(m.reason(), 4096)) {

@@ -11,9 +11,9 @@
 #include "async_units.h"
 #include "progress_book.h"
 #include "tenax/coord/coord_codec.h"
-#include "tenax/coord/job_state.h"
-#include "tenax/coord/job_store.h"
-#include "tenax/coord/metrics_endpoint.h"
+#include "job_state.h"
+#include "job_store.h"
+#include "metrics_endpoint.h"
 #include "tenax/core/files.h"
 #include "tenax/core/signals.h"
 #include "tenax/net/node.h"
@@ -57,6 +57,12 @@ class Coordinator {
   // Hands the metrics endpoint a fresh snapshot, at most every 200 ms
   // unless `now` (work-queue counts at most every second: SQLite queries).
   void PublishMetrics(bool now);
+  // An async job's work-queue counts, read at most every second unless
+  // `now` (SQLite queries); the metrics and the watchers share them.
+  void RefreshQueueCounts(bool now);
+  // Watchers (the launcher) get the counts whenever they changed since
+  // the last ones sent, so nobody but the coordinator opens its state.
+  void TellQueueCounts(const std::vector<ConnId>& to);
   // Carries out `actions` in order. A store write that fails ends serving
   // (its error is returned) before anything after it is announced.
   std::optional<Status> Apply(const Actions& actions, const net::ControlMessage* handled = nullptr);
@@ -78,7 +84,7 @@ class Coordinator {
   ProgressBook book_;
   MetricsEndpoint* metrics_;  // nullptr: metrics off
   SteadyClock::time_point next_publish_{}, next_counts_{};
-  std::optional<WorkQueueCounts> counts_;
+  std::optional<WorkQueueCounts> counts_, sent_counts_;
 };
 
 void Coordinator::PublishMetrics(bool now) {
@@ -86,16 +92,37 @@ void Coordinator::PublishMetrics(bool now) {
   const auto t = SteadyClock::now();
   if (!now && t < next_publish_) return;
   next_publish_ = t + 200ms;
-  if (async_ && (now || t >= next_counts_)) {
-    next_counts_ = t + 1s;
-    auto counts = async_->Counts();
-    if (counts.ok()) {
-      counts_ = *counts;
-    } else {
-      spdlog::warn("job {}: metrics: work queue counts not read: {}", job_id(), counts.status().message());
-    }
-  }
+  RefreshQueueCounts(now);
   metrics_->Publish(book_.Snapshot(machine_.job(), machine_.members(), counts_, t));
+}
+
+void Coordinator::RefreshQueueCounts(bool now) {
+  const auto t = SteadyClock::now();
+  if (!async_ || (!now && t < next_counts_)) return;
+  next_counts_ = t + 1s;
+  auto counts = async_->Counts();
+  if (counts.ok()) {
+    counts_ = *counts;
+  } else {
+    spdlog::warn("job {}: work queue counts not read: {}", job_id(), counts.status().message());
+  }
+}
+
+void Coordinator::TellQueueCounts(const std::vector<ConnId>& to) {
+  if (!counts_ || counts_ == sent_counts_ || to.empty()) return;
+  const WorkQueueCounts& c = *counts_;
+  wire::QueueCounts q;
+  q.set_units(c.units);
+  q.set_units_issued(c.units_issued);
+  q.set_units_reissued(c.units_reissued);
+  q.set_results_rejected(c.results_rejected);
+  q.set_leases_expired(c.leases_expired);
+  q.set_partial_results(c.partial_results);
+  q.set_accepted(c.accepted);
+  q.set_merged_everywhere(c.merged_everywhere);
+  q.set_failed_units(c.failed_units);
+  SendAll(to, kQueueCountsKind, q.SerializeAsString());
+  sent_counts_ = counts_;
 }
 
 std::string Coordinator::Label(net::PeerId peer) const {
@@ -184,6 +211,11 @@ std::optional<Status> Coordinator::Apply(const Actions& actions, const net::Cont
     } else if constexpr (std::is_same_v<T, action::RelayProgress>) {
       if (handled) SendAll(a.to, kProgressKind, handled->payload);
     } else if constexpr (std::is_same_v<T, action::AnnounceDone>) {
+      if (async_) {
+        RefreshQueueCounts(true);  // the final counts, before Done
+        sent_counts_.reset();
+        TellQueueCounts(a.to);
+      }
       wire::Done d;
       d.set_rank(static_cast<uint32_t>(machine_.job().world));  // rank = world: the whole job
       d.set_summary_json(a.summary_json);
@@ -283,6 +315,10 @@ Actions Coordinator::Handle(const net::ControlMessage& m) {
 Status Coordinator::ServeLoop() {
   while (true) {
     PublishMetrics(false);
+    if (async_) {
+      RefreshQueueCounts(false);
+      TellQueueCounts({machine_.watchers().begin(), machine_.watchers().end()});
+    }
     if (StopRequested()) return Cancelled("coordinator stopped by signal " + std::to_string(StopSignal()));
     node_.Progress();  // the non-blocking calls below may not drive UCX themselves
     while (true) {  // admit new connections; they must speak first

@@ -1,4 +1,4 @@
-#include "tenax/coord/job_state.h"
+#include "job_state.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,7 +1,7 @@
 // The coordinator's state machine, event by event, on a fake clock: every
 // test checks the actions it answers with (their order, addressees and
 // values), never a sleep.
-#include "tenax/coord/job_state.h"
+#include "job_state.h"
 
 #include "tenax/coord/coord_codec.h"
 

@@ -1,4 +1,4 @@
-#include "tenax/coord/job_store.h"
+#include "job_store.h"
 
 #include <sqlite3.h>
 

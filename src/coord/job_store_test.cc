@@ -1,7 +1,7 @@
 // JobStore against a real SQLite file in a scratch directory: what a
 // coordinator writes is what its restarted successor reads, and files that
 // are not its own are refused with the reason.
-#include "tenax/coord/job_store.h"
+#include "job_store.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>

@@ -1,4 +1,4 @@
-#include "tenax/coord/metrics_endpoint.h"
+#include "metrics_endpoint.h"
 
 // Debian's cpp-httplib is a compiled library: its pkg-config file adds the
 // CPPHTTPLIB_*_SUPPORT definitions it was built with, which this header

@@ -1,6 +1,6 @@
 // The coordinator's /metrics endpoint over real HTTP (httplib's client on
 // loopback): what it serves, what it refuses, and addresses it cannot use.
-#include "tenax/coord/metrics_endpoint.h"
+#include "metrics_endpoint.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>

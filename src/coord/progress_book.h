@@ -15,8 +15,8 @@
 #include <string>
 
 #include "coord_wire.pb.h"
-#include "tenax/coord/job_state.h"
-#include "tenax/coord/prometheus_text.h"
+#include "job_state.h"
+#include "prometheus_text.h"
 #include "tenax/coord/work_queue.h"
 #include "tenax/core/deadline.h"
 

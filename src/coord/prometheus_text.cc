@@ -1,4 +1,4 @@
-#include "tenax/coord/prometheus_text.h"
+#include "prometheus_text.h"
 
 #include <charconv>
 #include <cmath>

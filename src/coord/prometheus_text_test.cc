@@ -1,6 +1,6 @@
 // The Prometheus text renderer (exact output for a snapshot, escaping, one
 // HELP and TYPE per family) and the progress book that feeds it.
-#include "tenax/coord/prometheus_text.h"
+#include "prometheus_text.h"
 
 #include <gtest/gtest.h>
 

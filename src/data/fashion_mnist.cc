@@ -63,7 +63,7 @@ Result<LabeledImages> LoadFashionMnist(const std::string& dir, Split split) {
   std::string labels_path = ResolveFile(dir, prefix + "-labels-idx1-ubyte");
   TENAX_ASSIGN_OR_RETURN(IdxArray images, ReadIdxFile(images_path));
   TENAX_ASSIGN_OR_RETURN(IdxArray labels, ReadIdxFile(labels_path));
-  return MakeLabeledImages(std::move(images), std::move(labels), train ? 60000 : 10000, images_path, labels_path);
+  return MakeLabeledImages(std::move(images), std::move(labels), train ? kFashionMnistTrainSamples : kFashionMnistTestSamples, images_path, labels_path);
 }
 
 LabeledImages TakeFirst(LabeledImages data, int64_t n) {

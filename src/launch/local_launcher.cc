@@ -16,8 +16,8 @@
 #include "reference_run.h"
 #include "run_monitor.h"
 #include "run_storage.h"
+#include "run_summary.h"
 #include "tenax/coord/job_watcher.h"
-#include "tenax/coord/work_queue.h"
 #include "tenax/core/files.h"
 #include "tenax/core/log.h"
 #include "tenax/core/metrics.h"
@@ -43,16 +43,6 @@ std::string SelfPath() {
 
 Status StopStatus() {
   return StopRequested() ? Cancelled("stopped by signal " + std::to_string(StopSignal())) : Status::Ok();
-}
-
-// The summary.json the job's rank 0 wrote, read once the job has ended.
-Result<nlohmann::json> ReadJobSummary(const std::string& out_dir) {
-  std::ifstream in(RunDir(out_dir).summary());
-  nlohmann::json summary = nlohmann::json::parse(in, nullptr, false);
-  if (summary.is_discarded() || !summary.is_object()) {
-    return Internal(RunDir(out_dir).summary() + " is missing or unreadable after the job finished");
-  }
-  return summary;
 }
 
 // Empties the run directory of a previous run's state and logs.
@@ -178,523 +168,583 @@ Result<LaunchOutcome> RunInsideTopology(sched::EmulatedNetwork& network, const L
   return PeerLost(why);
 }
 
-// Bytes the job moved, by purpose (summary.json "bytes_moved"; the
-// report's chart). Gradients: a ring allreduce moves 2 (W-1)/W of the
-// gradient per member and step, for each generation's steps at its size;
-// models: each state copy to a joiner (parameters and momentum); recovery:
-// what the store recoveries of any worker read and wrote; shuffling: a coded job's
-// partition re-mappings (from the decoder's summary).
-nlohmann::json BytesMoved(const nlohmann::json& summary, const RunMonitor& monitor) {
-  const double gradient = 4.0 * static_cast<double>(summary.value("parameters", int64_t{0}));
-  const int64_t steps = summary.value("steps", int64_t{0});
-  double gradients = 0, models = 0;
-  const auto generations = summary.value("generations", nlohmann::json::array());
-  if (generations.empty()) {
-    const double w = static_cast<double>(summary.value("workers", int64_t{1}));
-    gradients = static_cast<double>(steps) * 2 * (w - 1) * gradient;
-  }
-  for (size_t i = 0; i < generations.size(); ++i) {
-    const auto& g = generations[i];
-    const int64_t first = g.value("first_step", int64_t{0});
-    const int64_t last = i + 1 < generations.size() ? generations[i + 1].value("first_step", steps) : steps;
-    const double w = static_cast<double>(g.value("members", nlohmann::json::array()).size());
-    gradients += static_cast<double>(std::max<int64_t>(0, last - first)) * 2 * std::max(0.0, w - 1) * gradient;
-    if (g.contains("join_transfer_ms")) models += 2 * gradient;  // parameters + SGD momentum, one joiner
-  }
-  // Every worker's recoveries (the summary has rank 0's only).
-  const double recovery = monitor.RecoveryBytes();
-  const double shuffling = summary.value("coded", nlohmann::json::object()).value("bytes_shuffled", 0.0);
-  return {{"gradients", gradients}, {"models", models}, {"recovery", recovery}, {"shuffling", shuffling}};
-}
+// One `tenax run`, phase by phase: LaunchLocalJob's steps in the order it
+// calls them. It owns every child process (the supervisor stops and reaps
+// them when the launch ends, whatever the outcome). Not thread-safe: the
+// calling thread does everything, the fault injector's callbacks included.
+class LocalLaunch {
+ public:
+  explicit LocalLaunch(const LaunchOptions& options) : options_(options), run_(options.out_dir) {}
 
-// An async job's work queue in the coordinator's state file (out_dir/coordinator.db).
-Result<std::unique_ptr<coord::WorkQueue>> OpenAsyncQueue(const TrainConfig& config, const std::string& out_dir) {
-  coord::WorkQueueOptions qo;
-  TENAX_ASSIGN_OR_RETURN(qo.total_steps, AsyncTotalSteps(config));
-  qo.unit_steps = config.async.unit_steps;
-  qo.shards = static_cast<int>(config.async.servers);
-  return coord::WorkQueue::Open(RunDir(out_dir).coordinator_db(), qo);
-}
-
-// "test accuracy 0.8865 against 0.8925 without faults (-0.60 points)".
-std::string AccuracyAgainstReference(const nlohmann::json& summary) {
-  const double run = summary.value("final_test_accuracy", 0.0), ref = summary.value("reference_test_accuracy", 0.0);
-  return fmt::format("test accuracy {:.4f} against {:.4f} without faults ({:+.2f} points)", run, ref,
-                     100 * (run - ref));
-}
-
-}  // namespace
-
-Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) {
-  const auto wall_start = SteadyClock::now();
-  auto notice = [&](const std::string& text) {
-    if (options.on_notice) options.on_notice(text);
-  };
-  TENAX_ASSIGN_OR_RETURN(SyncJob job, LoadSyncJob(options.job_path, options.overrides));
-  if (options.without_faults) {
-    job.config.faults = FaultPlan{};  // the children's stragglers are the caller's --set
+  Result<LaunchOutcome> Run() {
+    TENAX_RETURN_IF_ERROR(LoadJob());
+    TENAX_RETURN_IF_ERROR(RunReference());
+    TENAX_RETURN_IF_ERROR(PrepareRun());
+    TENAX_ASSIGN_OR_RETURN(std::optional<LaunchOutcome> inside, SetUpTopology());
+    if (inside) return std::move(*inside);
+    children_ = std::make_unique<ProcessSupervisor>("job " + cluster().job_id, 5s);
+    join_deadline_ = Deadline::After(cluster().join_timeout());
+    TENAX_RETURN_IF_ERROR(StartStore());
+    TENAX_RETURN_IF_ERROR(StartCoordinator());
+    TENAX_RETURN_IF_ERROR(Place());
+    TENAX_RETURN_IF_ERROR(StartServers());
+    TENAX_RETURN_IF_ERROR(StartWorkers());
+    StartFaults();
+    AnnounceStart();
+    TENAX_RETURN_IF_ERROR(Watch());
+    TENAX_RETURN_IF_ERROR(WaitForChildren());
+    return Summarize();
   }
-  const coord::ClusterConfig& k = job.config.cluster;
-  // Async jobs: workers come and go as in an elastic job.
-  const bool async = job.config.mode == "async";
-  const bool elastic = k.elastic || async;
-  std::optional<PriceTable> prices;
-  if (!job.config.cost.prices.empty()) {
-    TENAX_ASSIGN_OR_RETURN(PriceTable t, LoadPriceTable(job.config.cost.prices));
-    TENAX_RETURN_IF_ERROR(CheckPriceTableCovers(
-        t, async ? std::vector<std::string>{"coordinator", "server", "worker"} : std::vector<std::string>{"coordinator", "worker"}));
-    prices = std::move(t);
+
+ private:
+  const coord::ClusterConfig& cluster() const { return job_.config.cluster; }
+  bool coded() const { return job_.config.mode == "coded"; }
+  void Notice(const std::string& text) const {
+    if (options_.on_notice) options_.on_notice(text);
   }
-  InitLogging("run", job.config.log_level);
-  InstallStopHandlers();
-  const std::string self_binary = options.tenax_binary.empty() ? SelfPath() : options.tenax_binary;
+  // A `tenax <role>` command line for this job, with its --set overrides.
+  std::vector<std::string> RoleArgv(std::vector<std::string> argv) const {
+    argv.insert(argv.begin(), self_);
+    argv.insert(argv.end(), sets_.begin(), sets_.end());
+    return argv;
+  }
+  // Process `slot` of the placement runs on its emulated host (as is, without a topology).
+  std::vector<std::string> OnSlot(int slot, std::vector<std::string> argv) const {
+    return topology_ ? topology_->OnSlot(slot, argv) : argv;
+  }
+  // Stops every child (after the fault plan's own) and returns `status`.
+  Status StopAll(Status status) {
+    if (faults_) faults_->Finish(max_step_);  // SIGKILLs the children it stopped: SIGTERM would wait for them
+    children_->Stop();
+    return status;
+  }
+
+  // The job file, its price table, logging and the stop handlers.
+  Status LoadJob() {
+    TENAX_ASSIGN_OR_RETURN(job_, LoadSyncJob(options_.job_path, options_.overrides));
+    if (options_.without_faults) {
+      job_.config.faults = FaultPlan{};  // the children's stragglers are the caller's --set
+    }
+    // Async jobs: workers come and go as in an elastic job.
+    async_ = job_.config.mode == "async";
+    elastic_ = cluster().elastic || async_;
+    if (!job_.config.cost.prices.empty()) {
+      TENAX_ASSIGN_OR_RETURN(PriceTable t, LoadPriceTable(job_.config.cost.prices));
+      TENAX_RETURN_IF_ERROR(CheckPriceTableCovers(t, async_ ? std::vector<std::string>{"coordinator", "server", "worker"}
+                                                            : std::vector<std::string>{"coordinator", "worker"}));
+      prices_ = std::move(t);
+    }
+    InitLogging("run", job_.config.log_level);
+    InstallStopHandlers();
+    self_ = options_.tenax_binary.empty() ? SelfPath() : options_.tenax_binary;
+    inside_topology_ = std::getenv(kTopologyPrefixEnvVar) != nullptr;
+    return Status::Ok();
+  }
+
   // The fault-free reference runs first, as a `tenax run` of its own (with
   // its own emulated hosts, if any), unless this is the launcher re-run
   // inside a topology (its parent ran it).
-  std::optional<nlohmann::json> reference;
-  if (job.config.report.reference && std::getenv(kTopologyPrefixEnvVar) == nullptr) {
+  Status RunReference() {
+    if (!job_.config.report.reference || inside_topology_) return Status::Ok();
     ReferenceRunOptions ro;
-    ro.self = self_binary;
-    ro.job_path = options.job_path;
-    ro.overrides = options.overrides;
-    ro.out_dir = options.out_dir;
-    ro.notice = notice;
-    TENAX_ASSIGN_OR_RETURN(nlohmann::json r, EnsureReferenceRun(job.config, ro));
-    reference = std::move(r);
+    ro.self = self_;
+    ro.job_path = options_.job_path;
+    ro.overrides = options_.overrides;
+    ro.out_dir = options_.out_dir;
+    ro.notice = [this](const std::string& text) { Notice(text); };
+    TENAX_ASSIGN_OR_RETURN(nlohmann::json r, EnsureReferenceRun(job_.config, ro));
+    reference_ = std::move(r);
+    return Status::Ok();
   }
-  TENAX_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(k.coordinator));
-  const std::string& out = options.out_dir;
-  const RunDir run(out);
-  const std::string logs = run.logs();
-  TENAX_RETURN_IF_ERROR(PrepareRunDirectory(out, logs));
-  const std::string secret = RunSecret(k.secret);
-  ::setenv(net::kSecretEnvVar, secret.c_str(), 1);  // the children's secret
-  const std::string metrics = run.metrics();
-  ::setenv(kRunMetricsEnvVar, metrics.c_str(), 1);  // rank 0 appends; workers add their events
-  const double started_at =
-      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  // The workers [stragglers] slows from the start (markov's slow_workers).
-  std::vector<std::string> injected_stragglers;
-  if (job.config.mode == "sync" && job.config.stragglers.model == "markov") {
-    for (int w : job.config.stragglers.slow_workers) injected_stragglers.push_back("worker " + std::to_string(w));
-  }
-  RunMonitor monitor(metrics, {options.on_notice, options.on_workers}, injected_stragglers);
 
-  // Start order: the coordinator, its port, then the workers pointed at it.
-  std::vector<std::string> sets;
-  for (const auto& o : options.overrides) sets.insert(sets.end(), {"--set", o});
-  // The price table as this launcher found it (perhaps beside the job file):
-  // the workers get the job's text from the coordinator, without its path.
-  if (!job.config.cost.prices.empty()) {
-    std::error_code ec;
-    const auto absolute = std::filesystem::absolute(job.config.cost.prices, ec);
-    if (!ec) sets.insert(sets.end(), {"--set", "cost.prices=" + nlohmann::json(absolute.string()).dump()});
+  // The run directory emptied, the children's environment (secret, where
+  // metrics go), the run monitor and the --set lines every child gets.
+  Status PrepareRun() {
+    TENAX_ASSIGN_OR_RETURN(hp_, net::ParseHostPort(cluster().coordinator));
+    TENAX_RETURN_IF_ERROR(PrepareRunDirectory(options_.out_dir, run_.logs()));
+    secret_ = RunSecret(cluster().secret);
+    ::setenv(net::kSecretEnvVar, secret_.c_str(), 1);  // the children's secret
+    ::setenv(kRunMetricsEnvVar, run_.metrics().c_str(), 1);  // rank 0 appends; workers add their events
+    started_at_ = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    // The workers [stragglers] slows from the start (markov's slow_workers).
+    std::vector<std::string> injected_stragglers;
+    if (job_.config.mode == "sync" && job_.config.stragglers.model == "markov") {
+      for (int w : job_.config.stragglers.slow_workers) injected_stragglers.push_back("worker " + std::to_string(w));
+    }
+    monitor_ = std::make_unique<RunMonitor>(run_.metrics(), RunMonitor::Callbacks{options_.on_notice, options_.on_workers},
+                                            injected_stragglers);
+    for (const auto& o : options_.overrides) sets_.insert(sets_.end(), {"--set", o});
+    // The price table as this launcher found it (perhaps beside the job file):
+    // the workers get the job's text from the coordinator, without its path.
+    if (!job_.config.cost.prices.empty()) {
+      std::error_code ec;
+      const auto absolute = std::filesystem::absolute(job_.config.cost.prices, ec);
+      if (!ec) sets_.insert(sets_.end(), {"--set", "cost.prices=" + nlohmann::json(absolute.string()).dump()});
+    }
+    return Status::Ok();
   }
+
   // An emulated topology (docs/placement.md): the hosts exist before any
   // child, and this thread moves into their control namespace, where the
-  // coordinator listens.
-  std::unique_ptr<JobTopology> topology;
-  if (job.config.topology.enabled()) {
+  // coordinator listens. With namespaces, the whole launch runs again
+  // inside them and its outcome is returned here.
+  Result<std::optional<LaunchOutcome>> SetUpTopology() {
+    if (!job_.config.topology.enabled()) return std::optional<LaunchOutcome>();
     std::unique_ptr<sched::EmulatedNetwork> network;
-    if (std::getenv(kTopologyPrefixEnvVar) == nullptr) {
-      TENAX_ASSIGN_OR_RETURN(network, MakeEmulatedNetwork(job.config, notice));
+    if (!inside_topology_) {
+      TENAX_ASSIGN_OR_RETURN(network, MakeEmulatedNetwork(job_.config, [this](const std::string& t) { Notice(t); }));
       if (network->namespaces()) {
-        auto outcome = RunInsideTopology(*network, options, self_binary, sets, k.workers);
-        if (outcome.ok()) outcome->write_report = job.config.report.html;
-        if (outcome.ok() && reference) {
+        TENAX_ASSIGN_OR_RETURN(LaunchOutcome outcome, RunInsideTopology(*network, options_, self_, sets_, cluster().workers));
+        outcome.write_report = job_.config.report.html;
+        if (reference_) {
           // The inner launcher wrote the summary; the reference is ours.
-          outcome->summary["reference_test_accuracy"] = reference->value("final_test_accuracy", 0.0);
-          outcome->summary["reference_dir"] = "reference";
-          TENAX_RETURN_IF_ERROR(WriteFileAtomic(run.summary(), outcome->summary.dump(2) + "\n"));
-          notice(AccuracyAgainstReference(outcome->summary));
+          AddReference(outcome.summary);
+          TENAX_RETURN_IF_ERROR(WriteFileAtomic(run_.summary(), outcome.summary.dump(2) + "\n"));
         }
-        return outcome;
+        return std::optional<LaunchOutcome>(std::move(outcome));
       }
     }
-    TENAX_ASSIGN_OR_RETURN(topology, JobTopology::Create(job.config, out, std::move(network)));
-    hp.host = topology->ControlHost();
-    sets.insert(sets.end(), {"--set", "cluster.coordinator=" + hp.host + ":" + std::to_string(hp.port)});
-    for (const auto& s : topology->ChildSets()) sets.push_back(s);
-  }
-  const std::string& self = self_binary;
-  ProcessSupervisor children("job " + k.job_id, 5s);
-  const Deadline join_deadline = Deadline::After(k.join_timeout());
-  // The job's own store ([storage]): its nodes and data before anyone reads it.
-  std::optional<RunStorage> storage;
-  if (job.config.storage.nodes > 0) {
-    monitor.Notice("store: starting " + std::to_string(job.config.storage.nodes) + " data nodes and putting " +
-                   job.config.storage.source_dir + " into them (RS " + std::to_string(job.config.storage.data_chunks) +
-                   "+" + std::to_string(job.config.storage.parity_chunks) + ")");
-    auto started = RunStorage::Start(job.config, self, hp.host, out, children, join_deadline);
-    if (!started.ok()) {
-      children.Stop();
-      return Status(started.status().code(), "the job's store: " + started.status().message());
-    }
-    storage = std::move(*started);
-    sets.insert(sets.end(), {"--set", storage->CatalogSet()});
-    monitor.Notice(fmt::format("store: {:.1f} MiB of chunks on {} nodes in {:.1f} s (catalog {})",
-                               static_cast<double>(storage->stored_bytes()) / (1 << 20), job.config.storage.nodes,
-                               storage->put_seconds(), storage->catalog()));
-  }
-  std::vector<std::string> coord_argv = {self,      "coordinator",           "--job",       options.job_path,
-                                         "--state", run.coordinator_db(), "--port-file", run.coordinator_port()};
-  coord_argv.insert(coord_argv.end(), sets.begin(), sets.end());
-  if (!k.metrics_listen.empty()) {
-    coord_argv.insert(coord_argv.end(), {"--metrics-listen", k.metrics_listen, "--metrics-port-file",
-                                         run.coordinator_metrics_port()});
-  }
-  TENAX_RETURN_IF_ERROR(children.StartLogged("coordinator", coord_argv, run.log("coordinator")).status());
-  TENAX_ASSIGN_OR_RETURN(uint16_t port, WaitForPortFile(run.coordinator_port(), children, join_deadline));
-  const std::string coordinator = hp.host + ":" + std::to_string(port);
-  if (topology) {
-    TENAX_RETURN_IF_ERROR(topology->ProbeAndPlace(
-        self, hp.host, port, secret, logs,
-        static_cast<int>(k.workers) + (job.config.mode == "coded" ? 1 : 0),
-        async ? static_cast<int>(job.config.async.servers) : 0));
-    std::string placed;
-    for (int r = 0; r < k.workers; ++r) placed += (r ? ", " : "") + ("worker " + std::to_string(r)) + " on " + topology->HostOfSlot(r);
-    monitor.Notice("placement (" + job.config.placement.policy + "): " + placed);
-  }
-  // Process `slot` of the placement runs on its emulated host (as is, without a topology).
-  auto on_slot = [&](int slot, std::vector<std::string> argv) {
-    return topology ? topology->OnSlot(slot, argv) : argv;
-  };
-  const int first_server_slot = static_cast<int>(k.workers) + (job.config.mode == "coded" ? 1 : 0);
-  // role of every child by supervisor index, for the cost ("" = not priced:
-  // the store's nodes and puts)
-  std::vector<std::string> roles(children.size() - 1, "");
-  roles.push_back("coordinator");
-  std::vector<size_t> servers;
-  // Shard s on its checkpoint directory: a restarted shard continues from
-  // its newest intact checkpoint there (docs/async.md).
-  std::map<int64_t, int> server_restarts;  // shard -> times the fault plan restarted it
-  auto start_server = [&](int64_t s) -> Result<size_t> {
-    const std::string id = std::to_string(s);
-    std::vector<std::string> argv = {self,          "server",      "--job",         options.job_path, "--shard", id,
-                                     "--checkpoints", run.server_checkpoints(id), "--coordinator", coordinator};
-    argv.insert(argv.end(), sets.begin(), sets.end());
-    const int restart = server_restarts[s];
-    const std::string log = run.log("server-" + id + (restart > 0 ? "-" + std::to_string(restart) : ""));
-    TENAX_ASSIGN_OR_RETURN(size_t index,
-                           children.StartLogged("server " + id, on_slot(first_server_slot + static_cast<int>(s), argv), log));
-    roles.push_back("server");
-    return index;
-  };
-  for (int64_t s = 0; async && s < job.config.async.servers; ++s) {
-    TENAX_ASSIGN_OR_RETURN(size_t index, start_server(s));
-    servers.push_back(index);
-  }
-  std::vector<size_t> workers;
-  for (int r = 0; r < k.workers; ++r) {
-    std::vector<std::string> argv = {self, "worker", "--job", options.job_path, "--coordinator", coordinator};
-    // Async workers take whatever id the coordinator gives (they come and go).
-    if (!async) argv.insert(argv.end(), {"--rank", std::to_string(r)});
-    argv.insert(argv.end(), {"--out", out});
-    argv.insert(argv.end(), sets.begin(), sets.end());
-    const std::string name = "worker " + std::to_string(r);
-    TENAX_ASSIGN_OR_RETURN(size_t index,
-                           children.StartLogged(name, on_slot(r, argv), run.log("worker-" + std::to_string(r))));
-    monitor.AddWorker(name, children.pid(index), topology ? topology->HostOfSlot(r) : "");
-    // In an elastic job a worker that dies is the coordinator's to judge
-    // (the others go on): its exit is not the launcher's failure.
-    if (elastic) children.ExpectExit(index);
-    workers.push_back(index);
-    roles.push_back("worker");
-  }
-  std::optional<size_t> decoder_index;
-  if (job.config.mode == "coded") {
-    // The decoder: the last rank, a `tenax worker` too (docs/coded.md).
-    const std::string rank = std::to_string(k.workers);
-    std::vector<std::string> argv = {self, "worker", "--job", options.job_path, "--coordinator", coordinator,
-                                     "--rank", rank, "--out", out};
-    argv.insert(argv.end(), sets.begin(), sets.end());
-    TENAX_ASSIGN_OR_RETURN(size_t index, children.StartLogged("decoder (rank " + rank + ")",
-                                                              on_slot(static_cast<int>(k.workers), argv),
-                                                              run.log("decoder")));
-    decoder_index = index;
-    roles.push_back("worker");
+    TENAX_ASSIGN_OR_RETURN(topology_, JobTopology::Create(job_.config, options_.out_dir, std::move(network)));
+    hp_.host = topology_->ControlHost();
+    sets_.insert(sets_.end(), {"--set", "cluster.coordinator=" + hp_.host + ":" + std::to_string(hp_.port)});
+    for (const auto& s : topology_->ChildSets()) sets_.push_back(s);
+    return std::optional<LaunchOutcome>();
   }
 
-  // The fault plan's clock starts with the workers. A joiner has no rank:
-  // it joins the running elastic job and the coordinator gives it an id.
-  FaultInjectorOptions fo;
-  fo.plan = job.config.faults;
-  fo.workers = workers;
-  fo.expect_exits = elastic;
-  fo.on_notice = [&](const std::string& text) { monitor.Notice(text); };
-  fo.start_joiner = [&](int64_t n) {
-    std::vector<std::string> argv = {self,        "worker", "--job", options.job_path, "--coordinator",
-                                     coordinator, "--out",  out};
-    argv.insert(argv.end(), sets.begin(), sets.end());
+  // The job's own store ([storage]): its nodes and data before anyone reads it.
+  Status StartStore() {
+    const StorageConfig& s = job_.config.storage;
+    if (s.nodes <= 0) return Status::Ok();
+    monitor_->Notice("store: starting " + std::to_string(s.nodes) + " data nodes and putting " + s.source_dir +
+                     " into them (RS " + std::to_string(s.data_chunks) + "+" + std::to_string(s.parity_chunks) + ")");
+    auto started = RunStorage::Start(job_.config, self_, hp_.host, options_.out_dir, *children_, join_deadline_);
+    if (!started.ok()) {
+      children_->Stop();
+      return Status(started.status().code(), "the job's store: " + started.status().message());
+    }
+    storage_ = std::move(*started);
+    sets_.insert(sets_.end(), {"--set", storage_->CatalogSet()});
+    monitor_->Notice(fmt::format("store: {:.1f} MiB of chunks on {} nodes in {:.1f} s (catalog {})",
+                                 static_cast<double>(storage_->stored_bytes()) / (1 << 20), s.nodes,
+                                 storage_->put_seconds(), storage_->catalog()));
+    return Status::Ok();
+  }
+
+  // The coordinator first, then its port (the workers are pointed at it).
+  Status StartCoordinator() {
+    std::vector<std::string> argv = RoleArgv({"coordinator", "--job", options_.job_path, "--state",
+                                              run_.coordinator_db(), "--port-file", run_.coordinator_port()});
+    if (!cluster().metrics_listen.empty()) {
+      argv.insert(argv.end(), {"--metrics-listen", cluster().metrics_listen, "--metrics-port-file",
+                               run_.coordinator_metrics_port()});
+    }
+    TENAX_RETURN_IF_ERROR(children_->StartLogged("coordinator", argv, run_.log("coordinator")).status());
+    // Role of every child by supervisor index, for the cost ("" = not
+    // priced: the store's nodes and puts).
+    roles_.assign(children_->size() - 1, "");
+    roles_.push_back("coordinator");
+    TENAX_ASSIGN_OR_RETURN(port_, WaitForPortFile(run_.coordinator_port(), *children_, join_deadline_));
+    coordinator_ = hp_.host + ":" + std::to_string(port_);
+    return Status::Ok();
+  }
+
+  // With a topology: probe the emulated hosts and place every process.
+  Status Place() {
+    if (!topology_) return Status::Ok();
+    TENAX_RETURN_IF_ERROR(topology_->ProbeAndPlace(self_, hp_.host, port_, secret_, run_.logs(),
+                                                   static_cast<int>(cluster().workers) + (coded() ? 1 : 0),
+                                                   async_ ? static_cast<int>(job_.config.async.servers) : 0));
+    std::string placed;
+    for (int r = 0; r < cluster().workers; ++r) {
+      placed += (r ? ", " : "") + ("worker " + std::to_string(r)) + " on " + topology_->HostOfSlot(r);
+    }
+    monitor_->Notice("placement (" + job_.config.placement.policy + "): " + placed);
+    return Status::Ok();
+  }
+
+  // Shard s on its checkpoint directory: a restarted shard continues from
+  // its newest intact checkpoint there (docs/async.md).
+  Result<size_t> StartServer(int64_t s) {
+    const std::string id = std::to_string(s);
+    const std::vector<std::string> argv = RoleArgv({"server", "--job", options_.job_path, "--shard", id, "--checkpoints",
+                                                    run_.server_checkpoints(id), "--coordinator", coordinator_});
+    const int restart = server_restarts_[s];
+    const std::string log = run_.log("server-" + id + (restart > 0 ? "-" + std::to_string(restart) : ""));
+    const int first_server_slot = static_cast<int>(cluster().workers) + (coded() ? 1 : 0);
+    TENAX_ASSIGN_OR_RETURN(size_t index, children_->StartLogged("server " + id,
+                                                                OnSlot(first_server_slot + static_cast<int>(s), argv), log));
+    roles_.push_back("server");
+    return index;
+  }
+
+  Status StartServers() {
+    for (int64_t s = 0; async_ && s < job_.config.async.servers; ++s) {
+      TENAX_ASSIGN_OR_RETURN(size_t index, StartServer(s));
+      servers_.push_back(index);
+    }
+    return Status::Ok();
+  }
+
+  // cluster.workers workers, and a coded job's decoder: the last rank, a
+  // `tenax worker` too (docs/coded.md).
+  Status StartWorkers() {
+    for (int r = 0; r < cluster().workers; ++r) {
+      std::vector<std::string> args = {"worker", "--job", options_.job_path, "--coordinator", coordinator_};
+      // Async workers take whatever id the coordinator gives (they come and go).
+      if (!async_) args.insert(args.end(), {"--rank", std::to_string(r)});
+      args.insert(args.end(), {"--out", options_.out_dir});
+      const std::string name = "worker " + std::to_string(r);
+      TENAX_ASSIGN_OR_RETURN(size_t index, children_->StartLogged(name, OnSlot(r, RoleArgv(args)),
+                                                                  run_.log("worker-" + std::to_string(r))));
+      monitor_->AddWorker(name, children_->pid(index), topology_ ? topology_->HostOfSlot(r) : "");
+      // In an elastic job a worker that dies is the coordinator's to judge
+      // (the others go on): its exit is not the launcher's failure.
+      if (elastic_) children_->ExpectExit(index);
+      workers_.push_back(index);
+      roles_.push_back("worker");
+    }
+    if (!coded()) return Status::Ok();
+    const std::string rank = std::to_string(cluster().workers);
+    const std::vector<std::string> argv = RoleArgv({"worker", "--job", options_.job_path, "--coordinator",
+                                                    coordinator_, "--rank", rank, "--out", options_.out_dir});
+    TENAX_ASSIGN_OR_RETURN(size_t index, children_->StartLogged("decoder (rank " + rank + ")",
+                                                                OnSlot(static_cast<int>(cluster().workers), argv),
+                                                                run_.log("decoder")));
+    decoder_index_ = index;
+    roles_.push_back("worker");
+    return Status::Ok();
+  }
+
+  // A joiner has no rank: it joins the running elastic job and the
+  // coordinator gives it an id.
+  Result<size_t> StartJoiner(int64_t n) {
+    const std::vector<std::string> argv =
+        RoleArgv({"worker", "--job", options_.job_path, "--coordinator", coordinator_, "--out", options_.out_dir});
     const std::string id = std::to_string(n);
     std::string host;
-    auto index = children.StartLogged("joiner " + id, topology ? topology->OnNewHost(argv, &host) : argv,
-                                      run.log("joiner-" + id));
+    auto index = children_->StartLogged("joiner " + id, topology_ ? topology_->OnNewHost(argv, &host) : argv,
+                                        run_.log("joiner-" + id));
     if (index.ok()) {
-      children.ExpectExit(*index);
-      roles.push_back("worker");
-      monitor.AddWorker("joiner " + id, children.pid(*index), host);
-      if (topology) monitor.Notice("placement changed: joiner " + id + " placed on " + host + " (best link score among hosts with a free slot)");
-    }
-    return index;
-  };
-  fo.servers = servers;
-  if (storage) {
-    fo.storage = storage->processes();
-    fo.wipe_storage = [&](int64_t node) -> Status {
-      std::error_code ec;
-      std::filesystem::remove_all(storage->NodeDir(node), ec);
-      if (ec) return IoError(storage->NodeDir(node) + ": " + ec.message());
-      return Status::Ok();
-    };
-  }
-  fo.on_record = [&](const nlohmann::json& r) { monitor.OnFaultRecord(r); };
-  fo.restart_server = [&](int64_t s) -> Result<size_t> {
-    ++server_restarts[s];
-    TENAX_ASSIGN_OR_RETURN(size_t index, start_server(s));
-    children.ExpectExit(index);  // it may be the plan's target again
-    return index;
-  };
-  FaultInjector faults(children, std::move(fo));
-  faults.Start();
-  int64_t max_step = 0;  // the highest step any rank reported
-  int64_t async_logged = 0;  // async: the last multiple of log.every_steps shown as a log line
-  // The plan's records go to metrics.jsonl as they are made (RunMonitor).
-  // An async job's queue, read from the coordinator's state file once a
-  // second: leases that expired and units re-issued are event lines.
-  std::unique_ptr<coord::WorkQueue> queue_view;
-  auto last_queue_poll = SteadyClock::now();
-  auto poll_queue = [&](bool now = false) {
-    if (!now && SteadyClock::now() - last_queue_poll < 1s) return;
-    last_queue_poll = SteadyClock::now();
-    if (!queue_view) {
-      auto opened = OpenAsyncQueue(job.config, out);
-      if (!opened.ok()) return;  // not created yet: the next poll tries again
-      queue_view = std::move(*opened);
-    }
-    if (auto counts = queue_view->Counts(); counts.ok()) monitor.OnQueueCounts(*counts);
-  };
-  // Exits the monitor was told about, by supervisor index, and the first
-  // worker that failed on its own (no fault aimed at it): if the job then
-  // fails, that is most likely why, so its log's end goes into the error.
-  std::vector<bool> exit_seen;
-  std::optional<ChildFailure> first_own_failure;
-  auto watch_exits = [&] {
-    exit_seen.resize(children.size(), false);
-    for (size_t i = 0; i < children.size(); ++i) {
-      if (exit_seen[i]) continue;
-      if (auto code = children.exit_code(i)) {
-        exit_seen[i] = true;
-        std::optional<ChildFailure> report = children.ExitReport(i);
-        const std::string why = report && !report->last_lines.empty() ? report->last_lines.back() : "";
-        if (monitor.OnExit(children.pid(i), *code, why) && report && !first_own_failure) first_own_failure = report;
+      children_->ExpectExit(*index);
+      roles_.push_back("worker");
+      monitor_->AddWorker("joiner " + id, children_->pid(*index), host);
+      if (topology_) {
+        monitor_->Notice("placement changed: joiner " + id + " placed on " + host +
+                         " (best link score among hosts with a free slot)");
       }
     }
-  };
-  auto own_failure = [&]() -> std::string {
-    watch_exits();
-    return first_own_failure ? "; the first worker that failed on its own: " + first_own_failure->Describe() : "";
-  };
+    return index;
+  }
+
+  // The fault plan's clock starts with the workers; its records go to
+  // metrics.jsonl as they are made (RunMonitor).
+  void StartFaults() {
+    FaultInjectorOptions fo;
+    fo.plan = job_.config.faults;
+    fo.workers = workers_;
+    fo.expect_exits = elastic_;
+    fo.on_notice = [this](const std::string& text) { monitor_->Notice(text); };
+    fo.start_joiner = [this](int64_t n) { return StartJoiner(n); };
+    fo.servers = servers_;
+    if (storage_) {
+      fo.storage = storage_->processes();
+      fo.wipe_storage = [this](int64_t node) -> Status {
+        std::error_code ec;
+        std::filesystem::remove_all(storage_->NodeDir(node), ec);
+        if (ec) return IoError(storage_->NodeDir(node) + ": " + ec.message());
+        return Status::Ok();
+      };
+    }
+    fo.on_record = [this](const nlohmann::json& r) { monitor_->OnFaultRecord(r); };
+    fo.restart_server = [this](int64_t s) -> Result<size_t> {
+      ++server_restarts_[s];
+      TENAX_ASSIGN_OR_RETURN(size_t index, StartServer(s));
+      children_->ExpectExit(index);  // it may be the plan's target again
+      return index;
+    };
+    faults_ = std::make_unique<FaultInjector>(*children_, std::move(fo));
+    faults_->Start();
+  }
+
+  void AnnounceStart() {
+    const coord::ClusterConfig& k = cluster();
+    spdlog::debug("started the coordinator (pid {}) and {} workers", children_->pid(0), k.workers);
+    monitor_->Notice("job " + k.job_id + ": coordinator on " + coordinator_ + ", " + std::to_string(k.workers) +
+                     (coded() ? " workers and a decoder" : " workers") + "; logs in " + run_.logs());
+    if (!k.metrics_listen.empty()) {
+      std::ifstream port_file(run_.coordinator_metrics_port());
+      int metrics_port = 0;
+      if (port_file >> metrics_port && metrics_port > 0) {
+        monitor_->Notice("Prometheus metrics: http://" + hp_.host + ":" + std::to_string(metrics_port) + "/metrics");
+      }
+    }
+  }
+
+  // Tells the monitor of every exit not yet seen, and keeps the first
+  // worker that failed on its own (no fault aimed at it): if the job then
+  // fails, that is most likely why, so its log's end goes into the error.
+  void WatchExits() {
+    exit_seen_.resize(children_->size(), false);
+    for (size_t i = 0; i < children_->size(); ++i) {
+      if (exit_seen_[i]) continue;
+      if (auto code = children_->exit_code(i)) {
+        exit_seen_[i] = true;
+        std::optional<ChildFailure> report = children_->ExitReport(i);
+        const std::string why = report && !report->last_lines.empty() ? report->last_lines.back() : "";
+        if (monitor_->OnExit(children_->pid(i), *code, why) && report && !first_own_failure_) first_own_failure_ = report;
+      }
+    }
+  }
+  std::string OwnFailure() {
+    WatchExits();
+    return first_own_failure_ ? "; the first worker that failed on its own: " + first_own_failure_->Describe() : "";
+  }
+
   // Until the job's first generation or step, every worker (and a coded
   // job's decoder) must join for the job to start at all: one that failed on
   // its own by then means the job cannot start, and waiting out the
   // coordinator's join timeout would only hide why. (An async job's workers
   // come and go; a worker a fault was aimed at is the plan's business.)
-  bool job_started = false;
-  auto failure_before_start = [&]() -> std::optional<ChildFailure> {
-    if (job_started || async) return std::nullopt;
-    if (first_own_failure) return first_own_failure;
-    if (decoder_index) {
-      if (auto code = children.exit_code(*decoder_index); code && *code != 0) return children.ExitReport(*decoder_index);
+  std::optional<ChildFailure> FailureBeforeStart() const {
+    if (job_started_ || async_) return std::nullopt;
+    if (first_own_failure_) return first_own_failure_;
+    if (decoder_index_) {
+      if (auto code = children_->exit_code(*decoder_index_); code && *code != 0) {
+        return children_->ExitReport(*decoder_index_);
+      }
     }
     return std::nullopt;
-  };
-  spdlog::debug("started the coordinator (pid {}) and {} workers", children.pid(0), k.workers);
-  monitor.Notice("job " + k.job_id + ": coordinator on " + coordinator + ", " + std::to_string(k.workers) +
-                 (job.config.mode == "coded" ? " workers and a decoder" : " workers") + "; logs in " + logs);
-  if (!k.metrics_listen.empty()) {
-    std::ifstream port_file(run.coordinator_metrics_port());
-    int metrics_port = 0;
-    if (port_file >> metrics_port && metrics_port > 0) {
-      monitor.Notice("Prometheus metrics: http://" + hp.host + ":" + std::to_string(metrics_port) + "/metrics");
+  }
+
+  // Follows the job as a watcher of the coordinator until it is done;
+  // an error stops every child first.
+  Status Watch() {
+    const coord::ClusterConfig& k = cluster();
+    coord::JobWatcherOptions wo;
+    wo.host = hp_.host;
+    wo.port = port_;
+    wo.job_id = k.job_id;
+    wo.world = static_cast<int>(RankCount(job_.config));
+    wo.secret = secret_;
+    wo.peer_timeout = k.peer_timeout();
+    wo.name = "launcher";
+    // Step triggers follow the fastest rank; so does an async job's progress
+    // (its workers train units side by side, and a lost one never reports again).
+    // A coded job's front is its decoder's step (a stopped worker lags behind).
+    wo.report_max_step = !job_.config.faults.empty() || async_ || coded();
+    DecoderEventTail decoder_events(run_.decoder_events());
+    TENAX_ASSIGN_OR_RETURN(auto watcher, coord::JobWatcher::Connect(wo, join_deadline_));
+    while (true) {
+      if (StopRequested()) {
+        Notice("stopping the coordinator and " + std::to_string(k.workers) + " workers");
+        return StopAll(StopStatus());
+      }
+      children_->Poll();  // notes exits as they happen, so the first failure is the first one
+      faults_->Poll(max_step_);
+      WatchExits();
+      if (std::optional<ChildFailure> early = FailureBeforeStart()) {
+        return StopAll(PeerLost("job " + k.job_id + " cannot start, a worker failed before every worker had joined: " +
+                                early->Describe()));
+      }
+      monitor_->Poll();
+      Deadline wait = Deadline::After(50ms);
+      if (auto due = faults_->NextDue()) wait = wait.Earlier(Deadline::At(*due));
+      auto event = watcher->Next(wait);
+      if (!event.ok()) {
+        std::optional<ChildFailure> why = children_->FirstFailure();
+        const std::string own = why ? "" : OwnFailure();
+        return StopAll(PeerLost("lost the coordinator: " + event.status().message() + (why ? "; " + why->Describe() : own)));
+      }
+      if (coded()) decoder_events.Poll([this](const std::string& text) { monitor_->Notice(text); });
+      if (!event->has_value()) continue;
+      job_started_ = true;  // the coordinator formed the job: it judges failures from now on
+      if (auto* p = std::get_if<coord::JobProgress>(&**event)) {
+        OnProgress(*p);
+      } else if (auto* g = std::get_if<coord::JobGeneration>(&**event)) {
+        std::string ids;
+        for (int m : g->members) ids += (ids.empty() ? "" : ", ") + std::to_string(m);
+        monitor_->Notice("generation " + std::to_string(g->generation) + ": " + std::to_string(g->members.size()) +
+                         " workers (ranks " + ids + "): " + g->why);
+        monitor_->OnGeneration(*g);
+      } else if (auto* q = std::get_if<coord::JobQueue>(&**event)) {
+        // An async job's queue: leases that expired and units re-issued
+        // are event lines; the last counts go into the summary.
+        queue_counts_ = q->counts;
+        monitor_->OnQueueCounts(q->counts);
+      } else if (auto* f = std::get_if<coord::JobFailed>(&**event)) {
+        const std::string own = OwnFailure();
+        return StopAll(PeerLost("job " + k.job_id + " failed: " + f->Describe() + " (logs in " + run_.logs() + ")" + own));
+      } else {
+        return Status::Ok();  // JobDone
+      }
     }
   }
 
-  // Follow the job.
-  coord::JobWatcherOptions wo;
-  wo.host = hp.host;
-  wo.port = port;
-  wo.job_id = k.job_id;
-  wo.world = static_cast<int>(RankCount(job.config));
-  wo.secret = secret;
-  wo.peer_timeout = k.peer_timeout();
-  wo.name = "launcher";
-  // Step triggers follow the fastest rank; so does an async job's progress
-  // (its workers train units side by side, and a lost one never reports again).
-  // A coded job's front is its decoder's step (a stopped worker lags behind).
-  const bool coded = job.config.mode == "coded";
-  wo.report_max_step = !job.config.faults.empty() || async || coded;
-  DecoderEventTail decoder_events(run.decoder_events());
-  TENAX_ASSIGN_OR_RETURN(auto watcher, coord::JobWatcher::Connect(wo, join_deadline));
-  while (true) {
-    if (StopRequested()) {
-      notice("stopping the coordinator and " + std::to_string(k.workers) + " workers");
-      faults.Finish(max_step);  // SIGKILLs the children it stopped: SIGTERM would wait for them
-      children.Stop();
-      return StopStatus();
-    }
-    children.Poll();  // notes exits as they happen, so the first failure is the first one
-    faults.Poll(max_step);
-    watch_exits();
-    if (std::optional<ChildFailure> early = failure_before_start()) {
-      faults.Finish(max_step);
-      children.Stop();
-      return PeerLost("job " + k.job_id + " cannot start, a worker failed before every worker had joined: " +
-                      early->Describe());
-    }
-    monitor.Poll();
-    if (async) poll_queue();
-    Deadline wait = Deadline::After(50ms);
-    if (auto due = faults.NextDue()) wait = wait.Earlier(Deadline::At(*due));
-    auto event = watcher->Next(wait);
-    if (!event.ok()) {
-      std::optional<ChildFailure> why = children.FirstFailure();
-      faults.Finish(max_step);
-      children.Stop();
-      return PeerLost("lost the coordinator: " + event.status().message() +
-                      (why ? "; " + why->Describe() : own_failure()));
-    }
-    if (coded) decoder_events.Poll([&](const std::string& text) { monitor.Notice(text); });
-    if (!event->has_value()) continue;
-    job_started = true;  // the coordinator formed the job: it judges failures from now on
-    if (auto* p = std::get_if<coord::JobProgress>(&**event)) {
-      max_step = std::max(max_step, p->max_step);
-      monitor.OnProgress();
-      faults.Poll(max_step);
-      if (options.on_progress && !async && !coded && !p->max_step_only) {
-        options.on_progress(ToTrainProgress(*p, job.config.log_every_steps));
-      } else if (options.on_progress && (async || coded) && p->total_steps > 0) {
-        // Async: the front of the job, the furthest step any worker reached
-        // (units are issued in step order); coded: the decoder's step. A log
-        // line whenever it crosses a multiple of log.every_steps.
-        coord::JobProgress front = *p;
-        front.step = max_step;
-        if (front.steps_per_epoch > 0) front.epoch = (max_step - 1) / front.steps_per_epoch + 1;
-        TrainProgress tp = ToTrainProgress(front, job.config.log_every_steps);
-        const int64_t bucket = max_step / std::max<int64_t>(1, job.config.log_every_steps);
-        tp.log_point = bucket > async_logged || max_step == p->total_steps;
-        async_logged = std::max(async_logged, bucket);
-        options.on_progress(tp);
-      }
-    } else if (auto* g = std::get_if<coord::JobGeneration>(&**event)) {
-      std::string ids;
-      for (int m : g->members) ids += (ids.empty() ? "" : ", ") + std::to_string(m);
-      monitor.Notice("generation " + std::to_string(g->generation) + ": " + std::to_string(g->members.size()) +
-                     " workers (ranks " + ids + "): " + g->why);
-      monitor.OnGeneration(*g);
-    } else if (auto* f = std::get_if<coord::JobFailed>(&**event)) {
-      const std::string own = own_failure();
-      faults.Finish(max_step);
-      children.Stop();
-      return PeerLost("job " + k.job_id + " failed: " + f->Describe() + " (logs in " + logs + ")" + own);
-    } else {
-      break;  // JobDone
+  void OnProgress(const coord::JobProgress& p) {
+    max_step_ = std::max(max_step_, p.max_step);
+    monitor_->OnProgress();
+    faults_->Poll(max_step_);
+    if (!options_.on_progress) return;
+    const int64_t every = job_.config.log_every_steps;
+    if (!async_ && !coded() && !p.max_step_only) {
+      options_.on_progress(ToTrainProgress(p, every));
+    } else if ((async_ || coded()) && p.total_steps > 0) {
+      // Async: the front of the job, the furthest step any worker reached
+      // (units are issued in step order); coded: the decoder's step. A log
+      // line whenever it crosses a multiple of log.every_steps.
+      coord::JobProgress front = p;
+      front.step = max_step_;
+      if (front.steps_per_epoch > 0) front.epoch = (max_step_ - 1) / front.steps_per_epoch + 1;
+      TrainProgress tp = ToTrainProgress(front, every);
+      const int64_t bucket = max_step_ / std::max<int64_t>(1, every);
+      tp.log_point = bucket > async_logged_ || max_step_ == p.total_steps;
+      async_logged_ = std::max(async_logged_, bucket);
+      options_.on_progress(tp);
     }
   }
-  watcher.reset();
 
   // Every child ends on its own once the job is done, except those the
-  // fault plan stopped: Finish SIGKILLs them.
-  faults.Finish(max_step);
-  if (async) poll_queue(true);  // the last re-issues, before the counts go into the summary
-  monitor.Finish();
-  // The store's nodes serve until the job is done; then they stop like the rest.
-  if (storage) {
-    for (size_t index : storage->processes()) (void)children.Signal(index, SIGTERM);
-  }
-  // Elastic: every member reported done before JobDone, so members exit at
-  // once; whoever still runs after a short grace was never needed.
-  // Every member reported done before JobDone (and async servers write their
-  // last checkpoint on the coordinator's Done, well within the grace).
-  Status waited = children.WaitAll(Deadline::After(elastic ? 3s : 30s), StopStatus);
-  if (!waited.ok() && elastic && waited.code() == StatusCode::kDeadlineExceeded) {
-    // A joiner started near the end may still be loading its data or
-    // knocking at a coordinator that is gone: the job no longer needs it.
-    notice("the job is done; stopping workers that had not joined it (" + waited.message() + ")");
-    children.Stop();
-    waited = Status::Ok();
-  }
-  if (!waited.ok()) {
-    return Status(waited.code(), "after the job finished: " + waited.message() + " (logs in " + logs + ")");
-  }
-  LaunchOutcome outcome;
-  outcome.workers = k.workers;
-  TENAX_ASSIGN_OR_RETURN(outcome.summary, ReadJobSummary(out));
-  outcome.summary["launcher_wall_seconds"] = std::chrono::duration<double>(SteadyClock::now() - wall_start).count();
-  outcome.summary["started_at"] = started_at;
-  outcome.write_report = job.config.report.html && std::getenv(kTopologyPrefixEnvVar) == nullptr;
-  {
-    // Every injected fault (and unplanned failure) with the system's reaction and time to recover.
-    nlohmann::json executed = faults.Executed();
-    nlohmann::json reactions = monitor.FaultsWithReactions();
-    nlohmann::json listed = nlohmann::json::array();
-    for (size_t i = 0; i < reactions.size(); ++i) {
-      // The injector's records first (stragglers and unplanned failures have none).
-      nlohmann::json f = i < executed.size() ? executed[i] : reactions[i];
-      for (const char* key : {"fault", "target", "reaction", "recovered", "recovered_seconds"}) f[key] = reactions[i][key];
-      if (!f.contains("action")) f["action"] = reactions[i]["action"];
-      if (!f.contains("step")) f["step"] = reactions[i]["step"];
-      listed.push_back(std::move(f));
+  // fault plan stopped (Finish SIGKILLs them) and the store's nodes, which
+  // serve until the job is done.
+  Status WaitForChildren() {
+    faults_->Finish(max_step_);
+    monitor_->Finish();
+    if (storage_) {
+      for (size_t index : storage_->processes()) (void)children_->Signal(index, SIGTERM);
     }
-    if (!listed.empty() || !job.config.faults.empty()) outcome.summary["faults"] = listed;
+    // Every member reported done before JobDone, so members exit at once
+    // (and async servers write their last checkpoint on the coordinator's
+    // Done, well within the grace); in an elastic job, whoever still runs
+    // after a short grace was never needed.
+    Status waited = children_->WaitAll(Deadline::After(elastic_ ? 3s : 30s), StopStatus);
+    if (!waited.ok() && elastic_ && waited.code() == StatusCode::kDeadlineExceeded) {
+      // A joiner started near the end may still be loading its data or
+      // knocking at a coordinator that is gone: the job no longer needs it.
+      Notice("the job is done; stopping workers that had not joined it (" + waited.message() + ")");
+      children_->Stop();
+      waited = Status::Ok();
+    }
+    if (!waited.ok()) {
+      return Status(waited.code(), "after the job finished: " + waited.message() + " (logs in " + run_.logs() + ")");
+    }
+    return Status::Ok();
   }
-  outcome.summary["bytes_moved"] = BytesMoved(outcome.summary, monitor);
-  if (reference) {
-    outcome.summary["reference_test_accuracy"] = reference->value("final_test_accuracy", 0.0);
-    outcome.summary["reference_dir"] = "reference";
-    notice(AccuracyAgainstReference(outcome.summary));
+
+  // Rank 0's summary.json completed with what only the launcher knows.
+  Result<LaunchOutcome> Summarize() {
+    LaunchOutcome outcome;
+    outcome.workers = cluster().workers;
+    TENAX_ASSIGN_OR_RETURN(outcome.summary, ReadJobSummary(options_.out_dir));
+    nlohmann::json& s = outcome.summary;
+    s["launcher_wall_seconds"] = std::chrono::duration<double>(SteadyClock::now() - wall_start_).count();
+    s["started_at"] = started_at_;
+    outcome.write_report = job_.config.report.html && !inside_topology_;
+    nlohmann::json faults = MergeFaultRecords(faults_->Executed(), monitor_->FaultsWithReactions());
+    if (!faults.empty() || !job_.config.faults.empty()) s["faults"] = std::move(faults);
+    s["bytes_moved"] = BytesMoved(s, monitor_->RecoveryBytes());
+    if (reference_) AddReference(s);
+    if (topology_) s["placement"] = topology_->Summary();
+    if (async_) TENAX_RETURN_IF_ERROR(AddQueueCounts(s));
+    if (prices_) TENAX_RETURN_IF_ERROR(AddCost(s));
+    NoticeGenerations(s);
+    TENAX_RETURN_IF_ERROR(WriteFileAtomic(run_.summary(), s.dump(2) + "\n"));
+    return outcome;
   }
-  if (topology) outcome.summary["placement"] = topology->Summary();
-  if (async) {
+
+  void AddReference(nlohmann::json& summary) const {
+    summary["reference_test_accuracy"] = reference_->value("final_test_accuracy", 0.0);
+    summary["reference_dir"] = "reference";
+    Notice(AccuracyAgainstReference(summary));
+  }
+
+  // An async job's preemptions and its queue's counts.
+  Status AddQueueCounts(nlohmann::json& summary) const {
     int64_t preemptions = 0;
-    for (const auto& f : faults.Executed()) {
+    for (const auto& f : faults_->Executed()) {
       const std::string action = f.value("action", "");
       if (action == "kill" || action == "preempt") ++preemptions;
     }
-    outcome.summary["preemptions"] = preemptions;
-    // The queue's counts, from the coordinator's state file.
-    TENAX_ASSIGN_OR_RETURN(auto queue, OpenAsyncQueue(job.config, out));
-    TENAX_ASSIGN_OR_RETURN(coord::WorkQueueCounts counts, queue->Counts());
-    outcome.summary["units"] = counts.units;
-    outcome.summary["units_issued"] = counts.units_issued;
-    outcome.summary["units_reissued"] = counts.units_reissued;
-    outcome.summary["results_rejected"] = counts.results_rejected;
-    outcome.summary["leases_expired"] = counts.leases_expired;
-    outcome.summary["partial_results"] = counts.partial_results;
+    summary["preemptions"] = preemptions;
+    // The coordinator sends its final counts right before JobDone.
+    if (!queue_counts_) return Internal("the coordinator of async job " + cluster().job_id + " sent no work-queue counts");
+    const coord::WorkQueueCounts& counts = *queue_counts_;
+    summary["units"] = counts.units;
+    summary["units_issued"] = counts.units_issued;
+    summary["units_reissued"] = counts.units_reissued;
+    summary["results_rejected"] = counts.results_rejected;
+    summary["leases_expired"] = counts.leases_expired;
+    summary["partial_results"] = counts.partial_results;
+    return Status::Ok();
   }
-  if (prices) {
+
+  // What each role's processes ran for, priced.
+  Status AddCost(nlohmann::json& summary) {
     std::map<std::string, double> seconds;
-    if (storage && prices->role_market.count("storage")) {
-      for (size_t index : storage->processes()) roles[index] = "storage";
+    if (storage_ && prices_->role_market.count("storage")) {
+      for (size_t index : storage_->processes()) roles_[index] = "storage";
     }
-    for (size_t i = 0; i < children.size() && i < roles.size(); ++i) {
-      if (!roles[i].empty()) seconds[roles[i]] += children.RunSeconds(i);
+    for (size_t i = 0; i < children_->size() && i < roles_.size(); ++i) {
+      if (!roles_[i].empty()) seconds[roles_[i]] += children_->RunSeconds(i);
     }
-    TENAX_ASSIGN_OR_RETURN(CostReport cost, ComputeCost(*prices, seconds));
-    outcome.summary["cost"] = CostToJson(*prices, cost);
+    TENAX_ASSIGN_OR_RETURN(CostReport cost, ComputeCost(*prices_, seconds));
+    summary["cost"] = CostToJson(*prices_, cost);
+    return Status::Ok();
   }
+
   // The reactions, as the final rank 0 measured them.
-  for (const auto& g : outcome.summary.value("generations", nlohmann::json::array())) {
-    if (g.value("number", 0) <= 1 && !g.contains("join_transfer_ms")) continue;
-    std::string line = "generation " + std::to_string(g.value("number", 0)) + " from step " +
-                       std::to_string(g.value("first_step", 0));
-    for (const char* key : {"detect_ms", "reform_ms", "join_transfer_ms"}) {
-      if (g.contains(key)) line += fmt::format(", {} {:.0f}", key, g[key].get<double>());
+  void NoticeGenerations(const nlohmann::json& summary) const {
+    for (const auto& g : summary.value("generations", nlohmann::json::array())) {
+      if (g.value("number", 0) <= 1 && !g.contains("join_transfer_ms")) continue;
+      std::string line =
+          "generation " + std::to_string(g.value("number", 0)) + " from step " + std::to_string(g.value("first_step", 0));
+      for (const char* key : {"detect_ms", "reform_ms", "join_transfer_ms"}) {
+        if (g.contains(key)) line += fmt::format(", {} {:.0f}", key, g[key].get<double>());
+      }
+      Notice(line + ": " + g.value("why", ""));
     }
-    notice(line + ": " + g.value("why", ""));
   }
-  TENAX_RETURN_IF_ERROR(WriteFileAtomic(run.summary(), outcome.summary.dump(2) + "\n"));
-  return outcome;
-}
+
+  const LaunchOptions& options_;
+  const RunDir run_;
+  const SteadyClock::time_point wall_start_ = SteadyClock::now();
+  // LoadJob, RunReference, PrepareRun
+  SyncJob job_;
+  bool async_ = false;
+  bool elastic_ = false;
+  bool inside_topology_ = false;  // the launcher re-run inside a topology's namespaces
+  std::optional<PriceTable> prices_;
+  std::string self_;
+  std::optional<nlohmann::json> reference_;
+  net::HostPort hp_;
+  std::string secret_;
+  double started_at_ = 0;
+  std::unique_ptr<RunMonitor> monitor_;
+  std::vector<std::string> sets_;  // "--set", "k=v" for every child
+  // SetUpTopology and the processes; destroyed in reverse: the supervisor
+  // (which stops what still runs) before the topology it ran in.
+  std::unique_ptr<JobTopology> topology_;
+  std::unique_ptr<ProcessSupervisor> children_;
+  Deadline join_deadline_ = Deadline::After(0s);
+  std::optional<RunStorage> storage_;
+  uint16_t port_ = 0;
+  std::string coordinator_;         // host:port the children dial
+  std::vector<std::string> roles_;  // by supervisor index
+  std::vector<size_t> servers_;
+  std::vector<size_t> workers_;
+  std::optional<size_t> decoder_index_;
+  std::map<int64_t, int> server_restarts_;  // shard -> times the fault plan restarted it
+  std::unique_ptr<FaultInjector> faults_;
+  // Watch
+  int64_t max_step_ = 0;      // the highest step any rank reported
+  int64_t async_logged_ = 0;  // async: the last multiple of log.every_steps shown as a log line
+  std::optional<coord::WorkQueueCounts> queue_counts_;  // async: the coordinator's latest
+  std::vector<bool> exit_seen_;
+  std::optional<ChildFailure> first_own_failure_;
+  bool job_started_ = false;
+};
+
+}  // namespace
+
+Result<LaunchOutcome> LaunchLocalJob(const LaunchOptions& options) { return LocalLaunch(options).Run(); }
 
 }  // namespace tenax

@@ -9,7 +9,7 @@
 #include "report_charts.h"
 #include "tenax/core/files.h"
 #include "tenax/core/run_dir.h"
-#include "tenax/report/svg_chart.h"
+#include "svg_chart.h"
 
 namespace tenax::report {
 namespace {
@@ -93,7 +93,8 @@ std::string FaultsTable(const RunRecord& r) {
   if (r.faults.empty()) return "<p>No fault was injected.</p>";
   const bool short_run = r.end_seconds < 120;
   std::string out =
-      "<table><thead><tr><th>Fault</th><th>At</th><th>Reaction</th><th>Time to recover</th></tr></thead><tbody>";
+      "<table><thead><tr><th>Fault</th><th>At (since the run started, as the charts)</th><th>Reaction</th>"
+      "<th>Time to recover</th></tr></thead><tbody>";
   for (const FaultReaction& f : r.faults) {
     std::string recover = "-";
     if (f.recovered_seconds) {

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "format.h"
-#include "tenax/report/svg_chart.h"
+#include "svg_chart.h"
 
 namespace tenax::report {
 namespace {

@@ -84,8 +84,9 @@ std::vector<Record> ParseLines(const std::string& text, const std::string& file,
 
 // Puts every record on the time axis: "time" minus the start when the record
 // has one, else its elapsed_seconds, else the time of the record before it
-// (records are written in order, so that keeps the order).
-void Place(std::vector<Record>& records, std::optional<double> started_at) {
+// (records are written in order, so that keeps the order). Returns the
+// start (unix seconds; infinite when no record has a time).
+double Place(std::vector<Record>& records, std::optional<double> started_at) {
   double start = std::numeric_limits<double>::infinity();
   if (started_at) {
     start = *started_at;
@@ -105,6 +106,7 @@ void Place(std::vector<Record>& records, std::optional<double> started_at) {
     if (!std::isfinite(t) || t < 0) t = 0;
     r.t = previous = t;
   }
+  return start;
 }
 
 void SortByTime(std::vector<TimePoint>& points) {
@@ -234,7 +236,12 @@ void ReadEvents(const std::vector<Record>& records, RunRecord& rec) {
   }
 }
 
-void ReadFaults(const json& summary, const std::vector<Record>& records, RunRecord& rec) {
+// Fault times go on the charts' axis (seconds since the run started): a
+// fault's "time" (unix seconds) minus the start; its "at_seconds" counts
+// from when the launcher started the workers, later than the run's start
+// (the reference run, the store, the coordinator come first), so it is
+// used only when the summary has no "time" (older runs).
+void ReadFaults(const json& summary, const std::vector<Record>& records, double start, RunRecord& rec) {
   if (summary.is_object() && summary.contains("faults") && summary["faults"].is_array()) {
     for (const json& f : summary["faults"]) {
       if (!f.is_object()) continue;
@@ -243,8 +250,12 @@ void ReadFaults(const json& summary, const std::vector<Record>& records, RunReco
       fr.target = TargetOf(f);
       fr.fault = Text(f, "fault");
       if (fr.fault.empty()) fr.fault = (fr.action.empty() ? std::string("fault") : fr.action) + (fr.target.empty() ? "" : " " + fr.target);
-      fr.at_seconds = Number(f, "at_seconds");
-      if (!fr.at_seconds) fr.at_seconds = Number(f, "elapsed_seconds");
+      if (auto t = Number(f, "time"); t && std::isfinite(start)) {
+        fr.at_seconds = std::max(0.0, *t - start);
+      } else {
+        fr.at_seconds = Number(f, "at_seconds");
+        if (!fr.at_seconds) fr.at_seconds = Number(f, "elapsed_seconds");
+      }
       fr.reaction = Text(f, "reaction");
       fr.recovered_seconds = Number(f, "recovered_seconds");
       fr.recovered = Flag(f, "recovered");
@@ -352,7 +363,7 @@ Result<RunRecord> ParseRunRecord(const RunFiles& files) {
   const json summary = ParseSummary(files.summary, "summary.json", warnings);
   rec.finished = summary.is_object();
   std::vector<Record> records = ParseLines(*files.metrics, "metrics.jsonl", warnings);
-  Place(records, Number(summary, "started_at"));
+  const double start = Place(records, Number(summary, "started_at"));
   rec.records = records.size();
   rec.run = CurvesOf(records);
   if (rec.finished) ReadSummary(summary, rec);
@@ -360,7 +371,7 @@ Result<RunRecord> ParseRunRecord(const RunFiles& files) {
   rec.end_seconds = rec.run.end_seconds;
   if (rec.wall_seconds && summary.contains("started_at")) rec.end_seconds = std::max(rec.end_seconds, *rec.wall_seconds);
   ReadEvents(records, rec);
-  ReadFaults(summary, records, rec);
+  ReadFaults(summary, records, start, rec);
   if (!rec.final_test_accuracy && !rec.run.test_accuracy.empty()) {
     rec.final_test_accuracy = rec.run.test_accuracy.back().value;
   }
@@ -369,7 +380,7 @@ Result<RunRecord> ParseRunRecord(const RunFiles& files) {
     rec.has_reference = true;
     const json ref_summary = ParseSummary(files.reference_summary, "reference/summary.json", warnings);
     std::vector<Record> ref = ParseLines(*files.reference_metrics, "reference/metrics.jsonl", warnings);
-    Place(ref, Number(ref_summary, "started_at"));
+    (void)Place(ref, Number(ref_summary, "started_at"));
     rec.reference = CurvesOf(ref);
     if (!rec.reference_test_accuracy) rec.reference_test_accuracy = Number(ref_summary, "final_test_accuracy");
     if (!rec.reference_test_accuracy && !rec.reference.test_accuracy.empty()) {

@@ -220,6 +220,30 @@ TEST(RunRecord, AWorkerThatFailedOnItsOwnIsAnUnplannedFault) {
   EXPECT_EQ(r.faults[1].recovered_seconds, 0.5);
 }
 
+// One clock: a fault's time in the table is on the charts' axis (since the
+// run started), not its at_seconds (since the launcher started the workers,
+// after the reference run and the coordinator).
+TEST(RunRecord, FaultTimesAreOnTheChartsAxis) {
+  RunFiles f = FixtureFiles();
+  f.summary = R"json({"started_at": 1000.0, "faults": [
+    {"fault": "kill worker 1", "action": "kill", "target": "worker 1", "at_seconds": 8.8, "time": 1016.25},
+    {"fault": "stop worker 2", "action": "stop", "target": "worker 2", "at_seconds": 3.5}]})json";
+  f.metrics = R"json({"event": "train", "step": 10, "loss": 1.5, "time": 1004.0}
+{"event": "fault", "action": "kill", "target": "worker 1", "time": 1016.25}
+)json";
+  ASSERT_OK_AND_ASSIGN(RunRecord r, ParseRunRecord(f));
+  ASSERT_EQ(r.faults.size(), 2u);
+  ASSERT_TRUE(r.faults[0].at_seconds.has_value());
+  EXPECT_DOUBLE_EQ(*r.faults[0].at_seconds, 16.25);
+  // The same kill's marker on the timeline, on the same axis.
+  auto marker = std::find_if(r.events.begin(), r.events.end(), [](const RunEvent& e) { return e.kind == EventKind::kFault; });
+  ASSERT_NE(marker, r.events.end());
+  EXPECT_DOUBLE_EQ(marker->t, 16.25);
+  // A summary without "time" (an older run) keeps at_seconds as it was.
+  ASSERT_TRUE(r.faults[1].at_seconds.has_value());
+  EXPECT_DOUBLE_EQ(*r.faults[1].at_seconds, 3.5);
+}
+
 TEST(RunRecord, ReferenceAccuracyFromTheReferenceRunWhenTheSummaryLacksIt) {
   RunFiles f = FixtureFiles();
   f.summary = "{\"mode\": \"sync\"}";

@@ -1,6 +1,6 @@
 // Escaping, ticks, the line chart and the bar chart (the timeline is in
 // svg_timeline.cc).
-#include "tenax/report/svg_chart.h"
+#include "svg_chart.h"
 
 #include <algorithm>
 #include <cmath>

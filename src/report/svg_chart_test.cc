@@ -1,6 +1,6 @@
 // The charts' SVG: marks counted in data-points, "no data" when empty, text
 // escaped, ticks and time labels a reader expects.
-#include "tenax/report/svg_chart.h"
+#include "svg_chart.h"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "svg_writer.h"
-#include "tenax/report/svg_chart.h"
+#include "svg_chart.h"
 
 namespace tenax::report {
 

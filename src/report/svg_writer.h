@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tenax/report/svg_chart.h"
+#include "svg_chart.h"
 
 namespace tenax::report::svg {
 

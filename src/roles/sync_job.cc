@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "tenax/store/catalog.h"
+#include "tenax/data/fashion_mnist.h"
 #include "tenax/data/npy.h"
 
 namespace tenax {
@@ -39,7 +40,7 @@ Result<SyncJob> ParseSyncJob(const std::string& toml_text, const std::string& so
 }
 
 Result<int64_t> AsyncTotalSteps(const TrainConfig& c) {
-  int64_t n = 60000;  // Fashion-MNIST's training split (its loader refuses any other count)
+  int64_t n = kFashionMnistTrainSamples;  // its loader refuses any other count
   if (c.data_format == kStoreFormat) {
     TENAX_ASSIGN_OR_RETURN(auto catalog, store::StoreCatalog::Open(c.store_catalog));
     TENAX_ASSIGN_OR_RETURN(auto manifest, catalog->Manifest(c.store_train_dataset));

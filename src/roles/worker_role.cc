@@ -66,6 +66,30 @@ wire::Progress ToWire(int rank, const TrainProgress& p) {
   return w;
 }
 
+// What a worker that comes and goes (async, elastic) does with its
+// training's result: a stop it acted on is a leave (outcome.left); a
+// failure is reported to the coordinator and returned naming the rank;
+// otherwise the replica that wrote the outputs (the writer) reports the
+// summary, the others an empty Done, and the writer is rank 0.
+Result<WorkerOutcome> FinishTraining(Result<TrainOutcome> trained, bool left, coord::CoordinatorClient& client,
+                                     int rank, WorkerOutcome outcome) {
+  if (!trained.ok() && trained.status().code() == StatusCode::kCancelled && left) {
+    spdlog::info("rank {}: {}", rank, trained.status().message());
+    outcome.left = true;
+    return outcome;
+  }
+  if (!trained.ok()) {
+    client.ReportFailure(trained.status().message());
+    return Status(trained.status().code(), "rank " + std::to_string(rank) + ": " + trained.status().message());
+  }
+  outcome.train = std::move(*trained);
+  const bool writer = outcome.train.summary.contains("model_path");
+  TENAX_RETURN_IF_ERROR(
+      client.ReportDone(writer ? outcome.train.summary.dump() : "", Deadline::After(std::chrono::seconds(30))));
+  outcome.rank = writer ? 0 : rank;
+  return outcome;
+}
+
 // An async job's worker: units until every unit is done (or a notice).
 Result<WorkerOutcome> RunAsyncWorker(const SyncJob& job, net::Node& node, coord::CoordinatorClient& client,
                                      PreparedTraining prepared, int rank, const TrainRunOptions& run,
@@ -81,23 +105,10 @@ Result<WorkerOutcome> RunAsyncWorker(const SyncJob& job, net::Node& node, coord:
   xo.grant_timeout = k.join_timeout() + 2 * k.peer_timeout();
   xo.result_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(k.step_timeout());
   xo.poison_unit = poison_unit;
-  auto trained = TrainAsync(job.config, job.doc, outcome.out_dir, node, client, std::move(prepared), xo, run);
-  if (!trained.ok() && trained.status().code() == StatusCode::kCancelled && StopRequested()) {
-    spdlog::info("rank {}: {}", rank, trained.status().message());
-    outcome.left = true;
-    return outcome;
-  }
-  if (!trained.ok()) {
-    client.ReportFailure(trained.status().message());
-    return Status(trained.status().code(), "rank " + std::to_string(rank) + ": " + trained.status().message());
-  }
-  outcome.train = std::move(*trained);
-  const bool writer = outcome.train.summary.contains("model_path");
-  TENAX_RETURN_IF_ERROR(
-      client.ReportDone(writer ? outcome.train.summary.dump() : "", Deadline::After(std::chrono::seconds(30))));
-  outcome.rank = writer ? 0 : rank;
   outcome.world = 1;
-  return outcome;
+  auto trained = TrainAsync(job.config, job.doc, outcome.out_dir, node, client, std::move(prepared), xo, run);
+  const bool stopped = StopRequested();
+  return FinishTraining(std::move(trained), stopped, client, rank, std::move(outcome));
 }
 
 // A coded job's decoder (the last rank): decodes every step, reports the
@@ -195,22 +206,8 @@ Result<WorkerOutcome> RunElasticWorker(const SyncJob& job, const coord::ClusterC
   opts.interrupt = nullptr;  // the elastic exchange handles stops and losses itself
   auto trained = TrainElastic(job.config, job.doc, outcome.out_dir, std::move(*group), membership,
                               std::move(prepared), opts);
-  if (!trained.ok() && trained.status().code() == StatusCode::kCancelled && membership.leaving()) {
-    spdlog::info("rank {}: {}", rank, trained.status().message());
-    outcome.left = true;
-    return outcome;
-  }
-  if (!trained.ok()) {
-    client.ReportFailure(trained.status().message());
-    return Status(trained.status().code(), "rank " + std::to_string(rank) + ": " + trained.status().message());
-  }
-  outcome.train = std::move(*trained);
-  outcome.world = static_cast<int>(outcome.train.summary.value("workers", int64_t{0}));
-  const bool writer = outcome.train.summary.contains("model_path");
-  TENAX_RETURN_IF_ERROR(client.ReportDone(writer ? outcome.train.summary.dump() : "",
-                                          Deadline::After(std::chrono::seconds(30))));
-  outcome.rank = writer ? 0 : rank;
-  return outcome;
+  if (trained.ok()) outcome.world = static_cast<int>(trained->summary.value("workers", int64_t{0}));
+  return FinishTraining(std::move(trained), membership.leaving(), client, rank, std::move(outcome));
 }
 
 // A member of a fixed membership (sync, coded; the coded job's decoder too):

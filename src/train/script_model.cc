@@ -1,4 +1,4 @@
-#include "tenax/train/script_model.h"
+#include "script_model.h"
 
 #include <unistd.h>
 

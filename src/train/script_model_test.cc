@@ -2,14 +2,14 @@
 // PyTorch (Debian's python3-torch, run as a child process) trains like the
 // built-in of the same architecture, in single and sync mode, and the file it
 // saves is TorchScript again.
-#include "tenax/train/script_model.h"
+#include "script_model.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <filesystem>
 
-#include "tenax/train/exchange/allreduce_exchange.h"
+#include "exchange/allreduce_exchange.h"
 #include "tenax/train/model.h"
 #include "tenax/train/single_trainer.h"
 #include "tenax/train/sync_trainer.h"

@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "tenax/train/input/data_source.h"
-#include "tenax/train/exchange/local_exchange.h"
-#include "tenax/train/training_loop.h"
+#include "exchange/local_exchange.h"
+#include "training_loop.h"
 #include "trainer_common.h"
 
 namespace tenax {

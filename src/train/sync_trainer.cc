@@ -11,12 +11,12 @@
 #include "tenax/core/run_dir.h"
 #include "tenax/net/keep_alive.h"
 #include "tenax/coding/coded_decoder.h"
-#include "tenax/train/exchange/allreduce_exchange.h"
-#include "tenax/train/exchange/coded_exchange.h"
+#include "exchange/allreduce_exchange.h"
+#include "exchange/coded_exchange.h"
 #include "tenax/train/input/data_source.h"
 #include "tenax/train/trainable_model.h"
 #include "tenax/train/torch_runtime.h"
-#include "tenax/train/training_loop.h"
+#include "training_loop.h"
 #include "trainer_common.h"
 
 namespace tenax {

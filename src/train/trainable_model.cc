@@ -1,7 +1,7 @@
 #include "tenax/train/trainable_model.h"
 
 #include "tenax/train/model.h"
-#include "tenax/train/script_model.h"
+#include "script_model.h"
 
 namespace tenax {
 namespace {

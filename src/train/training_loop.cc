@@ -1,4 +1,4 @@
-#include "tenax/train/training_loop.h"
+#include "training_loop.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <spdlog/spdlog.h>
@@ -120,7 +120,12 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
   const int64_t threads = ConfigureTorchThreads(c.threads);
 
   const int64_t n = train.info().size, t = test.info().size;
-  const int64_t b = c.batch_size, global_batch = exchange.GlobalBatch(b);
+  ExchangeMembership* membership = exchange.membership();
+  ModelElsewhere* elsewhere = exchange.model_elsewhere();
+  SampleChoice* chooser = exchange.sample_choice();
+  // A changing membership acts on stop signals itself (at a step boundary).
+  const bool exchange_handles_stop = membership != nullptr;
+  const int64_t b = c.batch_size, global_batch = GlobalBatchOf(exchange, b);
   if (global_batch > n) {
     return InvalidArgument(world > 1 ? std::to_string(world) + " workers x batch " + std::to_string(b) + " exceed the " +
                                            std::to_string(n) + " training samples"
@@ -138,12 +143,14 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
     TENAX_RETURN_IF_ERROR(model->Save(options.initial_model_path));
   }
   auto optimizer = MakeOptimizer(c, model->Parameters());
-  TENAX_RETURN_IF_ERROR(exchange.AttachOptimizer(*optimizer));
+  if (membership) {
+    TENAX_RETURN_IF_ERROR(membership->AttachOptimizer(*optimizer));
+  }
   model->SetTraining(true);
 
   // One replica keeps the last partial batch; replicas drop a partial global
   // batch (every rank must read a full slice).
-  const bool keep_partial = world == 1 && global_batch == b && !exchange.HandlesStop();
+  const bool keep_partial = world == 1 && global_batch == b && !exchange_handles_stop;
   const int64_t steps_per_epoch = keep_partial ? (n + b - 1) / b : n / global_batch;
   int64_t total_steps = steps_per_epoch * c.epochs;
   if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
@@ -171,12 +178,12 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
   };
 
   while (true) {
-    if (!exchange.HandlesStop() && StopRequested()) {
+    if (!exchange_handles_stop && StopRequested()) {
       return Cancelled("training stopped by signal " + std::to_string(StopSignal()));
     }
     // The step boundary: an elastic exchange may re-form here and move us.
     TENAX_ASSIGN_OR_RETURN(global_step, exchange.AtStepBoundary(global_step));
-    if (global_step >= total_steps || exchange.Finished()) break;
+    if (global_step >= total_steps || (elsewhere && elsewhere->Finished())) break;
     const int64_t epoch = global_step / steps_per_epoch + 1, step = global_step % steps_per_epoch + 1;
     if (perm_epoch != epoch) {
       auto gen = at::detail::createCPUGenerator(DeriveSeed(static_cast<uint64_t>(c.seed), static_cast<uint64_t>(epoch)));
@@ -184,12 +191,13 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
       perm_epoch = epoch;
     }
     const auto step_start = Clock::now();
-    std::optional<GradientExchange::WeightedSamples> weighted = exchange.SamplesOf(global_step, b);
+    std::optional<SampleChoice::WeightedSamples> weighted;
+    if (chooser) weighted = chooser->SamplesOf(global_step, b);
     torch::Tensor indices;
     if (weighted) {
       indices = weighted->indices;
     } else {
-      const GradientExchange::Slice slice = exchange.SliceOf(global_batch);
+      const BatchSlice slice = ReplicaSlice(exchange, global_batch);
       const int64_t begin = (step - 1) * global_batch + slice.offset;
       indices = perm.slice(0, begin, std::min(n, begin + slice.count));
     }
@@ -210,7 +218,7 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
       if (st.code() == StatusCode::kAborted) continue;  // not applied: back to the boundary
       return st;
     }
-    if (exchange.AppliesUpdatesLocally()) optimizer->step();
+    if (!elsewhere || elsewhere->AppliesUpdatesLocally()) optimizer->step();
     const double local_loss = loss.item<double>();
     const double step_seconds = SecondsSince(step_start);
 
@@ -251,7 +259,7 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
       interval_loss = 0;
       interval_steps = 0;
     }
-    if (epoch_done && exchange.EvaluatesEpochs()) {
+    if (epoch_done && !elsewhere) {  // a model elsewhere is not this replica's to evaluate
       // Each replica evaluates its share of the test set; the counts add up.
       // A membership change in between: re-form, and count again.
       while (true) {
@@ -280,7 +288,10 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
     if (options.on_progress) options.on_progress(p);
   }
   exchange.Detach();
-  TENAX_ASSIGN_OR_RETURN(bool final_model, exchange.LoadFinalModel());
+  bool final_model = false;
+  if (elsewhere) {
+    TENAX_ASSIGN_OR_RETURN(final_model, elsewhere->LoadFinalModel());
+  }
   if (final_model && exchange.rank() == 0) {
     TENAX_ASSIGN_OR_RETURN(int64_t correct, CountCorrect(*model, test, 0, t));
     test_accuracy = t == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(t);

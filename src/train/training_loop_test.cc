@@ -1,6 +1,6 @@
 // The training loop's contract with its seams, checked with a recording
 // exchange and a recording data source over real Fashion-MNIST samples.
-#include "tenax/train/training_loop.h"
+#include "training_loop.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>

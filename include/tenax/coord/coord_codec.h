@@ -24,6 +24,7 @@ inline constexpr uint32_t kLeaveKind = net::KindValue(net::MessageKind::kLeave);
 // A member's report that another member is lost (a wire::Failure naming it).
 inline constexpr uint32_t kSuspectKind = net::KindValue(net::MessageKind::kSuspect);
 inline constexpr uint32_t kFormedKind = net::KindValue(net::MessageKind::kFormed);
+inline constexpr uint32_t kQueueCountsKind = net::KindValue(net::MessageKind::kQueueCounts);
 
 // Asynchronous jobs: units (workers <-> coordinator) and shard checks and
 // merges (parameter-server shards <-> coordinator).
@@ -57,6 +58,8 @@ Result<wire::Failure> DecodeFailure(std::string_view bytes, const std::string& p
 Result<wire::Leave> DecodeLeave(std::string_view bytes, const std::string& peer);
 Result<wire::Watch> DecodeWatch(std::string_view bytes, const std::string& peer);
 Result<wire::Formed> DecodeFormed(std::string_view bytes, const std::string& peer);
+// Counts are never negative.
+Result<wire::QueueCounts> DecodeQueueCounts(std::string_view bytes, const std::string& peer);
 // Asynchronous jobs. Units < kMaxUnits, attempts 1..kMaxAttempts, shards
 // < kMaxShards (a grant's shard list: distinct), steps >= 0, verdict words
 // from the documented set.

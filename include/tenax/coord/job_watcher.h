@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "tenax/core/deadline.h"
+#include "tenax/coord/work_queue.h"
 #include "tenax/core/status.h"
 
 namespace tenax::net {
@@ -76,6 +77,12 @@ struct JobFailed {
 // Every rank finished.
 struct JobDone {};
 
+// An async job's work-queue counts: when they changed, and once more
+// right before JobDone (the final counts).
+struct JobQueue {
+  WorkQueueCounts counts;
+};
+
 // An elastic job's new membership (a loss, a leave or a join). Progress
 // from then on is that of the slowest of these members.
 struct JobGeneration {
@@ -85,7 +92,7 @@ struct JobGeneration {
   std::string why;
 };
 
-using JobEvent = std::variant<JobProgress, JobFailed, JobDone, JobGeneration>;
+using JobEvent = std::variant<JobProgress, JobFailed, JobDone, JobGeneration, JobQueue>;
 
 class JobWatcher {
  public:

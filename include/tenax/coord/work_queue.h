@@ -104,6 +104,7 @@ struct WorkQueueCounts {
   int64_t accepted = 0;          // units accepted
   int64_t merged_everywhere = 0; // units every shard merged
   int64_t failed_units = 0;      // units that errored out (max_attempts)
+  bool operator==(const WorkQueueCounts&) const = default;
 };
 
 // One line of the decision log.

@@ -13,6 +13,9 @@ namespace tenax {
 
 inline constexpr const char* kDefaultFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 inline constexpr int kFashionMnistClasses = 10;
+// The split sizes its loader insists on.
+inline constexpr int64_t kFashionMnistTrainSamples = 60000;
+inline constexpr int64_t kFashionMnistTestSamples = 10000;
 
 enum class Split { kTrain, kTest };
 

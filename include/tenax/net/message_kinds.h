@@ -48,6 +48,7 @@ namespace tenax::net {
   X(kShardVerdict, 0x20f, "coord")                                   \
   X(kShardMerged, 0x210, "coord")                                    \
   X(kFormed, 0x211, "coord")                                         \
+  X(kQueueCounts, 0x212, "coord")                                    \
   /* ps: workers and parameter-server shards (ps_codec.h) */         \
   X(kPsHello, 0x300, "ps")                                           \
   X(kPsWelcome, 0x301, "ps")                                         \

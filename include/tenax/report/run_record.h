@@ -71,7 +71,7 @@ struct FaultReaction {
   std::string fault;     // "kill worker 1 at step 300"
   std::string action;    // kill, preempt, stop, cont, restart
   std::string target;    // "worker 1", "storage node-2"
-  std::optional<double> at_seconds;
+  std::optional<double> at_seconds;  // on the charts' axis: seconds since the run started
   std::string reaction;  // "" when not recorded
   std::optional<double> recovered_seconds;
   std::optional<bool> recovered;

@@ -1,4 +1,4 @@
-#include "tenax/train/exchange/allreduce_exchange.h"
+#include "allreduce_exchange.h"
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/torch.h>
@@ -122,7 +122,7 @@ void AllreduceExchange::Detach() {
 
 void AllreduceExchange::DescribeInSummary(nlohmann::json& summary) const {
   summary["workers"] = world();
-  summary["global_batch_size"] = GlobalBatch(summary.value("batch_size", int64_t{0}));
+  summary["global_batch_size"] = GlobalBatchOf(*this, summary.value("batch_size", int64_t{0}));
 }
 
 std::string AllreduceExchange::Describe() const {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "tenax/comm/allreduce.h"
-#include "tenax/train/exchange/allreduce_exchange.h"
+#include "allreduce_exchange.h"
 
 namespace tenax::train_internal {
 

@@ -28,17 +28,19 @@ struct ShardView {
   uint64_t base_version = 0;  // the version the current unit started from
 };
 
-class AsyncExchange final : public GradientExchange {
+class AsyncExchange final : public GradientExchange, public ExchangeMembership, public ModelElsewhere {
  public:
   AsyncExchange(net::Node& node, coord::CoordinatorClient& client, AsyncExchangeOptions o)
       : node_(node), client_(client), o_(std::move(o)) {}
 
   int rank() const override { return finisher_ ? 0 : 1; }
   int world() const override { return 1; }
+  // Workers come and go; each trains its units on whole batches.
+  ExchangeMembership* membership() override { return this; }
   int64_t GlobalBatch(int64_t batch_size) const override { return batch_size; }
-  Slice SliceOf(int64_t global_batch) const override { return {0, global_batch}; }
-  bool HandlesStop() const override { return true; }
-  bool EvaluatesEpochs() const override { return false; }
+  BatchSlice SliceOf(int64_t global_batch) const override { return {0, global_batch}; }
+  // The job's model is on the shards.
+  ModelElsewhere* model_elsewhere() override { return this; }
 
   Status Attach(TrainableModel& model) override {
     params_ = model.Parameters();

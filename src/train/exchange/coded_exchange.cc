@@ -1,4 +1,4 @@
-#include "tenax/train/exchange/coded_exchange.h"
+#include "coded_exchange.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <spdlog/spdlog.h>
@@ -19,7 +19,7 @@ using Clock = std::chrono::steady_clock;
 using coding::CodedModelHeader;
 
 
-class CodedExchange final : public GradientExchange {
+class CodedExchange final : public GradientExchange, public SampleChoice, public ModelElsewhere {
  public:
   CodedExchange(comm::Group& group, CodedExchangeOptions o)
       : group_(group), node_(group.node()), o_(std::move(o)), n_(group.world() - 1) {}
@@ -39,9 +39,12 @@ class CodedExchange final : public GradientExchange {
   Result<double> SumOverReplicas(double local) override { return local; }
   void Detach() override {}
   Result<int64_t> AtStepBoundary(int64_t applied_steps) override;
+  // The partitions of this worker, weighted by the code.
+  SampleChoice* sample_choice() override { return this; }
   std::optional<WeightedSamples> SamplesOf(int64_t global_step, int64_t batch_size) override;
+  // The decoder applies the updates and holds the job's model.
+  ModelElsewhere* model_elsewhere() override { return this; }
   bool AppliesUpdatesLocally() const override { return false; }
-  bool EvaluatesEpochs() const override { return false; }
   bool Finished() const override { return done_step_ >= 0 && step_ >= done_step_; }
   // Rank 0 writes the outputs: it waits for the decoder's last
   // announcement (its statistics) and reads the final model.
@@ -138,7 +141,7 @@ void CodedExchange::MakePartitions() {
   for (int j = 0; j < n_; ++j) partitions_.push_back(order.slice(0, j * size, (j + 1) * size).clone());
 }
 
-std::optional<GradientExchange::WeightedSamples> CodedExchange::SamplesOf(int64_t global_step, int64_t batch_size) {
+std::optional<SampleChoice::WeightedSamples> CodedExchange::SamplesOf(int64_t global_step, int64_t batch_size) {
   const int64_t size = partitions_.empty() ? 0 : partitions_[0].size(0);
   const int64_t steps_per_epoch = std::max<int64_t>(1, size / batch_size);
   const int64_t epoch = global_step / steps_per_epoch, within = global_step % steps_per_epoch;

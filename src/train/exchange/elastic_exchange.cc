@@ -40,7 +40,7 @@ bool Repairable(const Status& st) {
          st.code() == StatusCode::kAborted;
 }
 
-class ElasticExchange final : public AllreduceExchange {
+class ElasticExchange final : public AllreduceExchange, public ExchangeMembership {
  public:
   ElasticExchange(std::unique_ptr<comm::Group> group, ElasticExchangeOptions o)
       : AllreduceExchange(group.get(), o.base), owned_(std::move(group)), eo_(std::move(o)) {
@@ -52,18 +52,20 @@ class ElasticExchange final : public AllreduceExchange {
   }
   ~ElasticExchange() override { AllreduceExchange::Detach(); }
 
+  // The group re-forms at step boundaries; the configured global batch
+  // is split among whoever is a member.
+  ExchangeMembership* membership() override { return this; }
   int64_t GlobalBatch(int64_t batch_size) const override { return batch_size * eo_.configured_workers; }
-  Slice SliceOf(int64_t global_batch) const override {
+  BatchSlice SliceOf(int64_t global_batch) const override {
     if (global_batch != global_batch_ || shares_.size() != static_cast<size_t>(world())) {
       global_batch_ = global_batch;
       shares_ = EvenShares(global_batch, world());
     }
-    Slice s;
+    BatchSlice s;
     for (int r = 0; r < rank(); ++r) s.offset += shares_[static_cast<size_t>(r)];
     s.count = shares_[static_cast<size_t>(rank())];
     return s;
   }
-  bool HandlesStop() const override { return true; }
 
   Status Attach(TrainableModel& model) override {
     if (world() > eo_.max_workers) {

@@ -1,4 +1,4 @@
-#include "tenax/train/exchange/local_exchange.h"
+#include "local_exchange.h"
 
 namespace tenax {
 namespace {

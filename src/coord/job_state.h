@@ -230,6 +230,7 @@ class JobStateMachine {
   std::optional<int> RankOf(ConnId conn) const;
   const JobRecord& job() const { return job_; }
   const std::map<int, MemberRecord>& members() const { return members_; }
+  const std::set<ConnId>& watchers() const { return watchers_; }
   // Held-back report grace for a peer timeout.
   static std::chrono::milliseconds ReportGrace(std::chrono::milliseconds peer_timeout);
 

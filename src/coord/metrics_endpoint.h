@@ -17,7 +17,7 @@
 #include <memory>
 #include <string>
 
-#include "tenax/coord/prometheus_text.h"
+#include "prometheus_text.h"
 #include "tenax/core/status.h"
 
 namespace tenax::coord {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "tenax/coord/job_state.h"
+#include "job_state.h"
 #include "tenax/core/sqlite_db.h"
 #include "tenax/core/status.h"
 
