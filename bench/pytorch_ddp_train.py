@@ -26,10 +26,11 @@ from torch.nn.parallel import DistributedDataParallel
 # Same directory: the single-process peer owns the model definitions and the
 # idx reader, so both peers train exactly the same networks on the same data.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_train_single import MEAN, STD, Cnn, Mlp, read_idx  # noqa: E402
+from pytorch_train_single import MEAN, STD, Cnn, Mlp, derive_seed, read_idx  # noqa: E402
 
-# tenax numbers epochs from 1 (src/train/single_trainer.cc); the permutation
-# of epoch e is drawn from a generator seeded with seed + e.
+# tenax numbers epochs from 1 (src/train/training_loop.cc); the permutation
+# of epoch e is drawn from a generator seeded with DeriveSeed(seed, e)
+# (include/tenax/core/seeds.h; derive_seed mirrors it).
 FIRST_EPOCH = 1
 
 
@@ -108,7 +109,7 @@ def main():
     loss = None
     for epoch in range(FIRST_EPOCH, FIRST_EPOCH + a.epochs):
         gen = torch.Generator()
-        gen.manual_seed(a.seed + epoch)
+        gen.manual_seed(derive_seed(a.seed, epoch))
         perm = torch.randperm(n, generator=gen)
         for s in range(steps_per_epoch):
             if step == total_steps:

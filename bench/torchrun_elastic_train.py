@@ -9,7 +9,7 @@ Run by PyTorch's elastic launcher (python3-torch 1.13), one process per rank:
 
 It trains what `tenax bench train`'s DDP peer trains (pytorch_ddp_train.py:
 the same model, Fashion-MNIST files, per-epoch permutation seeded with
-seed + epoch, each rank's slice of every global batch, SGD with momentum,
+derive_seed(seed, epoch) as tenax seeds it, each rank's slice of every global batch, SGD with momentum,
 Gloo, DistributedDataParallel), for exactly --steps optimizer steps.
 
 Fault tolerance is what torchrun's documentation asks of a script: torchrun
@@ -47,7 +47,7 @@ from torch.nn.parallel import DistributedDataParallel
 # on the same data.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pytorch_ddp_train import FIRST_EPOCH, evaluate, load  # noqa: E402
-from pytorch_train_single import Cnn, Mlp  # noqa: E402
+from pytorch_train_single import Cnn, Mlp, derive_seed  # noqa: E402
 
 
 def write_atomic(path, text):
@@ -134,7 +134,7 @@ def main():
             epoch = FIRST_EPOCH + step // steps_per_epoch
             if epoch != perm_epoch:
                 gen = torch.Generator()
-                gen.manual_seed(a.seed + epoch)
+                gen.manual_seed(derive_seed(a.seed, epoch))
                 perm, perm_epoch = torch.randperm(n, generator=gen), epoch
             lo = (step % steps_per_epoch) * world * b + rank * b
             idx = perm[lo:lo + b]

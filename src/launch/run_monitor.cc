@@ -6,6 +6,8 @@
 #include <chrono>
 #include <fstream>
 
+#include "tenax/core/run_records.h"
+
 namespace tenax {
 namespace {
 
@@ -94,11 +96,7 @@ void RunMonitor::SetState(Worker& w, const std::string& state, const std::string
   w.status.state = state;
   w.status.detail = detail;
   if (changed) w.status.since_seconds = Now() - start_;
-  Record({{"event", "worker_state"},
-          {"worker", w.status.name},
-          {"state", state},
-          {"host", w.status.host},
-          {"detail", detail}});
+  Record(records::ToJson(records::WorkerState{w.status.name, state, w.status.host, detail}));
   Publish();
 }
 
@@ -112,7 +110,7 @@ void RunMonitor::AddWorker(const std::string& name, pid_t pid, const std::string
 }
 
 void RunMonitor::Notice(const std::string& text) {
-  Record({{"event", "notice"}, {"text", text}});
+  Record(records::ToJson(records::Notice{text}));
   if (cb_.notice) cb_.notice(text);
 }
 

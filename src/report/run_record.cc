@@ -11,6 +11,7 @@
 
 #include "tenax/core/files.h"
 #include "tenax/core/run_dir.h"
+#include "tenax/core/run_records.h"
 #include "format.h"
 #include "json_fields.h"
 
@@ -117,10 +118,12 @@ Curves CurvesOf(const std::vector<Record>& records) {
   Curves c;
   for (const Record& r : records) {
     c.end_seconds = std::max(c.end_seconds, r.t);
-    if (r.event == "train") {
-      if (auto loss = Number(r.j, "loss")) c.train_loss.push_back({r.t, *loss});
-    } else if (r.event == "epoch" || r.event == "final") {
-      if (auto acc = Number(r.j, "test_accuracy")) c.test_accuracy.push_back({r.t, *acc});
+    if (auto train = records::TrainFrom(r.j)) {
+      c.train_loss.push_back({r.t, train->loss});
+    } else if (auto epoch = records::EpochFrom(r.j)) {
+      c.test_accuracy.push_back({r.t, epoch->test_accuracy});
+    } else if (auto final_model = records::FinalFrom(r.j)) {
+      c.test_accuracy.push_back({r.t, final_model->test_accuracy});
     }
   }
   SortByTime(c.train_loss);
@@ -212,12 +215,12 @@ void ReadEvents(const std::vector<Record>& records, RunRecord& rec) {
       rec.events.push_back({r.t, EventKind::kStraggler, StragglerText(r, target), target});
     } else if (r.event == "recovery") {
       rec.events.push_back({r.t, EventKind::kRecovery, RecoveryText(r), ""});
-    } else if (r.event == "notice") {
-      if (std::string text = Text(r.j, "text"); !text.empty()) rec.events.push_back({r.t, EventKind::kNotice, text, ""});
+    } else if (auto notice = records::NoticeFrom(r.j)) {
+      rec.events.push_back({r.t, EventKind::kNotice, notice->text, ""});
     } else if (r.event == "generation") {
       rec.events.push_back({r.t, EventKind::kGeneration, GenerationText(r), ""});
-    } else if (r.event == "worker_state" && !target.empty()) {
-      states.push_back({r.t, target, Text(r.j, "state"), Text(r.j, "host"), Text(r.j, "detail")});
+    } else if (auto ws = records::WorkerStateFrom(r.j)) {
+      states.push_back({r.t, ws->worker, ws->state, ws->host, ws->detail});
     }
   }
   std::stable_sort(rec.events.begin(), rec.events.end(), [](const RunEvent& a, const RunEvent& b) { return a.t < b.t; });

@@ -11,6 +11,7 @@
 #include "tenax/core/files.h"
 #include "tenax/core/metrics.h"
 #include "tenax/core/run_dir.h"
+#include "tenax/core/run_records.h"
 #include "tenax/core/seeds.h"
 #include "tenax/core/signals.h"
 #include "tenax/train/torch_runtime.h"
@@ -250,12 +251,8 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
       if (mean.ok()) p.loss = *mean;
       outcome.final_train_loss = p.loss;
       if (first_interval) outcome.first_train_loss = p.loss, first_interval = false;
-      TENAX_RETURN_IF_ERROR(record({{"event", "train"},
-                                    {"epoch", epoch},
-                                    {"step", global_step},
-                                    {"loss", p.loss},
-                                    {"samples_per_second", p.samples_per_second},
-                                    {"elapsed_seconds", p.elapsed_seconds}}));
+      TENAX_RETURN_IF_ERROR(
+          record(records::ToJson(records::Train{epoch, global_step, p.loss, p.samples_per_second, p.elapsed_seconds})));
       interval_loss = 0;
       interval_steps = 0;
     }
@@ -278,12 +275,8 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
         }
       }
       p.test_accuracy = test_accuracy;
-      TENAX_RETURN_IF_ERROR(record({{"event", "epoch"},
-                                    {"epoch", epoch},
-                                    {"step", global_step},
-                                    {"train_loss", outcome.final_train_loss},
-                                    {"test_accuracy", test_accuracy},
-                                    {"elapsed_seconds", SecondsSince(wall_start)}}));
+      TENAX_RETURN_IF_ERROR(record(records::ToJson(records::Epoch{
+          epoch, global_step, outcome.final_train_loss, test_accuracy, SecondsSince(wall_start)})));
     }
     if (options.on_progress) options.on_progress(p);
   }
@@ -295,10 +288,8 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
   if (final_model && exchange.rank() == 0) {
     TENAX_ASSIGN_OR_RETURN(int64_t correct, CountCorrect(*model, test, 0, t));
     test_accuracy = t == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(t);
-    TENAX_RETURN_IF_ERROR(record({{"event", "final"},
-                                  {"step", global_step},
-                                  {"test_accuracy", test_accuracy},
-                                  {"elapsed_seconds", SecondsSince(wall_start)}}));
+    TENAX_RETURN_IF_ERROR(
+        record(records::ToJson(records::Final{global_step, test_accuracy, SecondsSince(wall_start)})));
   }
 
   outcome.final_test_accuracy = test_accuracy;
