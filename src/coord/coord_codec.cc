@@ -95,6 +95,25 @@ Result<wire::QueueCounts> DecodeQueueCounts(std::string_view bytes, const std::s
   return m;
 }
 
+wire::QueueCounts QueueCountsToWire(const WorkQueueCounts& c) {
+  wire::QueueCounts q;
+  q.set_units(c.units);
+  q.set_units_issued(c.units_issued);
+  q.set_units_reissued(c.units_reissued);
+  q.set_results_rejected(c.results_rejected);
+  q.set_leases_expired(c.leases_expired);
+  q.set_partial_results(c.partial_results);
+  q.set_accepted(c.accepted);
+  q.set_merged_everywhere(c.merged_everywhere);
+  q.set_failed_units(c.failed_units);
+  return q;
+}
+
+WorkQueueCounts QueueCountsFromWire(const wire::QueueCounts& q) {
+  return {q.units(),           q.units_issued(),   q.units_reissued(),     q.results_rejected(), q.leases_expired(),
+          q.partial_results(), q.accepted(),       q.merged_everywhere(),  q.failed_units()};
+}
+
 Result<wire::Failure> DecodeFailure(std::string_view bytes, const std::string& peer) {
   TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::Failure>(bytes, peer, "failure"));
   if (m.rank() >= kMaxMemberId || !ShortText(m.host()) || !ShortText(m.reason(), 4096)) {

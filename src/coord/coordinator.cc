@@ -110,18 +110,7 @@ void Coordinator::RefreshQueueCounts(bool now) {
 
 void Coordinator::TellQueueCounts(const std::vector<ConnId>& to) {
   if (!counts_ || counts_ == sent_counts_ || to.empty()) return;
-  const WorkQueueCounts& c = *counts_;
-  wire::QueueCounts q;
-  q.set_units(c.units);
-  q.set_units_issued(c.units_issued);
-  q.set_units_reissued(c.units_reissued);
-  q.set_results_rejected(c.results_rejected);
-  q.set_leases_expired(c.leases_expired);
-  q.set_partial_results(c.partial_results);
-  q.set_accepted(c.accepted);
-  q.set_merged_everywhere(c.merged_everywhere);
-  q.set_failed_units(c.failed_units);
-  SendAll(to, kQueueCountsKind, q.SerializeAsString());
+  SendAll(to, kQueueCountsKind, QueueCountsToWire(*counts_).SerializeAsString());
   sent_counts_ = counts_;
 }
 

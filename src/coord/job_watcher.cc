@@ -107,11 +107,7 @@ Result<std::optional<JobEvent>> JobWatcher::Next(Deadline deadline) {
     } else if (msg->kind == kQueueCountsKind) {
       auto q = DecodeQueueCounts(msg->payload, "coordinator");
       if (!q.ok()) continue;  // the next counts, or Done's, follow
-      JobQueue e;
-      e.counts = {q->units(),           q->units_issued(),   q->units_reissued(),
-                  q->results_rejected(), q->leases_expired(), q->partial_results(),
-                  q->accepted(),         q->merged_everywhere(), q->failed_units()};
-      return std::optional<JobEvent>(e);
+      return std::optional<JobEvent>(JobQueue{QueueCountsFromWire(*q)});
     } else if (msg->kind == kRosterKind) {
       auto r = DecodeRoster(msg->payload, "coordinator");
       if (!r.ok()) continue;

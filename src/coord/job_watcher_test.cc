@@ -17,6 +17,20 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// What the coordinator tells watchers of an async job's queue arrives
+// as it was counted; a negative count from a broken peer is refused.
+TEST(QueueCountsMessage, CountsSurviveTheWireAndNegativeOnesAreRefused) {
+  const WorkQueueCounts counts{12, 15, 3, 1, 2, 4, 11, 10, 0};
+  auto decoded = DecodeQueueCounts(QueueCountsToWire(counts).SerializeAsString(), "coordinator");
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(QueueCountsFromWire(*decoded), counts);
+  wire::QueueCounts bad = QueueCountsToWire(counts);
+  bad.set_leases_expired(-1);
+  auto refused = DecodeQueueCounts(bad.SerializeAsString(), "coordinator");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kProtocolError);
+}
+
 constexpr const char* kSecret = "job-watcher-test-secret-0123456789";
 
 struct Sent {

@@ -1,7 +1,6 @@
 #include "tenax/core/run_records.h"
 
-#include <cmath>
-#include <limits>
+#include "tenax/core/json_fields.h"
 
 namespace tenax::records {
 namespace {
@@ -14,28 +13,13 @@ bool IsKind(const json& j, const char* kind) {
   return it != j.end() && it->is_string() && it->get_ref<const std::string&>() == kind;
 }
 
-// A finite number under `key`.
-std::optional<double> Number(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || !it->is_number()) return std::nullopt;
-  const double v = it->get<double>();
-  return std::isfinite(v) ? std::optional<double>(v) : std::nullopt;
-}
+using json_fields::Number;
 
-// An integer, or an integral number within int64's range; else `fallback`.
-int64_t Integer(const json& j, const char* key, int64_t fallback = 0) {
-  auto it = j.find(key);
-  if (it == j.end()) return fallback;
-  if (it->is_number_integer()) return it->get<int64_t>();
-  if (it->is_number_float()) {
-    const double v = it->get<double>();
-    if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 9.2e18) return static_cast<int64_t>(v);
-  }
-  return fallback;
-}
+int64_t IntegerOr0(const json& j, const char* key) { return json_fields::Integer(j, key).value_or(0); }
 
 double NumberOr(const json& j, const char* key) { return Number(j, key).value_or(0.0); }
 
+// A string as is; anything else "" (a name or state must be text).
 std::string String(const json& j, const char* key) {
   auto it = j.find(key);
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
@@ -78,7 +62,7 @@ std::optional<Train> TrainFrom(const json& j) {
   if (!IsKind(j, "train")) return std::nullopt;
   auto loss = Number(j, "loss");
   if (!loss) return std::nullopt;
-  return Train{Integer(j, "epoch"), Integer(j, "step"), *loss, NumberOr(j, "samples_per_second"),
+  return Train{IntegerOr0(j, "epoch"), IntegerOr0(j, "step"), *loss, NumberOr(j, "samples_per_second"),
                NumberOr(j, "elapsed_seconds")};
 }
 
@@ -86,7 +70,7 @@ std::optional<Epoch> EpochFrom(const json& j) {
   if (!IsKind(j, "epoch")) return std::nullopt;
   auto accuracy = Number(j, "test_accuracy");
   if (!accuracy) return std::nullopt;
-  return Epoch{Integer(j, "epoch"), Integer(j, "step"), NumberOr(j, "train_loss"), *accuracy,
+  return Epoch{IntegerOr0(j, "epoch"), IntegerOr0(j, "step"), NumberOr(j, "train_loss"), *accuracy,
                NumberOr(j, "elapsed_seconds")};
 }
 
@@ -94,7 +78,7 @@ std::optional<Final> FinalFrom(const json& j) {
   if (!IsKind(j, "final")) return std::nullopt;
   auto accuracy = Number(j, "test_accuracy");
   if (!accuracy) return std::nullopt;
-  return Final{Integer(j, "step"), *accuracy, NumberOr(j, "elapsed_seconds")};
+  return Final{IntegerOr0(j, "step"), *accuracy, NumberOr(j, "elapsed_seconds")};
 }
 
 std::optional<Notice> NoticeFrom(const json& j) {

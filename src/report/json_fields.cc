@@ -1,6 +1,5 @@
 #include "json_fields.h"
 
-#include <cmath>
 
 namespace tenax::report {
 namespace {
@@ -11,17 +10,7 @@ constexpr size_t kMaxFlattened = 60;
 constexpr int kMaxDepth = 4;
 constexpr size_t kMaxValueChars = 160;
 
-const json* Field(const json& j, const char* key) {
-  if (!j.is_object()) return nullptr;
-  auto it = j.find(key);
-  return it == j.end() ? nullptr : &*it;
-}
-
-std::string Scalar(const json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number() || v.is_boolean() || v.is_null()) return v.dump();
-  return "";
-}
+using json_fields::ScalarText;
 
 std::string Shorten(std::string s) {
   if (s.size() > kMaxValueChars) s = s.substr(0, kMaxValueChars) + "...";
@@ -32,7 +21,7 @@ void Flatten(const json& j, const std::string& prefix, int depth, std::vector<st
   if (out.size() >= kMaxFlattened) return;
   const std::string name = prefix.empty() ? "value" : prefix;
   if (j.is_primitive()) {
-    out.emplace_back(name, Shorten(Scalar(j)));
+    out.emplace_back(name, Shorten(ScalarText(j)));
     return;
   }
   if (depth >= kMaxDepth) {
@@ -44,7 +33,7 @@ void Flatten(const json& j, const std::string& prefix, int depth, std::vector<st
     for (const json& v : j) scalars = scalars && v.is_primitive();
     if (scalars) {
       std::string text;
-      for (const json& v : j) text += (text.empty() ? "" : ", ") + Scalar(v);
+      for (const json& v : j) text += (text.empty() ? "" : ", ") + ScalarText(v);
       out.emplace_back(name, Shorten(text));
       return;
     }
@@ -56,45 +45,6 @@ void Flatten(const json& j, const std::string& prefix, int depth, std::vector<st
 }
 
 }  // namespace
-
-std::optional<double> Number(const json& j, const char* key) {
-  const json* v = Field(j, key);
-  if (!v || !v->is_number()) return std::nullopt;
-  const double d = v->get<double>();
-  if (!std::isfinite(d)) return std::nullopt;
-  return d;
-}
-
-std::optional<int64_t> Integer(const json& j, const char* key) {
-  const json* v = Field(j, key);
-  if (!v) return std::nullopt;
-  if (v->is_number_integer() && !v->is_number_unsigned()) return v->get<int64_t>();
-  if (v->is_number_unsigned()) {
-    const uint64_t u = v->get<uint64_t>();
-    if (u > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
-    return static_cast<int64_t>(u);
-  }
-  if (v->is_number_float()) {
-    const double d = v->get<double>();
-    // 2^63 itself does not fit; every double below it does.
-    if (!std::isfinite(d) || d != std::floor(d) || d >= 9.2233720368547758e18 || d < -9.2233720368547758e18) {
-      return std::nullopt;
-    }
-    return static_cast<int64_t>(d);
-  }
-  return std::nullopt;
-}
-
-std::optional<bool> Flag(const json& j, const char* key) {
-  const json* v = Field(j, key);
-  if (!v || !v->is_boolean()) return std::nullopt;
-  return v->get<bool>();
-}
-
-std::string Text(const json& j, const char* key) {
-  const json* v = Field(j, key);
-  return v && !v->is_null() ? Scalar(*v) : "";
-}
 
 void FlattenInto(const json& j, const std::string& prefix, std::vector<std::pair<std::string, std::string>>& out) {
   Flatten(j, prefix, 0, out);

@@ -1,7 +1,6 @@
-// Reading fields of records written by other programs (and possibly other
-// versions of tenax) without trusting their types: a key that is missing or
-// of the wrong type reads as "absent", never throws. Internal to the report
-// layer.
+// Reading fields of records written by other programs without trusting
+// their types (core/json_fields.h's readers), and flattening a JSON value
+// into lines for the page. Internal to the report layer.
 #pragma once
 
 #include <cstdint>
@@ -11,15 +10,15 @@
 #include <utility>
 #include <vector>
 
+#include "tenax/core/json_fields.h"
+
 namespace tenax::report {
 
-// A finite number under `key` of object `j`.
-std::optional<double> Number(const nlohmann::json& j, const char* key);
-// An integer (or an integral float within int64's range).
-std::optional<int64_t> Integer(const nlohmann::json& j, const char* key);
-std::optional<bool> Flag(const nlohmann::json& j, const char* key);
-// A string as is; a number or bool as its JSON text; anything else "".
-std::string Text(const nlohmann::json& j, const char* key);
+// The tolerant readers (core/json_fields.h), by their short names here.
+using json_fields::Flag;
+using json_fields::Integer;
+using json_fields::Number;
+using json_fields::Text;
 
 // Appends "prefix.key" = value lines for the scalars (and lists of scalars)
 // of `j`, at most a few dozen and a few levels deep; values are shortened.

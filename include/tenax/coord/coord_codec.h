@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "coord_wire.pb.h"
+#include "tenax/coord/work_queue.h"
 #include "tenax/core/status.h"
 #include "tenax/net/message_kinds.h"
 
@@ -60,6 +61,8 @@ Result<wire::Watch> DecodeWatch(std::string_view bytes, const std::string& peer)
 Result<wire::Formed> DecodeFormed(std::string_view bytes, const std::string& peer);
 // Counts are never negative.
 Result<wire::QueueCounts> DecodeQueueCounts(std::string_view bytes, const std::string& peer);
+wire::QueueCounts QueueCountsToWire(const WorkQueueCounts& counts);
+WorkQueueCounts QueueCountsFromWire(const wire::QueueCounts& counts);
 // Asynchronous jobs. Units < kMaxUnits, attempts 1..kMaxAttempts, shards
 // < kMaxShards (a grant's shard list: distinct), steps >= 0, verdict words
 // from the documented set.
