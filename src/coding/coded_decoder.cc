@@ -14,6 +14,7 @@
 #include "tenax/coding/coded_plan.h"
 #include "tenax/coding/gradient_code.h"
 #include "tenax/core/deadline.h"
+#include "tenax/core/run_records.h"
 
 namespace tenax::coding {
 namespace {
@@ -268,10 +269,12 @@ void CodedDecoderRole::AfterStep(const Decoding& d) {
     const double ratio = detector_.Ratio(w);
     spdlog::info("decoder: {} {} ({:.1f}x a typical worker's arrival time) at step {}", group_.Describe(w),
                  slow ? "is a straggler" : "is no longer a straggler", ratio, step_);
-    Event({{"event", slow ? "straggler_detected" : "straggler_recovered"},
-           {"worker", w},
-           {"ratio", ratio},
-           {"step", step_}});
+    records::Straggler e;
+    e.slow = slow;
+    e.worker = w;
+    e.ratio = ratio;
+    e.step = step_;
+    Event(records::ToJson(e));
   }
   shuffle_.ObserveStep(assignment_, detector_.slow_workers());
   // Every shuffle_every steps, and at once when a worker became a straggler
@@ -284,11 +287,8 @@ void CodedDecoderRole::AfterStep(const Decoding& d) {
       partitions_moved_ += next.partitions_moved;
       (void)assignment_.Set(next.rows);
       spdlog::debug("decoder: shuffle at step {}: {} partition copies moved", step_, next.partitions_moved);
-      Event({{"event", "shuffle"},
-             {"step", step_},
-             {"rows", next.rows},
-             {"partitions_moved", next.partitions_moved},
-             {"bytes_moved", next.partitions_moved * o_.partition_bytes}});
+      Event(records::ToJson(records::Shuffle{step_, next.rows, static_cast<int64_t>(next.partitions_moved),
+                                             static_cast<int64_t>(next.partitions_moved * o_.partition_bytes)}));
     }
   }
 }

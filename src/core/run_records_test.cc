@@ -66,5 +66,104 @@ TEST(RunRecords, OtherFieldsMissingOrMistypedReadAsDefaults) {
   EXPECT_EQ(numbered->worker, "worker 3");  // as older writers named it
 }
 
+Fault AKill() {
+  Fault f;
+  f.action = "kill";
+  f.worker = 1;
+  f.elapsed_seconds = 8.812;
+  f.step = 140;
+  f.source = "faults[0]";
+  f.at_step = 140;
+  f.signal = "SIGKILL";
+  f.pid = 31337;
+  return f;
+}
+
+TEST(RunRecords, EveryEventOfTheJobSurvivesTheTripThroughJsonText) {
+  ExpectRoundTrip(AKill(), FaultFrom);
+  Fault wipe;
+  wipe.action = "kill";
+  wipe.storage = "node-2";
+  wipe.elapsed_seconds = 3.5;
+  wipe.source = "faults[1]";
+  wipe.at_seconds = 3.5;
+  wipe.signal = "SIGKILL";
+  wipe.pid = 99;
+  wipe.wiped = false;
+  wipe.wipe_error = "Permission denied";
+  ExpectRoundTrip(wipe, FaultFrom);
+  Fault not_fired;
+  not_fired.fired = false;
+  not_fired.action = "restart";
+  not_fired.server = 0;
+  not_fired.reason = "server 0 (pid 12) still runs; kill or preempt it first";
+  not_fired.delay_seconds = 1.5;
+  ExpectRoundTrip(not_fired, FaultFrom);
+
+  Straggler slow{true, "zone-a-1/4242", 3, 1, std::nullopt, 4242, 210, 2.75, 41, 256};
+  ExpectRoundTrip(slow, StragglerFrom);
+  Straggler coded{false, "", std::nullopt, std::nullopt, 2, std::nullopt, 77, 1.25, std::nullopt, std::nullopt};
+  ExpectRoundTrip(coded, StragglerFrom);
+  ExpectRoundTrip(Generation{4, 311, {0, 2, 5}, "a member left", 812.5, 96.25, std::nullopt}, GenerationFrom);
+  Recovery done{"done", "fmnist", "smart", 6, 2, 4, 6, {"stripe 3 (samples 300..399): only 3 of 6 chunks readable"}, 1 << 20, 3 << 20, 4 << 20, 0.5, 1.75, 2.5, ""};
+  ExpectRoundTrip(done, RecoveryFrom);
+  Recovery started;
+  started.phase = "started";
+  started.dataset = "fmnist";
+  started.policy = "full";
+  ExpectRoundTrip(started, RecoveryFrom);
+  ExpectRoundTrip(Shuffle{40, json::array({json::array({0, 1}), json::array({2, 3})}), 3, 3 << 16}, ShuffleFrom);
+}
+
+TEST(RunRecords, AFaultThatDidNotFireReadsBackAsNotFiredWithItsReason) {
+  Fault f = AKill();
+  f.fired = false;
+  f.reason = "worker 1 (pid 31337) had already exited with code 0";
+  const json j = ToJson(f);
+  EXPECT_EQ(j.at("event"), "fault_not_fired");
+  EXPECT_EQ(j.at("worker"), 1);
+  EXPECT_FALSE(j.contains("joiner"));  // absent targets stay absent
+  auto back = FaultFrom(j);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_FALSE(back->fired);
+  EXPECT_EQ(back->reason, f.reason);
+  EXPECT_FALSE(FaultFrom(json{{"event", "fault"}, {"worker", 1}}).has_value());  // no action
+  EXPECT_EQ(TargetName(f), "worker 1");
+  Fault storage;
+  storage.storage = "node-2";
+  EXPECT_EQ(TargetName(storage), "storage node-2");
+  EXPECT_EQ(TargetName(Fault{}), "");
+}
+
+TEST(RunRecords, TheCodedDecodersOlderStragglerRecordsAreRead) {
+  auto slow = StragglerFrom(json{{"event", "straggler_detected"}, {"worker", 2}, {"ratio", 3.5}, {"step", 9}});
+  ASSERT_TRUE(slow.has_value());
+  EXPECT_TRUE(slow->slow);
+  EXPECT_EQ(slow->worker, 2);
+  EXPECT_EQ(slow->ratio, 3.5);
+  auto back = StragglerFrom(json{{"event", "straggler_recovered"}, {"worker", 2}, {"step", 30}});
+  ASSERT_TRUE(back.has_value());
+  EXPECT_FALSE(back->slow);
+  EXPECT_EQ(back->step, 30);
+  EXPECT_FALSE(StragglerFrom(json{{"event", "straggler"}, {"state", "sleepy"}}).has_value());
+}
+
+TEST(RunRecords, MistypedEventFieldsReadAsAbsentInsteadOfThrowing) {
+  // A record from another process: nlohmann's value() would throw here.
+  auto s = StragglerFrom(json{{"event", "straggler"}, {"state", "slow"}, {"ratio", "fast"}, {"pid", "x"}});
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->ratio, 0.0);
+  EXPECT_FALSE(s->pid.has_value());
+  auto g = GenerationFrom(json{{"event", "generation"}, {"number", 2}, {"members", json::array({1, "two", 3})}});
+  ASSERT_TRUE(g.has_value());
+  EXPECT_EQ(g->members, (std::vector<int64_t>{1, 3}));
+  EXPECT_FALSE(GenerationFrom(json{{"event", "generation"}, {"number", "2"}}).has_value());
+  auto r = RecoveryFrom(json{{"event", "recovery"}, {"phase", "done"}, {"chunks_rebuilt", "six"}, {"bytes", 12}});
+  ASSERT_TRUE(r.has_value());
+  EXPECT_EQ(r->chunks_rebuilt, 0);
+  EXPECT_EQ(r->bytes, 12);
+  EXPECT_FALSE(RecoveryFrom(json{{"event", "recovery"}}).has_value());
+}
+
 }  // namespace
 }  // namespace tenax::records

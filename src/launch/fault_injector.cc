@@ -84,31 +84,34 @@ std::string FaultInjector::WhoOf(const Pending& p) const {
   return p.server >= 0 ? "server " + std::to_string(p.server) : Who(p.slot);
 }
 
-void FaultInjector::Push(nlohmann::json record) {
-  if (options_.on_record) options_.on_record(record);
-  records_.push_back(std::move(record));
+void FaultInjector::Push(const records::Fault& record) {
+  nlohmann::json j = records::ToJson(record);
+  if (options_.on_record) options_.on_record(j);
+  records_.push_back(std::move(j));
 }
 
 void FaultInjector::Notice(const std::string& text) const {
   if (options_.on_notice) options_.on_notice(text);
 }
 
-nlohmann::json FaultInjector::Record(const char* event, const Pending& p, double elapsed, int64_t max_step) const {
-  nlohmann::json r = {{"event", event}, {"action", FaultActionName(p.action)}};
-  if (p.server >= 0) r["server"] = p.server;
-  if (p.storage >= 0) r["storage"] = "node-" + std::to_string(p.storage);
+records::Fault FaultInjector::Record(bool fired, const Pending& p, double elapsed, int64_t max_step) const {
+  records::Fault r;
+  r.fired = fired;
+  r.action = FaultActionName(p.action);
+  if (p.server >= 0) r.server = p.server;
+  if (p.storage >= 0) r.storage = "node-" + std::to_string(p.storage);
   if (p.slot >= 0) {
     if (p.slot < static_cast<int64_t>(options_.workers.size())) {
-      r["worker"] = p.slot;
+      r.worker = p.slot;
     } else if (auto it = joiner_of_slot_.find(p.slot); it != joiner_of_slot_.end()) {
-      r["joiner"] = it->second;
+      r.joiner = it->second;
     }
   }
-  r["elapsed_seconds"] = Millis3(elapsed);
-  r["step"] = max_step;
-  r["source"] = p.source;
-  if (p.at_seconds) r["at_seconds"] = Millis3(*p.at_seconds);
-  if (p.at_step) r["at_step"] = *p.at_step;
+  r.elapsed_seconds = Millis3(elapsed);
+  r.step = max_step;
+  r.source = p.source;
+  if (p.at_seconds) r.at_seconds = Millis3(*p.at_seconds);
+  r.at_step = p.at_step;
   return r;
 }
 
@@ -129,12 +132,12 @@ void FaultInjector::Poll(int64_t max_step, SteadyClock::time_point now) {
       (void)children_.Signal(g->child, SIGKILL);
       Notice("fault: SIGKILL " + who + " (pid " + std::to_string(pid) + ") at " + Seconds(elapsed) +
              ": still running at the end of its grace period");
-      nlohmann::json r = Record("fault", g->fault, elapsed, max_step);
-      r["action"] = "kill";
-      r["signal"] = "SIGKILL";
-      r["pid"] = pid;
-      r["reason"] = "still running at the end of the preemption's grace period";
-      Push(std::move(r));
+      records::Fault r = Record(true, g->fault, elapsed, max_step);
+      r.action = "kill";
+      r.signal = "SIGKILL";
+      r.pid = pid;
+      r.reason = "still running at the end of the preemption's grace period";
+      Push(r);
       stopped_.erase(g->child);
       g = graces_.erase(g);
     } else {
@@ -196,9 +199,9 @@ void FaultInjector::Fire(Pending& p, double elapsed, int64_t max_step) {
   }
   if (!why.empty()) {
     Notice("fault not fired: " + p.source + " (" + FaultActionName(p.action) + " " + WhoOf(p) + "): " + why);
-    nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
-    r["reason"] = why;
-    Push(std::move(r));
+    records::Fault r = Record(false, p, elapsed, max_step);
+    r.reason = why;
+    Push(r);
     return;
   }
   const int signal = p.action == FaultAction::kKill      ? SIGKILL
@@ -212,9 +215,9 @@ void FaultInjector::Signal(const Pending& p, size_t child, int signal, double el
   const pid_t pid = children_.pid(child);
   if (Status st = children_.Signal(child, signal); !st.ok()) {  // exited since the check
     Notice("fault not fired: " + p.source + ": " + st.message());
-    nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
-    r["reason"] = st.message();
-    Push(std::move(r));
+    records::Fault r = Record(false, p, elapsed, max_step);
+    r.reason = st.message();
+    Push(r);
     return;
   }
   if (options_.expect_exits) children_.ExpectExit(child);
@@ -228,20 +231,20 @@ void FaultInjector::Signal(const Pending& p, size_t child, int signal, double el
   if (signal == SIGSTOP) stopped_.insert(child);
   if (signal == SIGCONT) stopped_.erase(child);
   Notice(line);
-  nlohmann::json r = Record("fault", p, elapsed, max_step);
-  r["signal"] = SignalName(signal);
-  r["pid"] = pid;
-  if (signal == SIGTERM) r["grace_seconds"] = p.grace_seconds;
+  records::Fault r = Record(true, p, elapsed, max_step);
+  r.signal = SignalName(signal);
+  r.pid = pid;
+  if (signal == SIGTERM) r.grace_seconds = p.grace_seconds;
   if (p.storage >= 0 && p.wipe) {
     // A dead disk: the node's chunks are gone, not just unreachable.
     Status wiped = options_.wipe_storage ? options_.wipe_storage(p.storage)
                                          : FailedPrecondition("no way to wipe a storage node");
-    r["wiped"] = wiped.ok();
-    if (!wiped.ok()) r["wipe_error"] = wiped.message();
+    r.wiped = wiped.ok();
+    if (!wiped.ok()) r.wipe_error = wiped.message();
     Notice(wiped.ok() ? "fault: wiped " + who + "'s directory (its disk is gone)"
                       : "fault: could not wipe " + who + ": " + wiped.message());
   }
-  Push(std::move(r));
+  Push(r);
 }
 
 void FaultInjector::StartJoiner(Pending& p, double elapsed, int64_t max_step) {
@@ -251,9 +254,9 @@ void FaultInjector::StartJoiner(Pending& p, double elapsed, int64_t max_step) {
   if (!child.ok()) {
     const std::string why = "could not start joiner " + std::to_string(n) + ": " + child.status().message();
     Notice("fault not fired: " + p.source + " (restart): " + why);
-    nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
-    r["reason"] = why;
-    Push(std::move(r));
+    records::Fault r = Record(false, p, elapsed, max_step);
+    r.reason = why;
+    Push(r);
     return;
   }
   if (p.new_slot >= 0) {
@@ -263,11 +266,11 @@ void FaultInjector::StartJoiner(Pending& p, double elapsed, int64_t max_step) {
   const pid_t pid = children_.pid(*child);
   Notice("fault: started joiner " + std::to_string(n) + " (pid " + std::to_string(pid) + ") at " + Seconds(elapsed) +
          (max_step > 0 ? " (step " + std::to_string(max_step) + ")" : ""));
-  nlohmann::json r = Record("fault", p, elapsed, max_step);
-  r["joiner"] = n;
-  r["pid"] = pid;
-  if (p.delay_seconds > 0) r["delay_seconds"] = p.delay_seconds;
-  Push(std::move(r));
+  records::Fault r = Record(true, p, elapsed, max_step);
+  r.joiner = n;
+  r.pid = pid;
+  if (p.delay_seconds > 0) r.delay_seconds = p.delay_seconds;
+  Push(r);
 }
 
 void FaultInjector::RestartServer(Pending& p, double elapsed, int64_t max_step) {
@@ -284,9 +287,9 @@ void FaultInjector::RestartServer(Pending& p, double elapsed, int64_t max_step) 
   if (!child.ok()) {
     why = "could not restart server " + std::to_string(p.server) + ": " + child.status().message();
     Notice("fault not fired: " + p.source + " (restart server " + std::to_string(p.server) + "): " + why);
-    nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
-    r["reason"] = why;
-    Push(std::move(r));
+    records::Fault r = Record(false, p, elapsed, max_step);
+    r.reason = why;
+    Push(r);
     return;
   }
   server_slots_[p.server] = *child;
@@ -294,10 +297,10 @@ void FaultInjector::RestartServer(Pending& p, double elapsed, int64_t max_step) 
   Notice("fault: restarted server " + std::to_string(p.server) + " (pid " + std::to_string(pid) + ") at " +
          Seconds(elapsed) + (max_step > 0 ? " (step " + std::to_string(max_step) + ")" : "") +
          " on its checkpoint directory");
-  nlohmann::json r = Record("fault", p, elapsed, max_step);
-  r["pid"] = pid;
-  if (p.delay_seconds > 0) r["delay_seconds"] = p.delay_seconds;
-  Push(std::move(r));
+  records::Fault r = Record(true, p, elapsed, max_step);
+  r.pid = pid;
+  if (p.delay_seconds > 0) r.delay_seconds = p.delay_seconds;
+  Push(r);
 }
 
 void FaultInjector::Finish(int64_t max_step, SteadyClock::time_point now) {
@@ -316,9 +319,9 @@ void FaultInjector::Finish(int64_t max_step, SteadyClock::time_point now) {
     if (p.triggered_at && p.delay_seconds > 0) what += " + " + Seconds(p.delay_seconds);
     Notice("fault not fired: " + p.source + " (" + what + "): the job ended first, at " + Seconds(elapsed) +
            (max_step > 0 ? " (step " + std::to_string(max_step) + ")" : ""));
-    nlohmann::json r = Record("fault_not_fired", p, elapsed, max_step);
-    r["reason"] = "the job ended first";
-    Push(std::move(r));
+    records::Fault r = Record(false, p, elapsed, max_step);
+    r.reason = "the job ended first";
+    Push(r);
   }
   // Nobody waits for a stopped child, nor for the rest of a grace period.
   std::map<size_t, std::string> leftovers;

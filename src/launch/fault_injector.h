@@ -33,6 +33,7 @@
 
 #include "tenax/core/deadline.h"
 #include "tenax/core/process_supervisor.h"
+#include "tenax/core/run_records.h"
 #include "tenax/core/status.h"
 #include "tenax/job/fault_plan.h"
 
@@ -115,9 +116,9 @@ class FaultInjector {
   void Signal(const Pending& p, size_t child, int signal, double elapsed, int64_t max_step);
   void StartJoiner(Pending& p, double elapsed, int64_t max_step);
   void RestartServer(Pending& p, double elapsed, int64_t max_step);
-  nlohmann::json Record(const char* event, const Pending& p, double elapsed, int64_t max_step) const;
+  records::Fault Record(bool fired, const Pending& p, double elapsed, int64_t max_step) const;
   void Notice(const std::string& text) const;
-  void Push(nlohmann::json record);  // records_ and on_record
+  void Push(const records::Fault& record);  // records_ and on_record
 
   ProcessSupervisor& children_;
   FaultInjectorOptions options_;

@@ -116,14 +116,12 @@ class DecoderEventTail {
     if (now - last_ < 250ms) return;
     last_ = now;
     for (const auto& e : tail_.ReadNew()) {
-      const std::string kind = e.value("event", "");
-      if (kind == "straggler_detected" || kind == "straggler_recovered") {
-        notice(fmt::format("step {}: worker {} {} ({:.1f}x the median worker's time)", e.value("step", int64_t{0}),
-                           e.value("worker", -1), kind == "straggler_detected" ? "is a straggler" : "recovered",
-                           e.value("ratio", 0.0)));
-      } else if (kind == "shuffle") {
+      if (auto st = records::StragglerFrom(e)) {
+        notice(fmt::format("step {}: worker {} {} ({:.1f}x the median worker's time)", st->step,
+                           st->worker.value_or(-1), st->slow ? "is a straggler" : "recovered", st->ratio));
+      } else if (auto sh = records::ShuffleFrom(e)) {
         notice(fmt::format("step {}: partitions re-mapped away from slow workers ({} partition copies moved)",
-                           e.value("step", int64_t{0}), e.value("partitions_moved", int64_t{0})));
+                           sh->step, sh->partitions_moved));
       }
     }
   }

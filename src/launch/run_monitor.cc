@@ -6,6 +6,7 @@
 #include <chrono>
 #include <fstream>
 
+#include "tenax/core/json_fields.h"
 #include "tenax/core/run_records.h"
 
 namespace tenax {
@@ -13,13 +14,9 @@ namespace {
 
 std::string MiB(double bytes) { return fmt::format("{:.1f} MiB", bytes / (1 << 20)); }
 
-// "worker 1", "joiner 2", "storage node-2", "server 0": the target of a fault record.
-std::string TargetOf(const nlohmann::json& r) {
-  if (r.contains("storage")) return "storage " + r.value("storage", std::string());
-  if (r.contains("server")) return "server " + std::to_string(r.value("server", 0));
-  if (r.contains("joiner")) return "joiner " + std::to_string(r.value("joiner", 0));
-  if (r.contains("worker")) return "worker " + std::to_string(r.value("worker", 0));
-  return "?";
+std::string TargetOf(const records::Fault& f) {
+  std::string target = records::TargetName(f);
+  return target.empty() ? "?" : target;
 }
 
 // The reaction to a member lost: "the other 3 workers re-formed as
@@ -115,14 +112,16 @@ void RunMonitor::Notice(const std::string& text) {
 }
 
 void RunMonitor::OnFaultRecord(nlohmann::json record) {
-  record["time"] = Now();
+  const double time = Now();
+  record["time"] = time;
   Record(record);
-  if (record.value("event", "") != "fault") return;
-  faults_.push_back({record["time"].get<double>(), record});
-  const std::string action = record.value("action", "");
-  Worker* w = ByName(TargetOf(record));
+  std::optional<records::Fault> fault = records::FaultFrom(record);
+  if (!fault || !fault->fired) return;
+  faults_.push_back({time, *fault});
+  const std::string& action = fault->action;
+  Worker* w = ByName(TargetOf(*fault));
   if (!w || action == "restart") return;  // a joiner's state comes with AddWorker
-  if (action == "kill") SetState(*w, "killed", "SIGKILL at step " + std::to_string(record.value("step", 0)));
+  if (action == "kill") SetState(*w, "killed", "SIGKILL at step " + std::to_string(fault->step));
   if (action == "preempt") SetState(*w, "preempted", "notice (SIGTERM): leaves at the next step boundary");
   if (action == "stop") SetState(*w, "stopped", "SIGSTOP: hangs");
   if (action == "cont") SetState(*w, "active", "SIGCONT");
@@ -190,33 +189,31 @@ bool RunMonitor::OnExit(pid_t pid, int code, const std::string& why) {
 }
 
 void RunMonitor::OnJobEvent(const nlohmann::json& e) {
-  const std::string kind = e.value("event", "");
-  const double time = e.value("time", Now());
-  if (kind == "straggler") {
-    job_events_.push_back({time, e});
-    Worker* w = ByPid(static_cast<pid_t>(e.value("pid", int64_t{0})));
-    const std::string who = w ? w->status.name : e.value("member", std::string("a member"));
-    const bool slow = e.value("state", "") == "slow";
-    const std::string detail = fmt::format("{:.1f}x the median time per sample; share {} of {}", e.value("ratio", 0.0),
-                                           e.value("share", int64_t{0}), e.value("global_batch", int64_t{0}));
-    if (w && (w->status.state == "active" || w->status.state == "slow")) SetState(*w, slow ? "slow" : "active", detail);
-    Notice(fmt::format("step {}: {} {} ({})", e.value("step", int64_t{0}), who,
-                       slow ? "is a straggler: the others take more of each batch" : "is no longer slow", detail));
-  } else if (kind == "recovery") {
-    job_events_.push_back({time, e});
-    const std::string phase = e.value("phase", "");
-    const std::string policy = e.value("policy", std::string("?"));
-    const std::string dataset = e.value("dataset", std::string("?"));
-    if (phase == "started") {
+  const double time = json_fields::Number(e, "time").value_or(Now());
+  if (auto st = records::StragglerFrom(e)) {
+    stragglers_.push_back({time, *st});
+    Worker* w = ByPid(static_cast<pid_t>(st->pid.value_or(0)));
+    const std::string who = w ? w->status.name : st->member.empty() ? std::string("a member") : st->member;
+    const std::string detail = fmt::format("{:.1f}x the median time per sample; share {} of {}", st->ratio,
+                                           st->share.value_or(0), st->global_batch.value_or(0));
+    if (w && (w->status.state == "active" || w->status.state == "slow")) {
+      SetState(*w, st->slow ? "slow" : "active", detail);
+    }
+    Notice(fmt::format("step {}: {} {} ({})", st->step, who,
+                       st->slow ? "is a straggler: the others take more of each batch" : "is no longer slow", detail));
+  } else if (auto r = records::RecoveryFrom(e)) {
+    recoveries_.push_back({time, *r});
+    const std::string policy = r->policy.empty() ? "?" : r->policy;
+    const std::string dataset = r->dataset.empty() ? "?" : r->dataset;
+    if (r->phase == "started") {
       Notice("store: a worker read around a lost chunk of " + dataset + "; " + policy +
              " recovery planned and started");
-    } else if (phase == "done") {
+    } else if (r->phase == "done") {
       Notice(fmt::format("store: {} recovery of {} done: rebuilt {} of {} lost chunks ({} moved) in {:.1f} s", policy,
-                         dataset,
-                         e.value("chunks_rebuilt", int64_t{0}), e.value("lost_chunks", int64_t{0}),
-                         MiB(e.value("bytes", 0.0)), e.value("seconds", 0.0)));
+                         dataset, r->chunks_rebuilt, r->lost_chunks, MiB(static_cast<double>(r->bytes)),
+                         r->seconds));
     } else {
-      Notice("store: the " + policy + " recovery failed: " + e.value("error", std::string("?")));
+      Notice("store: the " + policy + " recovery failed: " + (r->error.empty() ? "?" : r->error));
     }
   }
 }
@@ -237,10 +234,8 @@ void RunMonitor::Finish() {
 
 double RunMonitor::RecoveryBytes() const {
   double bytes = 0;
-  for (const auto& e : job_events_) {
-    if (e.record.value("event", "") == "recovery" && e.record.value("phase", "") == "done") {
-      bytes += e.record.value("bytes", 0.0);
-    }
+  for (const auto& e : recoveries_) {
+    if (e.record.phase == "done") bytes += static_cast<double>(e.record.bytes);
   }
   return bytes;
 }
@@ -253,17 +248,17 @@ const RunMonitor::Event* RunMonitor::FirstGenerationAfter(
   return nullptr;
 }
 
-nlohmann::json RunMonitor::ReactionToFault(const Event& f) const {
-  const nlohmann::json& r = f.record;
-  const std::string action = r.value("action", "");
+nlohmann::json RunMonitor::ReactionToFault(const Timed<records::Fault>& f) const {
+  const records::Fault& r = f.record;
+  const std::string& action = r.action;
   const std::string target = TargetOf(r);
   nlohmann::json entry = {{"fault", action + " " + target},
                           {"action", action},
                           {"target", target},
-                          {"source", r.value("source", "")},
+                          {"source", r.source},
                           {"at_seconds", f.time - start_},
                           {"time", f.time},
-                          {"step", r.value("step", 0)},
+                          {"step", r.step},
                           {"reaction", "none observed before the job ended"},
                           {"recovered", false},
                           {"recovered_seconds", nullptr}};
@@ -272,34 +267,29 @@ nlohmann::json RunMonitor::ReactionToFault(const Event& f) const {
     entry["recovered"] = true;
     entry["recovered_seconds"] = std::max(0.0, at - f.time);
   };
-  if (r.contains("storage")) {
-    if (r.value("wiped", false)) entry["fault"] = "kill " + target + " and wipe its disk";
-    const Event* done = nullptr;
-    for (const auto& e : job_events_) {
-      if (e.time >= f.time && e.record.value("event", "") == "recovery" && e.record.value("phase", "") == "done") {
-        done = &e;
-        break;
-      }
-    }
-    if (done) {
-      const auto& d = done->record;
+  const pid_t pid = static_cast<pid_t>(r.pid.value_or(0));
+  if (!r.storage.empty()) {
+    if (r.wiped.value_or(false)) entry["fault"] = "kill " + target + " and wipe its disk";
+    auto done = std::find_if(recoveries_.begin(), recoveries_.end(), [&](const Timed<records::Recovery>& e) {
+      return e.time >= f.time && e.record.phase == "done";
+    });
+    if (done != recoveries_.end()) {
+      const records::Recovery& d = done->record;
       recovered(done->time,
                 fmt::format("training read around the lost chunks (degraded reads); a {} recovery rebuilt {} of {} "
                             "lost chunks ({} moved)",
-                            d.value("policy", std::string("?")), d.value("chunks_rebuilt", int64_t{0}),
-                            d.value("lost_chunks", int64_t{0}), MiB(d.value("bytes", 0.0))));
+                            d.policy.empty() ? "?" : d.policy, d.chunks_rebuilt, d.lost_chunks,
+                            MiB(static_cast<double>(d.bytes))));
     } else {
       entry["reaction"] = "training read around the lost chunks (degraded reads); no recovery finished";
     }
   } else if (action == "restart") {
-    const pid_t pid = static_cast<pid_t>(r.value("pid", int64_t{0}));
     const Event* g = FirstGenerationAfter(f.time, [&](const nlohmann::json& gen) { return HasMember(gen, pid); });
     if (g) {
       recovered(g->time, fmt::format("{} joined generation {} and copied the model from a live peer", target,
                                      g->record.value("number", 0)));
     }
   } else if (action == "kill" || action == "preempt" || action == "stop") {
-    const pid_t pid = static_cast<pid_t>(r.value("pid", int64_t{0}));
     const Event* g = FirstGenerationAfter(f.time, [&](const nlohmann::json& gen) { return !HasMember(gen, pid); });
     if (g) recovered(g->time, Reformed(g->record));
   } else if (action == "cont") {
@@ -311,11 +301,12 @@ nlohmann::json RunMonitor::ReactionToFault(const Event& f) const {
 std::vector<nlohmann::json> RunMonitor::DetectedStragglers(double train_start,
                                                            std::vector<std::string>& detected) const {
   std::vector<nlohmann::json> out;
-  for (const auto& e : job_events_) {
-    if (e.record.value("event", "") != "straggler" || e.record.value("state", "") != "slow") continue;
-    std::string who = e.record.value("member", std::string("?"));
+  for (const auto& e : stragglers_) {
+    const records::Straggler& st = e.record;
+    if (!st.slow) continue;
+    std::string who = st.member.empty() ? "?" : st.member;
     for (const auto& w : workers_) {
-      if (w.pid == static_cast<pid_t>(e.record.value("pid", int64_t{0}))) who = w.status.name;
+      if (st.pid && w.pid == static_cast<pid_t>(*st.pid)) who = w.status.name;
     }
     const bool injected =
         std::find(injected_stragglers_.begin(), injected_stragglers_.end(), who) != injected_stragglers_.end();
@@ -327,12 +318,10 @@ std::vector<nlohmann::json> RunMonitor::DetectedStragglers(double train_start,
                    {"source", "stragglers"},
                    {"at_seconds", train_start - start_},
                    {"time", train_start},
-                   {"step", e.record.value("step", 0)},
+                   {"step", st.step},
                    {"reaction", fmt::format("detected at step {} ({:.1f}x the median time per sample); its share of "
                                             "each global batch fell to {} of {}",
-                                            e.record.value("step", int64_t{0}), e.record.value("ratio", 0.0),
-                                            e.record.value("share", int64_t{0}),
-                                            e.record.value("global_batch", int64_t{0}))},
+                                            st.step, st.ratio, st.share.value_or(0), st.global_batch.value_or(0))},
                    {"recovered", true},
                    {"recovered_seconds", std::max(0.0, e.time - train_start)}});
   }

@@ -27,6 +27,7 @@
 #include "tenax/coord/job_watcher.h"
 #include "tenax/coord/work_queue.h"
 #include "tenax/core/metrics.h"
+#include "tenax/core/run_records.h"
 #include "tenax/launch/local_launcher.h"
 
 namespace tenax {
@@ -85,6 +86,11 @@ class RunMonitor {
     double time = 0;
     nlohmann::json record;
   };
+  template <typename Record>
+  struct Timed {  // a typed record and when the launcher saw it (unix seconds)
+    double time = 0;
+    Record record;
+  };
 
   static double Now();
   Worker* ByPid(pid_t pid);
@@ -98,7 +104,7 @@ class RunMonitor {
   // stragglers' entries (their names go to `detected`); an undetected one's;
   // a worker's own failure's entry.
   const Event* FirstGenerationAfter(double t, const std::function<bool(const nlohmann::json&)>& ok) const;
-  nlohmann::json ReactionToFault(const Event& f) const;
+  nlohmann::json ReactionToFault(const Timed<records::Fault>& f) const;
   std::vector<nlohmann::json> DetectedStragglers(double train_start, std::vector<std::string>& detected) const;
   nlohmann::json UndetectedStraggler(const std::string& who, double train_start) const;
   nlohmann::json ReactionToOwnFailure(const Event& e) const;
@@ -112,9 +118,10 @@ class RunMonitor {
   std::vector<Worker> workers_;
   JsonLinesTail tail_;  // the job's records in metrics.jsonl
   double last_poll_ = 0;
-  std::vector<Event> faults_;       // the injector's "fault" records
+  std::vector<Timed<records::Fault>> faults_;  // the injector's fired faults
   std::vector<Event> generations_;  // {"number", "members", "why", "names"}
-  std::vector<Event> job_events_;   // straggler and recovery records
+  std::vector<Timed<records::Straggler>> stragglers_;  // the job's straggler records
+  std::vector<Timed<records::Recovery>> recoveries_;   // the job's recovery records
   std::vector<Event> own_failures_;  // {"worker", "pid", "code", "why"}: OnExit's failures
   coord::WorkQueueCounts queue_;    // the last counts OnQueueCounts saw
 };

@@ -6,7 +6,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "tenax/core/files.h"
@@ -46,7 +48,6 @@ class Warnings {
 
 struct Record {
   json j;
-  std::string event;
   std::optional<double> time;     // "time": unix seconds
   std::optional<double> elapsed;  // "elapsed_seconds"
   double t = 0;                   // seconds since the run's start, set by Place()
@@ -74,7 +75,6 @@ std::vector<Record> ParseLines(const std::string& text, const std::string& file,
       continue;
     }
     Record r;
-    r.event = Text(j, "event");
     r.time = Number(j, "time");
     r.elapsed = Number(j, "elapsed_seconds");
     r.j = std::move(j);
@@ -144,58 +144,73 @@ std::string TargetOf(const json& j) {
   return Text(j, "target");
 }
 
-std::string FaultText(const Record& r, const std::string& target) {
-  std::string text = Text(r.j, "action");
-  if (text.empty()) text = "fault";
-  if (!target.empty()) text += " " + target;
-  if (std::string signal = Text(r.j, "signal"); !signal.empty()) text += " (" + signal + ")";
-  if (auto step = Integer(r.j, "step")) text += " at step " + std::to_string(*step);
-  if (Flag(r.j, "wiped").value_or(false)) text += ", its data wiped";
-  if (std::string reason = Text(r.j, "reason"); !reason.empty()) text += ": " + reason;
+std::string FaultText(const records::Fault& f) {
+  std::string text = f.action;
+  if (std::string target = records::TargetName(f); !target.empty()) text += " " + target;
+  if (!f.signal.empty()) text += " (" + f.signal + ")";
+  if (f.step > 0) text += " at step " + std::to_string(f.step);
+  if (f.wiped.value_or(false)) text += ", its data wiped";
+  if (!f.reason.empty()) text += ": " + f.reason;
   return text;
 }
 
-std::string StragglerText(const Record& r, const std::string& target) {
-  const std::string state = Text(r.j, "state");
-  const bool recovered = state == "recovered" || r.event == "straggler_recovered";
+// Which worker had which pid: the launcher's first state of each worker
+// says "pid N" (launch/run_monitor.cc AddWorker).
+using WorkerOfPid = std::map<int64_t, std::string>;
+WorkerOfPid WorkersByPid(const std::vector<Record>& records) {
+  WorkerOfPid out;
+  for (const Record& r : records) {
+    auto ws = records::WorkerStateFrom(r.j);
+    if (!ws || ws->detail.rfind("pid ", 0) != 0) continue;
+    const int64_t pid = std::atoll(ws->detail.c_str() + 4);
+    if (pid > 0) out.emplace(pid, ws->worker);
+  }
+  return out;
+}
+
+// "worker 3": the coded decoder's index, or the elastic member's pid as the
+// launcher named it; else the member's "host/pid" name.
+std::string StragglerTarget(const records::Straggler& s, const WorkerOfPid& workers) {
+  if (s.worker) return "worker " + std::to_string(*s.worker);
+  if (auto it = s.pid ? workers.find(*s.pid) : workers.end(); it != workers.end()) return it->second;
+  return s.member;
+}
+
+std::string StragglerText(const records::Straggler& s, const std::string& target) {
   std::string text = target.empty() ? "a worker" : target;
-  text += recovered ? " is no longer slow" : " is slow";
+  text += s.slow ? " is slow" : " is no longer slow";
   std::vector<std::string> facts;
-  if (auto ratio = Number(r.j, "ratio")) facts.push_back(FixedText(*ratio, 1) + "x the median step time");
-  if (std::string share = Text(r.j, "share"); !share.empty()) facts.push_back("share " + share);
-  if (auto step = Integer(r.j, "step")) facts.push_back("step " + std::to_string(*step));
+  if (s.ratio > 0) facts.push_back(FixedText(s.ratio, 1) + "x the median step time");
+  if (s.share) {
+    facts.push_back("share " + std::to_string(*s.share) +
+                    (s.global_batch ? " of " + std::to_string(*s.global_batch) : std::string()));
+  }
+  if (s.step > 0) facts.push_back("step " + std::to_string(s.step));
   for (size_t i = 0; i < facts.size(); ++i) text += (i == 0 ? " (" : ", ") + facts[i];
-  if (!facts.empty()) text += ")";
-  return text;
+  return facts.empty() ? text : text + ")";
 }
 
-std::string RecoveryText(const Record& r) {
-  const std::string phase = Text(r.j, "phase");
-  std::string policy = Text(r.j, "policy");
-  std::string text = "recovery" + (policy.empty() ? std::string() : " (" + policy + ")");
-  text += phase == "done" ? " done" : phase.empty() ? "" : " " + phase;
+std::string RecoveryText(const records::Recovery& r) {
+  std::string text = "recovery" + (r.policy.empty() ? std::string() : " (" + r.policy + ")") + " " + r.phase;
   std::vector<std::string> facts;
-  if (std::string ds = Text(r.j, "dataset"); !ds.empty()) facts.push_back("dataset " + ds);
-  if (auto lost = Integer(r.j, "lost_chunks")) facts.push_back(std::to_string(*lost) + " chunks lost");
-  if (auto rebuilt = Integer(r.j, "rebuilt_chunks")) facts.push_back(std::to_string(*rebuilt) + " rebuilt");
-  if (auto bytes = Number(r.j, "bytes")) facts.push_back(BytesText(*bytes));
-  if (auto s = Number(r.j, "seconds")) facts.push_back("in " + FixedText(*s, 1) + " s");
+  if (!r.dataset.empty()) facts.push_back("dataset " + r.dataset);
+  if (r.phase == "done") {
+    facts.push_back(std::to_string(r.lost_chunks) + " chunks lost");
+    facts.push_back(std::to_string(r.chunks_rebuilt) + " rebuilt");
+    facts.push_back(BytesText(static_cast<double>(r.bytes)));
+    facts.push_back("in " + FixedText(r.seconds, 1) + " s");
+  }
+  if (!r.error.empty()) facts.push_back(r.error);
   for (size_t i = 0; i < facts.size(); ++i) text += (i == 0 ? ": " : ", ") + facts[i];
   return text;
 }
 
-std::string GenerationText(const Record& r) {
-  std::string text = "generation " + Text(r.j, "number");
-  if (r.j.contains("members") && r.j["members"].is_array()) {
-    std::string members;
-    for (const json& m : r.j["members"]) {
-      if (!m.is_number_integer() && !m.is_string()) continue;
-      members += (members.empty() ? "" : ", ") + (m.is_string() ? m.get<std::string>() : m.dump());
-    }
-    text += ": members " + (members.empty() ? std::string("none") : members);
-  }
-  if (std::string why = Text(r.j, "why"); !why.empty()) text += " (" + why + ")";
-  if (auto ms = Number(r.j, "reform_ms")) text += ", re-formed in " + FixedText(*ms, 0) + " ms";
+std::string GenerationText(const records::Generation& g) {
+  std::string members;
+  for (int64_t m : g.members) members += (members.empty() ? "" : ", ") + std::to_string(m);
+  std::string text = "generation " + std::to_string(g.number) + ": members " + (members.empty() ? "none" : members);
+  if (!g.why.empty()) text += " (" + g.why + ")";
+  if (g.reform_ms) text += ", re-formed in " + FixedText(*g.reform_ms, 0) + " ms";
   return text;
 }
 
@@ -205,20 +220,21 @@ void ReadEvents(const std::vector<Record>& records, RunRecord& rec) {
     std::string worker, state, host, detail;
   };
   std::vector<State> states;
+  const WorkerOfPid workers = WorkersByPid(records);
   for (const Record& r : records) {
-    const std::string target = TargetOf(r.j);
-    if (r.event == "fault") {
-      rec.events.push_back({r.t, EventKind::kFault, FaultText(r, target), target});
-    } else if (r.event == "fault_not_fired") {
-      rec.events.push_back({r.t, EventKind::kNotice, "fault not fired: " + FaultText(r, target), target});
-    } else if (r.event == "straggler" || r.event == "straggler_detected" || r.event == "straggler_recovered") {
-      rec.events.push_back({r.t, EventKind::kStraggler, StragglerText(r, target), target});
-    } else if (r.event == "recovery") {
-      rec.events.push_back({r.t, EventKind::kRecovery, RecoveryText(r), ""});
+    if (auto f = records::FaultFrom(r.j)) {
+      const std::string target = records::TargetName(*f);
+      rec.events.push_back(f->fired ? RunEvent{r.t, EventKind::kFault, FaultText(*f), target}
+                                    : RunEvent{r.t, EventKind::kNotice, "fault not fired: " + FaultText(*f), target});
+    } else if (auto st = records::StragglerFrom(r.j)) {
+      const std::string target = StragglerTarget(*st, workers);
+      rec.events.push_back({r.t, EventKind::kStraggler, StragglerText(*st, target), target});
+    } else if (auto recovery = records::RecoveryFrom(r.j)) {
+      rec.events.push_back({r.t, EventKind::kRecovery, RecoveryText(*recovery), ""});
     } else if (auto notice = records::NoticeFrom(r.j)) {
       rec.events.push_back({r.t, EventKind::kNotice, notice->text, ""});
-    } else if (r.event == "generation") {
-      rec.events.push_back({r.t, EventKind::kGeneration, GenerationText(r), ""});
+    } else if (auto g = records::GenerationFrom(r.j)) {
+      rec.events.push_back({r.t, EventKind::kGeneration, GenerationText(*g), ""});
     } else if (auto ws = records::WorkerStateFrom(r.j)) {
       states.push_back({r.t, ws->worker, ws->state, ws->host, ws->detail});
     }
@@ -269,11 +285,12 @@ void ReadFaults(const json& summary, const std::vector<Record>& records, double 
   }
   // No summary (or an older one): the launcher's fault records, without reactions.
   for (const Record& r : records) {
-    if (r.event != "fault") continue;
+    auto f = records::FaultFrom(r.j);
+    if (!f || !f->fired) continue;
     FaultReaction fr;
-    fr.action = Text(r.j, "action");
-    fr.target = TargetOf(r.j);
-    fr.fault = FaultText(r, fr.target);
+    fr.action = f->action;
+    fr.target = records::TargetName(*f);
+    fr.fault = FaultText(*f);
     fr.at_seconds = r.t;
     rec.faults.push_back(std::move(fr));
   }

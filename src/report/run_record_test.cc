@@ -307,7 +307,7 @@ TEST(RunRecord, OddRecordsAreTolerated) {
       "{\"event\":\"worker_state\",\"state\":\"active\",\"time\":103}\n"     // nobody's state: ignored
       "{\"event\":\"fault\",\"action\":7,\"worker\":{\"x\":1},\"step\":1e300,\"time\":104}\n"
       "{\"event\":\"epoch\",\"test_accuracy\":0.7,\"time\":\"late\"}\n"
-      "{\"event\":\"straggler\",\"worker\":3,\"ratio\":null,\"time\":105}\n";
+      "{\"event\":\"straggler\",\"state\":\"slow\",\"worker\":3,\"ratio\":null,\"time\":105}\n";
   ASSERT_OK_AND_ASSIGN(RunRecord r, ParseRunRecord(f));
   EXPECT_EQ(r.records, 9u);
   ASSERT_EQ(r.run.train_loss.size(), 2u);

@@ -6,13 +6,20 @@
 // so each field is spelled once. JsonLinesWriter (core/metrics.h) adds
 // "time", unix seconds, to every record: the report's one clock.
 //
-// Not typed yet (written and read as JSON with the same field names in
-// both places): fault, fault_not_fired, straggler, generation, recovery.
+// And the records of what happened to the job: "fault" and
+// "fault_not_fired" (launch/fault_injector.cc), "straggler" (the elastic
+// exchange's rank 0, and the coded decoder's decoder.jsonl), "generation"
+// (the elastic exchange), "recovery" (train/input/store_source.cc) and
+// "shuffle" (the coded decoder). The launcher's run monitor and the report
+// read them back with the same types.
 //
 // From*: nullopt unless `j` is an object whose "event" names the kind and
 // whose defining value is present with its type (train: loss; epoch and
 // final: test_accuracy; notice: a non-empty text; worker_state: a
-// non-empty worker, or its number N, read as "worker N"). Every other field that is missing or of another type
+// non-empty worker, or its number N, read as "worker N"; fault: an action
+// (a number is read as its text);
+// straggler: a state, "slow" or "recovered"; generation: its number;
+// recovery: a phase; shuffle: a step). Every other field that is missing or of another type
 // reads as its default: records come from other processes, perhaps other
 // versions of tenax, and the report of a broken run must still load.
 // Pure functions; nothing throws.
@@ -22,6 +29,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace tenax::records {
 
@@ -71,16 +79,108 @@ struct WorkerState {
   bool operator==(const WorkerState&) const = default;
 };
 
+// "fault" (fired) or "fault_not_fired": one fault of the job's plan, by
+// the launcher's fault injector. Exactly one of worker, joiner, server and
+// storage names the target (none: a restart that starts a new joiner
+// names it in joiner).
+struct Fault {
+  bool fired = true;   // false: "fault_not_fired", `reason` says why
+  std::string action;  // "kill", "preempt", "stop", "cont", "restart"
+  std::optional<int64_t> worker;  // the worker's index
+  std::optional<int64_t> joiner;  // the joiner's number (1-based)
+  std::optional<int64_t> server;  // the parameter server's index
+  std::string storage;            // "node-2"; "" when not a storage node
+  double elapsed_seconds = 0;     // since the launcher started the workers
+  int64_t step = 0;               // the job's highest step then
+  std::string source;             // the plan entry, "faults[1]" / "stragglers"
+  std::optional<double> at_seconds;  // the plan's trigger, when by time
+  std::optional<int64_t> at_step;    // ... when by step
+  std::string signal;                // "SIGKILL", "SIGTERM", ...; "" for a restart
+  std::optional<int64_t> pid;        // the target's (or the new process's) pid
+  std::optional<double> grace_seconds;  // a preemption's grace period
+  std::optional<double> delay_seconds;  // a restart's delay
+  std::string reason;                   // why it did not fire, or why SIGKILL
+  std::optional<bool> wiped;            // a storage node's disk wiped
+  std::string wipe_error;
+  bool operator==(const Fault&) const = default;
+};
+
+// "worker 1", "joiner 2", "server 0", "storage node-2": whom the fault
+// was aimed at; "" when the record names nobody.
+std::string TargetName(const Fault& f);
+
+// "straggler": a member became slow or recovered. The elastic exchange
+// names it by member (its "host/pid" name), member_id, rank and pid and
+// gives its new share; the coded decoder names it by worker index. Older
+// decoders wrote "straggler_detected" / "straggler_recovered"; StragglerFrom
+// reads those too.
+struct Straggler {
+  bool slow = true;  // false: it recovered ("state": "recovered")
+  std::string member;
+  std::optional<int64_t> member_id, rank, worker, pid;
+  int64_t step = 0;
+  double ratio = 0;  // its time per sample (or arrival) over the median
+  std::optional<int64_t> share, global_batch;  // its samples of each global batch
+  bool operator==(const Straggler&) const = default;
+};
+
+// "generation": the elastic group re-formed.
+struct Generation {
+  int64_t number = 0;
+  int64_t first_step = 0;          // the first step it trains
+  std::vector<int64_t> members;    // member ids
+  std::string why;                 // "a member left", "joiner ...", ...
+  std::optional<double> detect_ms;  // from the last good step to the loss noticed
+  std::optional<double> reform_ms;  // from noticing (or the boundary) to formed
+  std::optional<double> join_transfer_ms;  // a joiner's model copy
+  bool operator==(const Generation&) const = default;
+};
+
+// "recovery": a store dataset's recovery after a lost chunk ("started",
+// then "done" or "failed"); the counts come with "done".
+struct Recovery {
+  std::string phase;  // "started", "done", "failed"
+  std::string dataset;
+  std::string policy;  // "smart", "full", ...
+  int64_t lost_chunks = 0, first_chunks = 0, later_chunks = 0, chunks_rebuilt = 0;
+  std::vector<std::string> unrecoverable;  // stripes it could not rebuild, in words
+  int64_t bytes_read = 0, bytes_written = 0;
+  int64_t bytes = 0;  // read + written
+  double first_pass_seconds = 0, background_seconds = 0;
+  double seconds = 0;  // from the lost chunk noticed to done
+  std::string error;   // why it failed
+  bool operator==(const Recovery&) const = default;
+};
+
+// "shuffle": the coded decoder re-mapped partitions away from slow workers.
+struct Shuffle {
+  int64_t step = 0;
+  nlohmann::json rows;  // the new assignment, as the decoder wrote it
+  int64_t partitions_moved = 0;
+  int64_t bytes_moved = 0;
+  bool operator==(const Shuffle&) const = default;
+};
+
 nlohmann::json ToJson(const Train& r);
 nlohmann::json ToJson(const Epoch& r);
 nlohmann::json ToJson(const Final& r);
 nlohmann::json ToJson(const Notice& r);
 nlohmann::json ToJson(const WorkerState& r);
+nlohmann::json ToJson(const Fault& r);
+nlohmann::json ToJson(const Straggler& r);
+nlohmann::json ToJson(const Generation& r);
+nlohmann::json ToJson(const Recovery& r);
+nlohmann::json ToJson(const Shuffle& r);
 
 std::optional<Train> TrainFrom(const nlohmann::json& j);
 std::optional<Epoch> EpochFrom(const nlohmann::json& j);
 std::optional<Final> FinalFrom(const nlohmann::json& j);
 std::optional<Notice> NoticeFrom(const nlohmann::json& j);
 std::optional<WorkerState> WorkerStateFrom(const nlohmann::json& j);
+std::optional<Fault> FaultFrom(const nlohmann::json& j);  // either kind
+std::optional<Straggler> StragglerFrom(const nlohmann::json& j);
+std::optional<Generation> GenerationFrom(const nlohmann::json& j);
+std::optional<Recovery> RecoveryFrom(const nlohmann::json& j);
+std::optional<Shuffle> ShuffleFrom(const nlohmann::json& j);
 
 }  // namespace tenax::records

@@ -15,6 +15,7 @@
 
 #include "allreduce_exchange_impl.h"
 #include "tenax/comm/channel_codec.h"
+#include "tenax/core/run_records.h"
 #include "tenax/core/signals.h"
 #include "tenax/net/control_codec.h"
 #include "tenax/job/batch_shares.h"
@@ -196,15 +197,15 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
       NoteFormed();
       if (why.empty()) why = "joined as rank " + std::to_string(rank());
     }
-    nlohmann::json timing;
+    records::Generation timing;
     const auto now = SteadyClock::now();
     if (detected_) {
-      timing["detect_ms"] = MillisBetween(last_ok_, *detected_);
-      timing["reform_ms"] = MillisBetween(*detected_, now);
+      timing.detect_ms = MillisBetween(last_ok_, *detected_);
+      timing.reform_ms = MillisBetween(*detected_, now);
     } else {
-      timing["reform_ms"] = MillisBetween(boundary_start_, now);
+      timing.reform_ms = MillisBetween(boundary_start_, now);
     }
-    if (transfer_ms >= 0) timing["join_transfer_ms"] = transfer_ms;
+    if (transfer_ms >= 0) timing.join_transfer_ms = static_cast<double>(transfer_ms);
     Record(applied + 1, why, timing);
     detected_.reset();
     last_ok_ = now;
@@ -331,20 +332,19 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
       }
       const std::string& name = members[r].name;
       const auto slash = name.rfind('/');
-      nlohmann::json e = {{"event", "straggler"},
-                          {"state", slow ? "recovered" : "slow"},
-                          {"member", name},
-                          {"member_id", id},
-                          {"rank", r},
-                          {"step", steps_finished_},
-                          {"ratio", ratio},
-                          {"share", r < shares_.size() ? shares_[r] : 0},
-                          {"global_batch", global_batch_}};
-      if (slash != std::string::npos) e["pid"] = std::atoll(name.c_str() + slash + 1);
+      records::Straggler e;
+      e.slow = !slow;  // `slow`: it was slow before this change
+      e.member = name;
+      e.member_id = id;
+      e.rank = static_cast<int64_t>(r);
+      e.step = steps_finished_;
+      e.ratio = ratio;
+      e.share = r < shares_.size() ? shares_[r] : 0;
+      e.global_batch = global_batch_;
+      if (slash != std::string::npos) e.pid = std::atoll(name.c_str() + slash + 1);
       spdlog::warn("rank {}/{}: member {} ({}) {} ({:.1f}x the median seconds per sample; share {} of {})", rank(),
-                   world(), id, name, slow ? "recovered" : "is a straggler", ratio, e["share"].get<int64_t>(),
-                   global_batch_);
-      eo_.on_event(e);
+                   world(), id, name, slow ? "recovered" : "is a straggler", ratio, *e.share, global_batch_);
+      eo_.on_event(records::ToJson(e));
     }
   }
 
@@ -515,22 +515,20 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
     return top - 1;
   }
 
-  void Record(int64_t first_step, const std::string& why, const nlohmann::json& timing) {
-    nlohmann::json g = timing;
-    std::vector<uint32_t> ids;
-    for (const auto& m : group_->members()) ids.push_back(m.id);
-    g["number"] = group_->generation();
-    g["first_step"] = first_step;
-    g["members"] = ids;
-    g["why"] = why;
-    generations_.push_back(g);
-    spdlog::info("rank {}/{}: generation {} from step {} ({}){}", rank(), world(), group_->generation(), first_step, why,
-                 timing.empty() ? "" : " " + timing.dump());
-    if (eo_.on_event) {
-      nlohmann::json e = g;
-      e["event"] = "generation";
-      eo_.on_event(e);
-    }
+  // `g` brings the timings; the rest is filled here. Goes to on_event
+  // (a "generation" record) and to the summary's "generations".
+  void Record(int64_t first_step, const std::string& why, records::Generation g) {
+    for (const auto& m : group_->members()) g.members.push_back(m.id);
+    g.number = static_cast<int64_t>(group_->generation());
+    g.first_step = first_step;
+    g.why = why;
+    spdlog::info("rank {}/{}: generation {} from step {} ({}); detect {:.0f} ms, re-form {:.0f} ms, join copy {:.0f} ms",
+                 rank(), world(), g.number, first_step, why, g.detect_ms.value_or(0), g.reform_ms.value_or(0),
+                 g.join_transfer_ms.value_or(0));
+    nlohmann::json e = records::ToJson(g);
+    if (eo_.on_event) eo_.on_event(e);
+    e.erase("event");
+    generations_.push_back(std::move(e));
   }
 
   std::unique_ptr<comm::Group> owned_;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "tenax/core/metrics.h"
+#include "tenax/core/run_records.h"
 #include "tenax/store/catalog.h"
 #include "tenax/store/store_client.h"
 #include "tenax/store/stripe_layout.h"
@@ -48,7 +49,11 @@ class LoaderRecovery {
  private:
   void Run() {
     const auto start = std::chrono::steady_clock::now();
-    report_ = {{"dataset", dataset_}, {"policy", options_.policy}};
+    records::Recovery rec;
+    rec.phase = "done";
+    rec.dataset = dataset_;
+    rec.policy = options_.policy;
+    std::string skipped, release_error;
     char host[256] = {0};
     ::gethostname(host, sizeof(host) - 1);
     const std::string owner = "pid " + std::to_string(::getpid()) + " on " + host;
@@ -57,45 +62,50 @@ class LoaderRecovery {
     auto cat = store::StoreCatalog::Open(catalog_);
     auto holder = cat.ok() ? (*cat)->ClaimRecovery(dataset_, owner, 3600) : Result<std::string>(cat.status());
     if (!holder.ok()) {
-      report_["error"] = holder.status().message();
+      rec.error = holder.status().message();
     } else if (*holder != owner) {
-      report_["skipped"] = "recovered by " + *holder;
+      skipped = "recovered by " + *holder;
     } else {
-      RecordEvent({{"event", "recovery"}, {"phase", "started"}, {"dataset", dataset_}, {"policy", options_.policy}});
+      records::Recovery started;
+      started.phase = "started";
+      started.dataset = dataset_;
+      started.policy = options_.policy;
+      RecordEvent(records::ToJson(started));
       auto client = store::StoreClient::Open(catalog_);
       auto reports = client.ok() ? (*client)->Recover(dataset_, options_, /*verify=*/false)
                                  : Result<std::vector<store::RecoveryReport>>(client.status());
       if (!reports.ok()) {
-        report_["error"] = reports.status().message();
+        rec.error = reports.status().message();
       } else if (!reports->empty()) {
         const store::RecoveryReport& r = reports->front();
-        report_.update({{"lost_chunks", r.lost.size()},
-                        {"first_chunks", r.plan.first.size()},
-                        {"later_chunks", r.plan.later.size()},
-                        {"chunks_rebuilt", r.chunks_rebuilt + r.background.chunks_rebuilt},
-                        {"bytes_read", r.bytes_read + r.background.bytes_read},
-                        {"bytes_written", r.bytes_written + r.background.bytes_written},
-                        {"first_pass_seconds", r.seconds},
-                        {"background_seconds", r.background.seconds},
-                        {"unrecoverable", r.unrecoverable}});
+        rec.lost_chunks = static_cast<int64_t>(r.lost.size());
+        rec.first_chunks = static_cast<int64_t>(r.plan.first.size());
+        rec.later_chunks = static_cast<int64_t>(r.plan.later.size());
+        rec.chunks_rebuilt = static_cast<int64_t>(r.chunks_rebuilt + r.background.chunks_rebuilt);
+        rec.bytes_read = static_cast<int64_t>(r.bytes_read + r.background.bytes_read);
+        rec.bytes_written = static_cast<int64_t>(r.bytes_written + r.background.bytes_written);
+        rec.first_pass_seconds = r.seconds;
+        rec.background_seconds = r.background.seconds;
+        rec.unrecoverable = r.unrecoverable;
       }
-      if (Status st = (*cat)->ReleaseRecovery(dataset_, owner); !st.ok()) report_["release_error"] = st.message();
+      if (Status st = (*cat)->ReleaseRecovery(dataset_, owner); !st.ok()) release_error = st.message();
     }
-    report_["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (!report_.contains("skipped")) {
-      nlohmann::json e = report_;
-      e["event"] = "recovery";
-      e["phase"] = report_.contains("error") ? "failed" : "done";
-      e["bytes"] = report_.value("bytes_read", int64_t{0}) + report_.value("bytes_written", int64_t{0});
-      g_recovery_bytes += e["bytes"].get<int64_t>();
-      RecordEvent(e);
+    rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    rec.bytes = rec.bytes_read + rec.bytes_written;
+    if (!rec.error.empty()) rec.phase = "failed";
+    report_ = records::ToJson(rec);
+    report_.erase("event");
+    if (!skipped.empty()) report_["skipped"] = skipped;
+    if (!release_error.empty()) report_["release_error"] = release_error;
+    if (skipped.empty()) {
+      g_recovery_bytes += rec.bytes;
+      RecordEvent(records::ToJson(rec));
     }
-    if (report_.contains("error")) {
-      spdlog::error("store dataset {}: the {} recovery failed: {}", dataset_, options_.policy,
-                    report_["error"].get<std::string>());
+    if (!rec.error.empty()) {
+      spdlog::error("store dataset {}: the {} recovery failed: {}", dataset_, options_.policy, rec.error);
     } else {
-      spdlog::warn("store dataset {}: {} recovery done in {:.2f} s: {}", dataset_, options_.policy,
-                   report_["seconds"].get<double>(), report_.dump());
+      spdlog::warn("store dataset {}: {} recovery done in {:.2f} s: {}", dataset_, options_.policy, rec.seconds,
+                   report_.dump());
     }
     done_.store(true);
   }
