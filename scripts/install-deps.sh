@@ -17,8 +17,9 @@ PACKAGES=(
   libucx-dev libssl-dev protobuf-compiler libprotobuf-dev
   # tests and micro-benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
-  # peers for benchmarks (PyTorch on the same kernels)
-  python3 python3-torch python3-numpy
+  # peers for benchmarks (PyTorch on the same kernels), and the Python
+  # package (src/python: pybind11 module, torch.distributed backend, pytest)
+  python3 python3-torch python3-numpy python3-dev pybind11-dev python3-pytest
   # the RPC peer of the transport benchmark
   libgrpc++-dev protobuf-compiler-grpc
   # sched: the Kubernetes scheduler extender's HTTP server (and the tests' client)
