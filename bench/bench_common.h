@@ -199,5 +199,6 @@ void AddEcBenchmark(CLI::App& bench, int& exit_code);
 void AddRecoveryBenchmark(CLI::App& bench, int& exit_code);
 // `sched`: network-aware placement against Kubernetes' schedulers (simulated) and one pod's latency.
 void AddSchedBenchmark(CLI::App& bench, int& exit_code);
+void AddPythonBenchmark(CLI::App& bench, int& exit_code);
 
 }  // namespace tenax::bench

@@ -1,7 +1,14 @@
 #!/usr/bin/python3
-"""PyTorch DDP peer of `tenax bench train`.
+"""PyTorch DDP peer of `tenax bench train`, and both sides of `tenax bench
+python` (--backend tenax: the same stock DDP script on tenax's
+torch.distributed backend; --model big: an MLP of 11.9M parameters, as
+much compute as gradient; --model wide: an embedding of 12.8M parameters
+with little compute, whose 51 MB of gradients make each step
+communication-heavy; --no-sync: DDP's
+no_sync() on every step, the compute alone, so the bench can say how much
+of a step communication leaves exposed).
 
-One process per rank, Gloo backend on CPU, the idiomatic fast way: the whole
+One process per rank, Gloo backend on CPU by default, the idiomatic fast way: the whole
 training set normalised once into one tensor (as pytorch_train_single.py
 does), DistributedDataParallel with its default gradient buckets, SGD with
 momentum. Every rank draws the same per-epoch permutation and takes its slice
@@ -34,6 +41,39 @@ from pytorch_train_single import MEAN, STD, Cnn, Mlp, derive_seed, read_idx  # n
 FIRST_EPOCH = 1
 
 
+class BigMlp(torch.nn.Module):
+    """784-3072-3072-10: 11.9M parameters (communication-heavy)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(28 * 28, 3072)
+        self.fc2 = torch.nn.Linear(3072, 3072)
+        self.fc3 = torch.nn.Linear(3072, 10)
+
+    def forward(self, x):
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x.flatten(1))))))
+
+
+class WideEmbedding(torch.nn.Module):
+    """Communication-heavy: each pixel's (position, intensity level of 16)
+    is a token of an EmbeddingBag of 12544 x 1024 (12.8M parameters, 51 MB
+    of dense gradients a step) averaged and classified by one linear layer;
+    little compute per parameter, so the allreduce dominates the step."""
+
+    def __init__(self):
+        super().__init__()
+        self.bag = torch.nn.EmbeddingBag(28 * 28 * 16, 1024, mode="mean")
+        self.out = torch.nn.Linear(1024, 10)
+        self.register_buffer("positions", torch.arange(28 * 28) * 16, persistent=False)
+
+    def forward(self, x):
+        level = (x.flatten(1) * STD + MEAN).mul(16).long().clamp_(0, 15)
+        return self.out(F.relu(self.bag(self.positions + level)))
+
+
+MODELS = {"mlp": Mlp, "cnn": Cnn, "big": BigMlp, "wide": WideEmbedding}
+
+
 def load(data_dir, prefix, limit):
     images = read_idx(os.path.join(data_dir, prefix + "-images-idx3-ubyte.gz"))
     labels = read_idx(os.path.join(data_dir, prefix + "-labels-idx1-ubyte.gz"))
@@ -58,7 +98,9 @@ def main():
     p.add_argument("--rank", type=int, required=True)
     p.add_argument("--world", type=int, required=True)
     p.add_argument("--master-port", type=int, required=True)
-    p.add_argument("--model", choices=["mlp", "cnn"], default="cnn")
+    p.add_argument("--model", choices=sorted(MODELS), default="cnn")
+    p.add_argument("--backend", default="gloo", help="gloo (default) or tenax (needs the tenax package on PYTHONPATH)")
+    p.add_argument("--no-sync", action="store_true", help="skip the gradient allreduce: the compute alone")
     p.add_argument("--batch-size", type=int, default=64, help="per worker")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per process")
     p.add_argument("--epochs", type=int, default=1)
@@ -83,7 +125,9 @@ def main():
     # Gloo picks its interface from the hostname; keep it on loopback like the
     # rendezvous (a user override wins).
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    dist.init_process_group("gloo", rank=a.rank, world_size=a.world,
+    if a.backend == "tenax":
+        import tenax.torch  # noqa: F401  registers the backend
+    dist.init_process_group(a.backend, rank=a.rank, world_size=a.world,
                             timeout=datetime.timedelta(seconds=a.timeout))
 
     torch.set_num_threads(a.threads)
@@ -100,7 +144,7 @@ def main():
     if total_steps <= a.warmup_steps:
         sys.exit(f"{total_steps} steps leave nothing to time after {a.warmup_steps} warmup steps")
 
-    model = DistributedDataParallel(Mlp() if a.model == "mlp" else Cnn())
+    model = DistributedDataParallel(MODELS[a.model]())
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
 
@@ -121,8 +165,13 @@ def main():
             x = x_all.index_select(0, idx)
             y = y_all.index_select(0, idx)
             opt.zero_grad()
-            loss = F.cross_entropy(model(x), y)
-            loss.backward()  # DDP's gradient allreduce finishes inside backward
+            if a.no_sync:
+                with model.no_sync():
+                    loss = F.cross_entropy(model(x), y)
+                    loss.backward()
+            else:
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()  # DDP's gradient allreduce finishes inside backward
             opt.step()
             step += 1
     train_seconds = time.perf_counter() - t_start

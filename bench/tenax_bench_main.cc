@@ -22,5 +22,6 @@ int main(int argc, char** argv) {
   tenax::bench::AddEcBenchmark(app, exit_code);
   tenax::bench::AddRecoveryBenchmark(app, exit_code);
   tenax::bench::AddSchedBenchmark(app, exit_code);
+  tenax::bench::AddPythonBenchmark(app, exit_code);
   return tenax::cli::RunApp(app, argc, argv, exit_code);
 }

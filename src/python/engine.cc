@@ -209,9 +209,40 @@ Status TenaxEngine::FastSum(float* data, size_t count, float scale) {
     TENAX_ASSIGN_OR_RETURN(sum_, comm::Allreduce::Create(*group_, std::max<size_t>(count, size_t{1} << 18),
                                                          OpDeadline()));
   }
-  std::memcpy(sum_->data(), data, count * sizeof(float));
-  TENAX_RETURN_IF_ERROR(sum_->Run(0, count, scale, OpDeadline()));
-  std::memcpy(data, sum_->data(), count * sizeof(float));
+  // Pieces copied in just before they are queued and out as soon as they
+  // complete: the copies overlap the waits for peers and touch memory
+  // while it is still in cache.
+  constexpr size_t kPiece = size_t{1} << 20;  // floats
+  float* buffer = sum_->data();
+  TENAX_ASSIGN_OR_RETURN(const uint64_t before, sum_->Poll());
+  const size_t pieces = (count + kPiece - 1) / kPiece;
+  size_t copied_out = 0;
+  auto copy_out_done = [&](uint64_t completed) {
+    for (; copied_out < completed - before; ++copied_out) {
+      const size_t off = copied_out * kPiece, n = std::min(kPiece, count - off);
+      std::memcpy(data + off, buffer + off, n * sizeof(float));
+    }
+  };
+  for (size_t i = 0; i < pieces; ++i) {
+    const size_t off = i * kPiece, n = std::min(kPiece, count - off);
+    std::memcpy(buffer + off, data + off, n * sizeof(float));
+    TENAX_RETURN_IF_ERROR(sum_->Start(off, n, scale));
+    TENAX_ASSIGN_OR_RETURN(uint64_t completed, sum_->Poll());
+    copy_out_done(completed);
+  }
+  const Deadline deadline = OpDeadline();
+  for (uint32_t idle = 0; copied_out < pieces;) {
+    TENAX_ASSIGN_OR_RETURN(uint64_t completed, sum_->Poll());
+    if (completed - before > copied_out) {
+      copy_out_done(completed);
+      idle = 0;
+      continue;
+    }
+    if (deadline.Expired()) return sum_->Wait(deadline);  // names the rank it waited for
+    // Spin briefly (a peer on its own core answers within microseconds),
+    // then give the core away: processes may outnumber cores.
+    if (++idle > 64) std::this_thread::yield();
+  }
   ++fast_;
   return Status();
 }

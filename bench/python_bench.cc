@@ -1,0 +1,71 @@
+// tenax bench python: tenax's torch.distributed backend against Gloo in the
+// same run (stock DDP for three models, all_reduce from 4 KiB to 64 MiB on
+// 2 and 4 processes). The measuring is bench/python_bench.py's (it runs the
+// ranks of both backends and prints the table); this command finds it and
+// the tenax Python package beside the build and hands over to it.
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "bench_common.h"
+
+namespace tenax::bench {
+namespace {
+
+struct PythonArgs {
+  bool quick = false;
+  std::string json_path;
+  std::string python = "/usr/bin/python3";
+  std::string package_dir;  // default: <build>/python beside <build>/src/tenax
+};
+
+// <build>/python: where the build puts the tenax package (src/python/CMakeLists.txt).
+std::string DefaultPackageDir() {
+  char self[PATH_MAX] = {0};
+  const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "";
+  return (std::filesystem::path(std::string(self, static_cast<size_t>(n))).parent_path().parent_path() / "python")
+      .string();
+}
+
+Status RunPython(const PythonArgs& a) {
+  const std::string script = BenchFile("python_bench.py");
+  std::error_code ec;
+  if (!std::filesystem::exists(script, ec)) return NotFound(script + ": the bench driver is missing");
+  const std::string package = a.package_dir.empty() ? DefaultPackageDir() : a.package_dir;
+  if (!std::filesystem::exists(std::filesystem::path(package) / "tenax" / "__init__.py", ec)) {
+    return NotFound("no tenax Python package under " + package +
+                    " (build the _tenax target, or point --package-dir at the folder holding tenax/)");
+  }
+  const char* old = std::getenv("PYTHONPATH");
+  const std::string path = package + (old && *old ? ":" + std::string(old) : "");
+  ::setenv("PYTHONPATH", path.c_str(), 1);
+  std::vector<std::string> args = {a.python, script};
+  if (a.quick) args.push_back("--quick");
+  if (!a.json_path.empty()) args.insert(args.end(), {"--json", a.json_path});
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  ::execv(a.python.c_str(), argv.data());
+  return Unavailable("cannot run " + a.python + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+void AddPythonBenchmark(CLI::App& bench, int& exit_code) {
+  auto a = std::make_shared<PythonArgs>();
+  CLI::App* cmd = AddBenchmark(
+      bench, "python",
+      "tenax's torch.distributed backend vs Gloo: stock DDP (cnn, an 11.9M MLP, a 12.8M embedding model) on 2 "
+      "processes, and all_reduce 4 KiB-64 MiB on 2 and 4 processes",
+      "One round and fewer steps (about 4 minutes)", a->quick, a->json_path, [a] { return RunPython(*a); }, exit_code);
+  cmd->add_option("--python", a->python, "Python interpreter with torch")->capture_default_str();
+  cmd->add_option("--package-dir", a->package_dir, "Folder holding the tenax package (default: <build>/python)");
+}
+
+}  // namespace tenax::bench
