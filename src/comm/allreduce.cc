@@ -179,7 +179,7 @@ std::string Allreduce::Where(const Segment& s, int waiting_for) const {
          (waiting_for >= 0 ? ", waiting for " + group_.Describe(waiting_for) : "");
 }
 
-Status Allreduce::Start(size_t offset, size_t count, float scale) {
+Status Allreduce::Start(size_t offset, size_t count, float scale, const float* input) {
   if (!failed_.ok()) return failed_;
   if (offset > count_ || count > count_ - offset) {
     return InvalidArgument("allreduce segment [" + std::to_string(offset) + ", +" + std::to_string(count) +
@@ -194,6 +194,7 @@ Status Allreduce::Start(size_t offset, size_t count, float scale) {
     s.offset = offset + queued;
     s.count = std::min(piece, count - queued);
     s.scale = scale;
+    s.input = input ? input + queued : nullptr;
     s.op = next_op_++;
     s.ring = ring;
     queued += s.count;
@@ -281,7 +282,9 @@ Result<bool> Allreduce::AdvanceRing(Segment& s) {
           return false;
         }
         const Chunk c = ChunkOf(s.count, p, Mod(r - k, p));
-        TENAX_RETURN_IF_ERROR(Send(right, data_ + s.offset + c.begin, c.length * sizeof(float), false,
+        // Step 0 sends an original chunk; later steps the partial sums made here.
+        const float* from = k == 0 ? Original(s, c.begin) : data_ + s.offset + c.begin;
+        TENAX_RETURN_IF_ERROR(Send(right, from, c.length * sizeof(float), false,
                                    SlotsOffset() + static_cast<size_t>(k) * ring_slot_bytes_));
         ring_op_to_[static_cast<size_t>(right)] = s.op;
       } else {
@@ -300,7 +303,7 @@ Result<bool> Allreduce::AdvanceRing(Segment& s) {
       float* dst = data_ + s.offset + c.begin;
       const float* src =
           reinterpret_cast<const float*>(scratch_.data() + SlotsOffset() + static_cast<size_t>(k) * ring_slot_bytes_);
-      AddArrays(dst, dst, src, c.length);
+      AddArrays(dst, Original(s, c.begin), src, c.length);  // this chunk's first touch here
       if (k == p - 2) {
         // Reduce phase done: our chunk is final, and left's slots are free.
         if (s.scale != 1.0f) {
@@ -332,7 +335,7 @@ Result<bool> Allreduce::AdvanceDirect(Segment& s) {
     }
     for (int d = 1; d < p; ++d) {  // start with the right neighbour, spread the load
       const int q = Mod(r + d, p);
-      TENAX_RETURN_IF_ERROR(Send(q, data_ + s.offset, bytes, false, DirectSlotOffset(s.op, r)));
+      TENAX_RETURN_IF_ERROR(Send(q, Original(s, 0), bytes, false, DirectSlotOffset(s.op, r)));
       direct_op_to_[static_cast<size_t>(q)][parity] = s.op;
     }
     s.step = 1;
@@ -350,7 +353,7 @@ Result<bool> Allreduce::AdvanceDirect(Segment& s) {
   }
   for (int q = 0; q < p; ++q) {
     sum_sources_[static_cast<size_t>(q)] =
-        q == r ? data_ + s.offset : reinterpret_cast<const float*>(scratch_.data() + DirectSlotOffset(s.op, q));
+        q == r ? Original(s, 0) : reinterpret_cast<const float*>(scratch_.data() + DirectSlotOffset(s.op, q));
   }
   // Rank order on every rank: the same bits everywhere. x * 1.0f == x, so
   // skipping the scale changes nothing.
@@ -379,6 +382,7 @@ Result<bool> Allreduce::AdvanceDirect(Segment& s) {
 
 Result<bool> Allreduce::Advance(Segment& s) {
   if (group_.world() == 1) {
+    if (s.input) std::memcpy(data_ + s.offset, s.input, s.count * sizeof(float));
     if (s.scale != 1.0f) {
       for (size_t i = 0; i < s.count; ++i) data_[s.offset + i] *= s.scale;
     }

@@ -81,6 +81,44 @@ TEST_P(AllreduceTest, SumsSegmentsOfAnySizeInPlace) {
   for (int r = 0; r < world(); ++r) EXPECT_OK(statuses[static_cast<size_t>(r)]) << "rank " << r;
 }
 
+TEST_P(AllreduceTest, ReadsItsInputFromCallerMemoryAndLeavesItUnchanged) {
+  // Start's `input`: the values come from a plain vector (not transport
+  // memory), the buffer holds stale values that must not leak into the sum,
+  // the input must be untouched, and the bits equal those of the in-place
+  // form on every rank. Rank 1 uses the in-place form: ranks may mix.
+  const std::vector<std::pair<size_t, size_t>> segments = {{0, 3}, {5, 1001}, {0, 8193}, {11, 100003}};
+  const size_t total = 100003 + 16;
+  auto statuses = RunThreadGroup(world(), transports(), [&](Group& g) -> Status {
+    TENAX_ASSIGN_OR_RETURN(auto ar, Allreduce::Create(g, total, Deadline::After(20s), options()));
+    float* buf = ar->data();
+    uint64_t salt = 100;
+    for (auto [off, n] : segments) {
+      for (int rep = 0; rep < 2; ++rep, ++salt) {
+        std::vector<float> input(n);
+        for (size_t i = 0; i < n; ++i) input[i] = Input(g.rank(), off + i, salt);
+        const std::vector<float> kept = input;
+        const bool in_place = g.rank() == 1;
+        for (size_t i = 0; i < total; ++i) buf[i] = -7.0f;  // stale
+        if (in_place) std::copy(input.begin(), input.end(), buf + off);
+        TENAX_RETURN_IF_ERROR(ar->Start(off, n, 0.5f, in_place ? nullptr : input.data()));
+        TENAX_RETURN_IF_ERROR(ar->Wait(Deadline::After(20s)));
+        if (input != kept) return Internal("rank " + std::to_string(g.rank()) + ": the input was written to");
+        for (size_t i = 0; i < total; ++i) {
+          const bool inside = i >= off && i < off + n;
+          const float want = inside ? Expected(g.world(), i, salt) * 0.5f : -7.0f;
+          if (buf[i] != want) {
+            return Internal("rank " + std::to_string(g.rank()) + " segment " + std::to_string(off) + "+" +
+                            std::to_string(n) + ": element " + std::to_string(i) + " is " + std::to_string(buf[i]) +
+                            ", want " + std::to_string(want));
+          }
+        }
+      }
+    }
+    return g.Barrier(Deadline::After(20s));
+  });
+  for (int r = 0; r < world(); ++r) EXPECT_OK(statuses[static_cast<size_t>(r)]) << "rank " << r;
+}
+
 // Rank r's random input for one step of the queued-bucket test.
 std::vector<float> RandomInput(int rank, int step, size_t n) {
   std::mt19937 rng(static_cast<uint32_t>(rank * 1000 + step + 17));

@@ -63,7 +63,13 @@ class Allreduce {
   // Queues an in-place sum of data[offset, offset + count) over all ranks,
   // multiplied by `scale`. Every rank must queue the same segments in the
   // same order. The segment must not be touched until it completes.
-  Status Start(size_t offset, size_t count, float scale = 1.0f);
+  // With `input`, the segment's values are read from input[0, count)
+  // (caller memory, left unchanged) instead of data(), whose segment only
+  // receives the result: a caller whose values live elsewhere saves the
+  // copy into data() (each value is read exactly once, in the same order
+  // as without it, so the bits are the same). `input` must stay valid and
+  // unchanged until the segment completes. Ranks may mix both forms.
+  Status Start(size_t offset, size_t count, float scale = 1.0f, const float* input = nullptr);
   // Advances the queue without blocking; returns how many segments have
   // completed since Create.
   Result<uint64_t> Poll();
@@ -85,6 +91,7 @@ class Allreduce {
   struct Segment {
     size_t offset = 0, count = 0;
     float scale = 1.0f;
+    const float* input = nullptr;  // the values of [offset, +count) when not in data_
     uint64_t op = 0;  // 1-based sequence number, equal on every rank
     bool ring = false;
     int step = 0;       // ring: 0..2(p-1); direct: 0 = not sent, 1 = sent, 2 = summed
@@ -102,6 +109,10 @@ class Allreduce {
   Result<bool> Advance(Segment& s);  // true when the segment is complete
   Result<bool> AdvanceRing(Segment& s);
   Result<bool> AdvanceDirect(Segment& s);
+  // Where chunk [begin, +length) of segment `s` had its original values.
+  const float* Original(const Segment& s, size_t begin) const {
+    return s.input ? s.input + begin : data_ + s.offset + begin;
+  }
   // Writes into rank `to`'s buffer (into_buffer) or scratch region, then
   // bumps its signal word for messages from us.
   Status Send(int to, const void* src, size_t bytes, bool into_buffer, size_t remote_offset);
