@@ -72,6 +72,7 @@ def main():
     p.add_argument("--batch-size", type=int, default=64, help="per rank")
     p.add_argument("--lr", type=float, default=0.02)
     p.add_argument("--train-limit", type=int, default=0, help="the first N training samples; 0 = all")
+    p.add_argument("--test-limit", type=int, default=0, help="evaluate on the first N test samples; 0 = all")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     a = p.parse_args()
 
@@ -109,7 +110,7 @@ def main():
     print(f"rank {rank}: {step} steps in {seconds:.1f} s, loss {first_loss:.3f} -> {loss.item():.3f}, "
           f"param-hash {digest.hexdigest()}", flush=True)
     if rank == 0:
-        test = FashionMnist(a.data, "test")
+        test = FashionMnist(a.data, "test", a.test_limit)
         model.module.eval()
         with torch.no_grad():
             correct = sum((model.module(test.x[i:i + 1000]).argmax(1) == test.y[i:i + 1000]).sum().item()

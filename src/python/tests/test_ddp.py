@@ -23,7 +23,7 @@ def train(backend, tmp_path):
             env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2",
                        OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
             procs.append(subprocess.Popen([sys.executable, str(SCRIPT), "--backend", backend, "--max-steps", "40",
-                                           "--train-limit", "8192"], env=env, stdout=subprocess.PIPE,
+                                           "--train-limit", "8192", "--test-limit", "1000"], env=env, stdout=subprocess.PIPE,
                                           stderr=subprocess.STDOUT, text=True))
         outs = [p.communicate(timeout=300)[0] for p in procs]
     finally:
