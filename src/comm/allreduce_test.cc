@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <latch>
 #include <random>
 #include <thread>
@@ -35,6 +36,20 @@ float Expected(int world, size_t i, uint64_t salt) {
   float sum = 0;
   for (int r = 0; r < world; ++r) sum += Input(r, i, salt);
   return sum;
+}
+
+// Every element of the buffer against want(i, inside the segment [off, +n)).
+Status CheckBuffer(int rank, const float* buf, size_t total, size_t off, size_t n,
+                   const std::function<float(size_t, bool)>& want) {
+  for (size_t i = 0; i < total; ++i) {
+    const float w = want(i, i >= off && i < off + n);
+    if (buf[i] != w) {
+      return Internal("rank " + std::to_string(rank) + " segment " + std::to_string(off) + "+" + std::to_string(n) +
+                      ": element " + std::to_string(i) + " is " + std::to_string(buf[i]) + ", want " +
+                      std::to_string(w));
+    }
+  }
+  return Status::Ok();
 }
 
 class AllreduceTest : public ::testing::TestWithParam<std::tuple<int, const char*>> {
@@ -65,15 +80,9 @@ TEST_P(AllreduceTest, SumsSegmentsOfAnySizeInPlace) {
       for (int rep = 0; rep < 3; ++rep, ++salt) {  // repeats reuse the scratch slots
         for (size_t i = 0; i < total; ++i) buf[i] = Input(g.rank(), i, salt);
         TENAX_RETURN_IF_ERROR(ar->Run(off, n, 1.0f, Deadline::After(20s)));
-        for (size_t i = 0; i < total; ++i) {
-          const bool inside = i >= off && i < off + n;
-          const float want = inside ? Expected(g.world(), i, salt) : Input(g.rank(), i, salt);
-          if (buf[i] != want) {
-            return Internal("rank " + std::to_string(g.rank()) + " segment " + std::to_string(off) + "+" +
-                            std::to_string(n) + ": element " + std::to_string(i) + " is " + std::to_string(buf[i]) +
-                            ", want " + std::to_string(want));
-          }
-        }
+        TENAX_RETURN_IF_ERROR(CheckBuffer(g.rank(), buf, total, off, n, [&](size_t i, bool inside) {
+          return inside ? Expected(g.world(), i, salt) : Input(g.rank(), i, salt);
+        }));
       }
     }
     return g.Barrier(Deadline::After(20s));
@@ -103,15 +112,9 @@ TEST_P(AllreduceTest, ReadsItsInputFromCallerMemoryAndLeavesItUnchanged) {
         TENAX_RETURN_IF_ERROR(ar->Start(off, n, 0.5f, in_place ? nullptr : input.data()));
         TENAX_RETURN_IF_ERROR(ar->Wait(Deadline::After(20s)));
         if (input != kept) return Internal("rank " + std::to_string(g.rank()) + ": the input was written to");
-        for (size_t i = 0; i < total; ++i) {
-          const bool inside = i >= off && i < off + n;
-          const float want = inside ? Expected(g.world(), i, salt) * 0.5f : -7.0f;
-          if (buf[i] != want) {
-            return Internal("rank " + std::to_string(g.rank()) + " segment " + std::to_string(off) + "+" +
-                            std::to_string(n) + ": element " + std::to_string(i) + " is " + std::to_string(buf[i]) +
-                            ", want " + std::to_string(want));
-          }
-        }
+        TENAX_RETURN_IF_ERROR(CheckBuffer(g.rank(), buf, total, off, n, [&](size_t i, bool inside) {
+          return inside ? Expected(g.world(), i, salt) * 0.5f : -7.0f;
+        }));
       }
     }
     return g.Barrier(Deadline::After(20s));

@@ -105,6 +105,27 @@ std::string OpRefusal(ReduceOp::RedOpType op, const Tensors& ts) {
   return "";
 }
 
+std::string RootRefusal(int root, int world) {
+  return root >= 0 && root < world ? "" : "root rank " + std::to_string(root) + " is not in 0.." + std::to_string(world - 1);
+}
+
+// `lists` must be one list of `world` tensors of `like`'s dtype and shape
+// ("output"/"input": what the list holds, `like_name`: what `like` is).
+std::string ListRefusal(const std::vector<Tensors>& lists, int world, const std::string& which, const at::Tensor& like,
+                        const std::string& like_name) {
+  if (lists.size() != 1 || static_cast<int>(lists[0].size()) != world) {
+    return "the " + which + " list must hold " + std::to_string(world) + " tensors, one per rank";
+  }
+  for (size_t i = 0; i < lists[0].size(); ++i) {
+    const at::Tensor& t = lists[0][i];
+    if (std::string r = Refusal(t, which + " " + std::to_string(i)); !r.empty()) return r;
+    if (t.sizes() != like.sizes() || t.scalar_type() != like.scalar_type()) {
+      return which + " " + std::to_string(i) + " is " + Describe(t) + ", the " + like_name + " " + Describe(like);
+    }
+  }
+  return "";
+}
+
 // What a rank tells the others about its part of a collective.
 std::string Part(const std::string& head, const std::string& refusal, const std::string& body) {
   return refusal.empty() ? head + " " + body : head + " refused: " + refusal;
@@ -238,7 +259,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTenax::allreduce_coalesced(Tensors& t
 c10::intrusive_ptr<c10d::Work> ProcessGroupTenax::broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) {
   const int root = static_cast<int>(opts.rootRank);
   std::string refusal = Refusal(tensors, "tensor");
-  if (root < 0 || root >= size_) refusal = "root rank " + std::to_string(root) + " is not in 0.." + std::to_string(size_ - 1);
+  if (refusal.empty()) refusal = RootRefusal(root, size_);
   const std::string part = Part("broadcast from " + std::to_string(root), refusal, Describe(tensors));
   return engine_->Submit(OpType::BROADCAST, "broadcast", tensors, [tensors, root, part](TenaxEngine& e) -> Status {
     TENAX_RETURN_IF_ERROR(e.Agree(part));
@@ -266,7 +287,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTenax::reduce(Tensors& tensors, const
   const ReduceOp::RedOpType op = opts.reduceOp;
   std::string refusal = Refusal(tensors, "tensor");
   if (refusal.empty()) refusal = OpRefusal(op, tensors);
-  if (root < 0 || root >= size_) refusal = "root rank " + std::to_string(root) + " is not in 0.." + std::to_string(size_ - 1);
+  if (refusal.empty()) refusal = RootRefusal(root, size_);
   const std::string part = Part(std::string("reduce ") + OpName(op) + " to " + std::to_string(root), refusal,
                                 Describe(tensors));
   return engine_->Submit(OpType::REDUCE, "reduce", tensors, [tensors, root, op, part](TenaxEngine& e) -> Status {
@@ -295,16 +316,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTenax::reduce(Tensors& tensors, const
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTenax::allgather(std::vector<Tensors>& outputs, Tensors& inputs,
                                                             const c10d::AllgatherOptions&) {
-  std::string refusal = inputs.size() == 1 && outputs.size() == 1 ? Refusal(inputs, "input") : "pass one input tensor and one output list";
-  if (refusal.empty() && static_cast<int>(outputs[0].size()) != size_) {
-    refusal = "the output list holds " + std::to_string(outputs[0].size()) + " tensors for " + std::to_string(size_) + " ranks";
-  }
-  for (size_t i = 0; refusal.empty() && i < outputs[0].size(); ++i) {
-    refusal = Refusal(outputs[0][i], "output " + std::to_string(i));
-    if (refusal.empty() && (outputs[0][i].sizes() != inputs[0].sizes() || outputs[0][i].scalar_type() != inputs[0].scalar_type())) {
-      refusal = "output " + std::to_string(i) + " is " + Describe(outputs[0][i]) + ", the input " + Describe(inputs[0]);
-    }
-  }
+  std::string refusal = inputs.size() == 1 ? Refusal(inputs, "input") : "pass one input tensor";
+  if (refusal.empty()) refusal = ListRefusal(outputs, size_, "output", inputs[0], "input");
   const std::string part = Part("allgather", refusal, inputs.empty() ? "" : Describe(inputs[0]));
   Tensors outs = outputs.empty() ? Tensors{} : outputs[0];
   at::Tensor input = inputs.empty() ? at::Tensor() : inputs[0];
@@ -345,18 +358,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTenax::_allgather_base(at::Tensor& ou
 c10::intrusive_ptr<c10d::Work> ProcessGroupTenax::gather(std::vector<Tensors>& outputs, Tensors& inputs,
                                                          const c10d::GatherOptions& opts) {
   const int root = static_cast<int>(opts.rootRank);
-  std::string refusal = inputs.size() == 1 ? Refusal(inputs, "input") : "pass one input tensor";
-  if (root < 0 || root >= size_) refusal = "root rank " + std::to_string(root) + " is not in 0.." + std::to_string(size_ - 1);
-  if (refusal.empty() && rank_ == root) {
-    if (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != size_) {
-      refusal = "the root's output list must hold " + std::to_string(size_) + " tensors";
-    }
-    for (size_t i = 0; refusal.empty() && i < outputs[0].size(); ++i) {
-      if (outputs[0][i].sizes() != inputs[0].sizes() || outputs[0][i].scalar_type() != inputs[0].scalar_type()) {
-        refusal = "output " + std::to_string(i) + " is " + Describe(outputs[0][i]) + ", the input " + Describe(inputs[0]);
-      }
-    }
-  }
+  std::string refusal = RootRefusal(root, size_);
+  if (refusal.empty()) refusal = inputs.size() == 1 ? Refusal(inputs, "input") : "pass one input tensor";
+  if (refusal.empty() && rank_ == root) refusal = ListRefusal(outputs, size_, "output", inputs[0], "input");
   const std::string part = Part("gather to " + std::to_string(root), refusal, inputs.empty() ? "" : Describe(inputs[0]));
   Tensors outs = rank_ == root && !outputs.empty() ? outputs[0] : Tensors{};
   at::Tensor input = inputs.empty() ? at::Tensor() : inputs[0];
@@ -380,18 +384,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTenax::gather(std::vector<Tensors>& o
 c10::intrusive_ptr<c10d::Work> ProcessGroupTenax::scatter(Tensors& outputs, std::vector<Tensors>& inputs,
                                                           const c10d::ScatterOptions& opts) {
   const int root = static_cast<int>(opts.rootRank);
-  std::string refusal = outputs.size() == 1 ? Refusal(outputs, "output") : "pass one output tensor";
-  if (root < 0 || root >= size_) refusal = "root rank " + std::to_string(root) + " is not in 0.." + std::to_string(size_ - 1);
-  if (refusal.empty() && rank_ == root) {
-    if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != size_) {
-      refusal = "the root's input list must hold " + std::to_string(size_) + " tensors";
-    }
-    for (size_t i = 0; refusal.empty() && i < inputs[0].size(); ++i) {
-      if (inputs[0][i].sizes() != outputs[0].sizes() || inputs[0][i].scalar_type() != outputs[0].scalar_type()) {
-        refusal = "input " + std::to_string(i) + " is " + Describe(inputs[0][i]) + ", the output " + Describe(outputs[0]);
-      }
-    }
-  }
+  std::string refusal = RootRefusal(root, size_);
+  if (refusal.empty()) refusal = outputs.size() == 1 ? Refusal(outputs, "output") : "pass one output tensor";
+  if (refusal.empty() && rank_ == root) refusal = ListRefusal(inputs, size_, "input", outputs[0], "output");
   const std::string part = Part("scatter from " + std::to_string(root), refusal, outputs.empty() ? "" : Describe(outputs[0]));
   Tensors ins = rank_ == root && !inputs.empty() ? inputs[0] : Tensors{};
   return engine_->Submit(OpType::SCATTER, "scatter", outputs, [outputs, ins, root, part](TenaxEngine& e) -> Status {
@@ -444,16 +439,9 @@ Status ReduceScatterPieces(TenaxEngine& e, const Tensors& pieces, at::Tensor& ou
 c10::intrusive_ptr<c10d::Work> ProcessGroupTenax::reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
                                                                  const c10d::ReduceScatterOptions& opts) {
   const ReduceOp::RedOpType op = opts.reduceOp;
-  std::string refusal = outputs.size() == 1 && inputs.size() == 1 ? Refusal(outputs, "output") : "pass one output and one input list";
+  std::string refusal = outputs.size() == 1 ? Refusal(outputs, "output") : "pass one output tensor";
   if (refusal.empty()) refusal = OpRefusal(op, outputs);
-  if (refusal.empty() && static_cast<int>(inputs[0].size()) != size_) {
-    refusal = "the input list holds " + std::to_string(inputs[0].size()) + " tensors for " + std::to_string(size_) + " ranks";
-  }
-  for (size_t i = 0; refusal.empty() && i < inputs[0].size(); ++i) {
-    if (inputs[0][i].sizes() != outputs[0].sizes() || inputs[0][i].scalar_type() != outputs[0].scalar_type()) {
-      refusal = "input " + std::to_string(i) + " is " + Describe(inputs[0][i]) + ", the output " + Describe(outputs[0]);
-    }
-  }
+  if (refusal.empty()) refusal = ListRefusal(inputs, size_, "input", outputs[0], "output");
   const std::string part = Part(std::string("reduce_scatter ") + OpName(op), refusal, outputs.empty() ? "" : Describe(outputs[0]));
   Tensors ins = inputs.empty() ? Tensors{} : inputs[0];
   return engine_->Submit(OpType::REDUCE_SCATTER, "reduce_scatter", outputs,
