@@ -3,8 +3,10 @@
 // node_data.cc (regions, one-sided traffic) and node_peers.cc (life cycle).
 
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
+#include "listener_fence.h"
 #include "node_internal.h"
 #include "tenax/net/auth.h"
 
@@ -66,15 +68,16 @@ Node::Node(NodeOptions options) : impl_(std::make_unique<Impl>()), options_(std:
 
 Node::~Node() {
   if (!impl_) return;
-  // No new connections while closing: a peer connecting during the close
-  // below (a probe reconnecting to a coordinator that is done) would get an
-  // endpoint nobody closes before the worker is destroyed.
+  // No new connections while closing, and none half-accepted when the
+  // listener goes (listener_fence.h says why and how): the listening socket
+  // is closed now, the listener object only after the endpoints' close.
+  // Connection requests that complete meanwhile are refused, never accepted:
+  // an endpoint accepted now would have nobody to close it.
+  std::optional<internal::QuietListenerTeardown> quiet;
   if (impl_->listener) {
-    for (ucp_conn_request_h r : impl_->conn_requests) ucp_listener_reject(impl_->listener, r);
-    ucp_listener_destroy(impl_->listener);
+    quiet.emplace();
+    internal::CloseListeningSocket(impl_->listen_port);
   }
-  impl_->conn_requests.clear();
-  impl_->listener = nullptr;
   // Live peers' control endpoints get a flushing close, so messages sent
   // just before (a barrier's release, a final report) still reach them;
   // dead ones a forced close. The wait below bounds both. Only the control
@@ -98,6 +101,13 @@ Node::~Node() {
   auto deadline = Deadline::After(std::chrono::milliseconds(500));
   while ((!impl_->closing.empty() || !impl_->pending_sends.empty()) && !deadline.Expired()) {
     impl_->ProgressControl();
+  }
+  if (impl_->listener) {
+    for (ucp_conn_request_h r : impl_->conn_requests) ucp_listener_reject(impl_->listener, r);
+    impl_->conn_requests.clear();
+    internal::CloseAcceptedSockets(impl_->listen_port);
+    ucp_listener_destroy(impl_->listener);
+    impl_->listener = nullptr;
   }
   for (auto& s : impl_->pending_sends) ucp_request_free(s.request);
   for (void* r : impl_->closing) ucp_request_free(r);

@@ -191,6 +191,7 @@ Result<uint16_t> Node::Listen(const std::string& host, uint16_t port) {
   const auto& ss = attr.sockaddr;
   uint16_t bound = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_port)
                                             : ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port);
+  impl_->listen_port = bound;
   spdlog::debug("[{}] listening on {}:{}", options_.name, host, bound);
   return bound;
 }

@@ -112,6 +112,7 @@ struct Node::Impl {
   ucp_context_h ctrl_context = nullptr;
   ucp_worker_h ctrl_worker = nullptr;
   ucp_listener_h listener = nullptr;
+  uint16_t listen_port = 0;  // the listener's bound port (its sockets are fenced by port at teardown)
 
   PeerId next_id = 1;
   std::unordered_map<PeerId, PeerState> peers;
