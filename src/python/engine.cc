@@ -95,6 +95,7 @@ bool TenaxWork::wait(std::chrono::milliseconds /*the group's own deadline bounds
 }
 
 void TenaxWork::Finish(const Status& st) {
+  status_ = st;
   if (st.ok()) {
     future_->markCompleted(c10::IValue(outputs_));
   } else {
@@ -105,14 +106,54 @@ void TenaxWork::Finish(const Status& st) {
 TenaxEngine::TenaxEngine(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
                          std::chrono::milliseconds timeout)
     : rank_(rank), world_(world), timeout_(timeout) {
+  Start([store](TenaxEngine& e) { return e.Connect(store); },
+        "rank " + std::to_string(rank) + " of " + std::to_string(world) + " could not join its group");
+}
+
+TenaxEngine::TenaxEngine(Job connect, const std::string& what, std::chrono::milliseconds timeout)
+    : rank_(-1), world_(0), timeout_(timeout) {
+  Start(std::move(connect), what);
+}
+
+void TenaxEngine::Start(Job connect, const std::string& what) {
   std::promise<Status> ready;
   std::future<Status> connected = ready.get_future();
-  thread_ = std::thread([this, store, &ready] { Run(store, ready); });
+  thread_ = std::thread([this, connect = std::move(connect), &ready] { Run(connect, ready); });
   const Status st = connected.get();
   if (!st.ok()) {
     thread_.join();
-    TORCH_CHECK(false, "tenax backend: rank ", rank_, " of ", world_, " could not join its group: ", st.message());
+    TORCH_CHECK(false, "tenax backend: ", what, ": ", st.message());
   }
+}
+
+void TenaxEngine::SetGroup(std::unique_ptr<comm::Group> group) {
+  sum_.reset();  // its buffers are registered with the old group's peers
+  group_ = std::move(group);
+  kept_.clear();
+  broken_ = Status();
+  rank_ = group_ ? group_->rank() : -1;
+  world_ = group_ ? group_->world() : 0;
+}
+
+std::unique_ptr<comm::Group> TenaxEngine::TakeGroup() {
+  sum_.reset();
+  kept_.clear();
+  return std::move(group_);
+}
+
+Status TenaxEngine::TakeTolerated() {
+  std::lock_guard<std::mutex> lock(mu_);
+  Status st = tolerated_;
+  tolerated_ = Status();
+  return st;
+}
+
+Status TenaxEngine::RunAndWait(std::string what, Job job) {
+  auto work = Submit(c10d::OpType::UNKNOWN, std::move(what), {}, std::move(job), false, /*runs_when_broken=*/true);
+  auto* w = static_cast<TenaxWork*>(work.get());
+  auto future = w->getFuture();
+  future->wait();
+  return w->status();
 }
 
 TenaxEngine::~TenaxEngine() {
@@ -126,12 +167,13 @@ TenaxEngine::~TenaxEngine() {
 }
 
 c10::intrusive_ptr<c10d::Work> TenaxEngine::Submit(c10d::OpType type, std::string what,
-                                                   std::vector<at::Tensor> outputs, Job job) {
+                                                   std::vector<at::Tensor> outputs, Job job, bool tolerant,
+                                                   bool runs_when_broken) {
   auto work = c10::make_intrusive<TenaxWork>(rank_, type, std::move(outputs));
   std::deque<Pending> finished;  // dropped here, outside the lock (see finished_)
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back({std::move(what), work, std::move(job)});
+    queue_.push_back({std::move(what), work, std::move(job), tolerant, runs_when_broken});
     finished.swap(finished_);
   }
   cv_.notify_all();
@@ -239,8 +281,12 @@ Status TenaxEngine::FastSum(float* data, size_t count, float scale) {
     }
     if (deadline.Expired()) return sum_->Wait(deadline);  // names the rank it waited for
     // Spin briefly (a peer on its own core answers within microseconds),
-    // then give the core away: processes may outnumber cores.
-    if (++idle > 64) std::this_thread::yield();
+    // then give the core away: processes may outnumber cores. A peer lost
+    // meanwhile fails the sum at once (not at the deadline).
+    if (++idle > 64) {
+      std::this_thread::yield();
+      if (idle % 256 == 0) TENAX_RETURN_IF_ERROR(group_->Health());
+    }
   }
   ++fast_;
   return Status();
@@ -251,8 +297,13 @@ Status TenaxEngine::Named(const Status& st, int peer) const {
   return Status(st.code(), "rank " + std::to_string(peer) + ": " + st.message());
 }
 
-void TenaxEngine::Run(const c10::intrusive_ptr<c10d::Store>& store, std::promise<Status>& ready) {
-  Status st = Connect(store);
+void TenaxEngine::Run(const Job& connect, std::promise<Status>& ready) {
+  Status st;
+  try {
+    st = connect(*this);
+  } catch (const std::exception& e) {
+    st = Internal(e.what());
+  }
   const bool ok = st.ok();
   ready.set_value(st);  // the constructor returns (and `ready` dies) after this
   if (!ok) {
@@ -305,7 +356,7 @@ void TenaxEngine::Loop() {
       p = std::move(queue_.front());
       queue_.pop_front();
     }
-    Status st = broken_;
+    Status st = p.runs_when_broken ? Status() : broken_;
     if (st.ok()) {
       ++seq_;
       try {
@@ -322,6 +373,13 @@ void TenaxEngine::Loop() {
     }
     if (!st.ok()) {
       st = Status(st.code(), "tenax backend, rank " + std::to_string(rank_) + ", " + p.what + ": " + st.message());
+    }
+    if (p.tolerant && !st.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (tolerated_.ok()) tolerated_ = st;
+      }
+      st = Status();
     }
     p.work->Finish(st);
     std::lock_guard<std::mutex> lock(mu_);

@@ -46,9 +46,12 @@ class TenaxWork final : public c10d::Work {
   void synchronize() override {}
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   void Finish(const Status& st);
+  // Valid once completed.
+  const Status& status() const { return status_; }
 
  private:
   std::vector<at::Tensor> outputs_;
+  Status status_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
@@ -57,15 +60,29 @@ class TenaxEngine {
   // Rendezvous and connect (process_group_tenax.h); throws c10::Error when
   // that fails.
   TenaxEngine(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world, std::chrono::milliseconds timeout);
+  // `connect` runs first on the engine's thread and must SetNode and
+  // SetGroup (the elastic member's join); its error is thrown as above,
+  // prefixed with `what`.
+  using Job = std::function<Status(TenaxEngine&)>;
+  TenaxEngine(Job connect, const std::string& what, std::chrono::milliseconds timeout);
   ~TenaxEngine();
 
-  int rank() const { return rank_; }
-  int world() const { return world_; }
+  int rank() const { return rank_.load(); }
+  int world() const { return world_.load(); }
 
-  using Job = std::function<Status(TenaxEngine&)>;
   // Queues `job`; its Work completes with `outputs`, or fails with the
-  // job's error prefixed with this rank and `what`.
-  c10::intrusive_ptr<c10d::Work> Submit(c10d::OpType type, std::string what, std::vector<at::Tensor> outputs, Job job);
+  // job's error prefixed with this rank and `what`. A `tolerant` job's Work
+  // always completes (with whatever `outputs` hold): its error, if any, is
+  // kept for TakeTolerated (an elastic step's allreduce, whose failure drops
+  // the step instead of raising inside DDP's backward).
+  c10::intrusive_ptr<c10d::Work> Submit(c10d::OpType type, std::string what, std::vector<at::Tensor> outputs, Job job,
+                                        bool tolerant = false, bool runs_when_broken = false);
+  // The first error of a tolerant job since the last call (OK if none).
+  Status TakeTolerated();
+  // Runs `job` on the engine's thread and waits for it (any thread but
+  // the engine's). It runs even after a transport failure broke the group
+  // (the elastic member's boundary replaces the group).
+  Status RunAndWait(std::string what, Job job);
 
   // --- for jobs, on the engine's thread ---
 
@@ -82,6 +99,15 @@ class TenaxEngine {
   // `scale`, on comm::Allreduce's registered buffers.
   Status FastSum(float* data, size_t count, float scale);
 
+  // The Node and the group collectives run on (elastic members replace
+  // the group at every generation; SetGroup drops what the old one kept).
+  net::Node& node() { return *node_; }
+  comm::Group& group() { return *group_; }
+  void SetNode(std::unique_ptr<net::Node> node) { node_ = std::move(node); }
+  void SetGroup(std::unique_ptr<comm::Group> group);
+  std::unique_ptr<comm::Group> TakeGroup();
+  Deadline OpDeadline() const { return Deadline::After(timeout_); }
+
   int64_t fast() const { return fast_; }
   int64_t bulk() const { return bulk_; }
   void CountBulk() { ++bulk_; }
@@ -95,15 +121,17 @@ class TenaxEngine {
     std::string what;
     c10::intrusive_ptr<TenaxWork> work;
     Job job;
+    bool tolerant = false;
+    bool runs_when_broken = false;
   };
 
-  Deadline OpDeadline() const { return Deadline::After(timeout_); }
   Status Named(const Status& st, int peer) const;  // "rank R (name): ..."
-  void Run(const c10::intrusive_ptr<c10d::Store>& store, std::promise<Status>& ready);
+  void Start(Job connect, const std::string& what);
+  void Run(const Job& connect, std::promise<Status>& ready);
   Status Connect(const c10::intrusive_ptr<c10d::Store>& store);
   void Loop();
 
-  const int rank_, world_;
+  std::atomic<int> rank_, world_;
   const std::chrono::milliseconds timeout_;
   std::unique_ptr<net::Node> node_;
   std::unique_ptr<comm::Group> group_;
@@ -115,6 +143,7 @@ class TenaxEngine {
   uint64_t seq_ = 0;
   std::atomic<int64_t> fast_{0}, bulk_{0};
   Status broken_;
+  Status tolerated_;  // under mu_
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Pending> queue_;

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "elastic_member.h"
 #include "tenax/python/process_group_tenax.h"
 #include "tenax/version.h"
 
@@ -19,6 +20,66 @@ PYBIND11_MODULE(_tenax, m) {
         py::arg("world_size"), py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
         "Rendezvous over `store` and connect `world_size` ranks: the creator torch.distributed calls for "
         "init_process_group(\"tenax\"). Returns a torch ProcessGroup.");
+  using tenax::python::ElasticMember;
+  using tenax::python::ElasticMemberOptions;
+  py::register_exception<tenax::python::MembershipChanged>(m, "MembershipChanged", PyExc_RuntimeError);
+  py::class_<ElasticMember>(m, "ElasticMember",
+                            "One member of an elastic job (the C++ half of tenax.torch.Manager; use that).")
+      .def(py::init([](const std::string& coordinator, const std::string& job_id, int rank, const std::string& secret,
+                       const std::string& host, const std::string& fingerprint, std::chrono::milliseconds timeout,
+                       std::chrono::milliseconds join_timeout) {
+             ElasticMemberOptions o;
+             o.coordinator = coordinator;
+             o.job_id = job_id;
+             o.requested_rank = rank;
+             o.secret = secret;
+             o.host = host;
+             o.fingerprint = fingerprint;
+             o.timeout = timeout;
+             o.reform_timeout = timeout;
+             o.join_timeout = join_timeout;
+             return std::make_unique<ElasticMember>(std::move(o));
+           }),
+           py::arg("coordinator"), py::arg("job_id"), py::arg("rank"), py::arg("secret"), py::arg("host"),
+           py::arg("fingerprint"), py::arg("timeout"), py::arg("join_timeout"), py::call_guard<py::gil_scoped_release>())
+      .def("view",
+           [](const ElasticMember& e) {
+             auto v = e.view();
+             return py::dict(py::arg("rank") = v.rank, py::arg("world") = v.world, py::arg("generation") = v.generation,
+                             py::arg("member_id") = v.member_id, py::arg("joined_late") = v.joined_late,
+                             py::arg("why") = v.why);
+           })
+      .def("config_toml", &ElasticMember::config_toml)
+      .def("start_step", [](ElasticMember& e, bool failed, bool leave) { return static_cast<int>(e.StartStep(failed, leave)); },
+           py::arg("failed"), py::arg("leave"), py::call_guard<py::gil_scoped_release>())
+      .def("agree_state",
+           [](ElasticMember& e, int64_t applied) {
+             auto [top, role] = e.AgreeState(applied);
+             return std::make_pair(top, static_cast<int>(role));
+           },
+           py::arg("applied"), py::call_guard<py::gil_scoped_release>())
+      .def("offer_state",
+           [](ElasticMember& e, const py::bytes& b) {
+             std::string bytes = b;  // copied with the GIL held
+             py::gil_scoped_release release;
+             e.OfferState(bytes);
+           },
+           py::arg("state"))
+      .def("fetch_state",
+           [](ElasticMember& e) {
+             std::string bytes;
+             {
+               py::gil_scoped_release release;
+               bytes = e.FetchState();
+             }
+             return py::bytes(bytes);
+           })
+      .def("close_state", &ElasticMember::CloseState, py::call_guard<py::gil_scoped_release>())
+      .def("formed", &ElasticMember::Formed, py::call_guard<py::gil_scoped_release>())
+      .def("allreduce", &ElasticMember::Allreduce, py::arg("tensor"), py::arg("scale"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("take_step_error", &ElasticMember::TakeStepError)
+      .def("finish", &ElasticMember::Finish, py::arg("summary_json"), py::call_guard<py::gil_scoped_release>());
   m.def(
       "backend_counters",
       [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {

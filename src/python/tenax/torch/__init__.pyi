@@ -5,3 +5,8 @@ import torch.distributed
 BACKEND: str
 
 def counters(group: Optional[torch.distributed.ProcessGroup] = ...) -> Dict[str, int]: ...
+
+from .elastic import DistributedDataParallel as DistributedDataParallel
+from .elastic import Manager as Manager
+from .elastic import MembershipChanged as MembershipChanged
+from .elastic import allreduce_hook as allreduce_hook

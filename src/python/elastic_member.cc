@@ -1,0 +1,342 @@
+#include "elastic_member.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "tenax/comm/channel_codec.h"
+#include "tenax/net/auth.h"
+#include "tenax/net/control_codec.h"
+#include "tenax/net/host_port.h"
+
+namespace tenax::python {
+namespace {
+
+uint64_t Fnv1a(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// Failures a new membership repairs (as in the C++ elastic exchange).
+bool Repairable(const Status& st) {
+  return st.code() == StatusCode::kPeerLost || st.code() == StatusCode::kDeadlineExceeded ||
+         st.code() == StatusCode::kAborted;
+}
+
+// No state a member offers is larger (a bound on what a peer can make us allocate).
+constexpr uint64_t kMaxStateBytes = uint64_t{1} << 40;
+
+}  // namespace
+
+ElasticMember::ElasticMember(ElasticMemberOptions options) : options_(std::move(options)) {
+  engine_ = std::make_unique<TenaxEngine>([this](TenaxEngine& e) { return Join(e); },
+                                          "joining elastic job '" + options_.job_id + "' at " + options_.coordinator,
+                                          options_.timeout);
+}
+
+ElasticMember::~ElasticMember() {
+  if (!engine_) return;
+  // The coordinator connection goes before the Node it uses.
+  (void)engine_->RunAndWait("close", [this](TenaxEngine&) {
+    arena_ = net::MemoryRegion();
+    membership_.reset();
+    client_.reset();
+    return Status();
+  });
+  engine_.reset();
+}
+
+Status ElasticMember::Join(TenaxEngine& e) {
+  TENAX_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(options_.coordinator));
+  TENAX_ASSIGN_OR_RETURN(std::string secret, net::ResolveSecret(options_.secret));
+  const std::string host = options_.host.empty() ? "127.0.0.1" : options_.host;
+  net::NodeOptions no;
+  no.name = "python member@" + host + "/" + std::to_string(::getpid());
+  no.secret = secret;
+  if (const char* t = std::getenv("TENAX_TRANSPORTS")) no.transports = t;
+  TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(no));
+  TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen(host, 0));
+  net::Node& n = *node;
+  e.SetNode(std::move(node));
+
+  const Deadline deadline = Deadline::After(options_.join_timeout);
+  wire::JoinRequest req;
+  req.set_job_id(options_.job_id);
+  req.set_name(host + "/" + std::to_string(::getpid()));
+  req.set_host(host);
+  req.set_port(port);
+  req.set_requested_rank(options_.requested_rank);
+  req.set_pid(static_cast<uint64_t>(::getpid()));
+  req.set_plan_fingerprint(options_.fingerprint);
+  TENAX_ASSIGN_OR_RETURN(client_, coord::CoordinatorClient::Join(n, hp.host, hp.port, req, deadline));
+  config_toml_ = client_->info().config_toml;
+  const int member_id = client_->info().rank;
+  membership_ = std::make_unique<CoordinatorMembership>(*client_, options_.job_id, member_id);
+  TENAX_ASSIGN_OR_RETURN(wire::Roster roster, client_->WaitRoster(deadline));
+  TENAX_ASSIGN_OR_RETURN(MembershipView view, ViewOf(roster, member_id, false));
+  // The first generation connects every pair; a joiner of a running job
+  // dials the members, and joins the next generation when its own was
+  // superseded while it dialled (worker_role.cc does the same).
+  const bool all_new = client_->info().generation == 0;
+  auto group = all_new ? comm::Group::Connect(n, options_.job_id, view.generation, view.rank, view.members, deadline)
+                       : comm::Group::Join(n, options_.job_id, view.generation, view.rank, view.members, deadline);
+  while (!all_new && !group.ok() && !deadline.Expired()) {
+    auto next = membership_->Next(view.generation, Deadline::After(std::chrono::seconds(10)).Earlier(deadline));
+    if (!next.ok()) break;
+    view = std::move(*next);
+    group = comm::Group::Join(n, options_.job_id, view.generation, view.rank, view.members, deadline);
+  }
+  if (!group.ok()) {
+    if (all_new) client_->ReportFailure(group.status().message());
+    return group.status();
+  }
+  e.SetGroup(std::move(*group));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    view_.member_id = member_id;
+    view_.joined_late = !all_new;
+  }
+  UpdateView(e, all_new ? "first generation" : "joined a running job");
+  return Status();
+}
+
+void ElasticMember::UpdateView(TenaxEngine& e, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  view_.rank = e.group().rank();
+  view_.world = e.group().world();
+  view_.generation = e.group().generation();
+  view_.why = why;
+}
+
+ElasticMember::View ElasticMember::view() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return view_;
+}
+
+void ElasticMember::Run(const std::string& what, TenaxEngine::Job job) {
+  const Status st = engine_->RunAndWait(what, std::move(job));
+  if (st.ok()) return;
+  if (Repairable(st)) throw MembershipChanged(st.message());
+  if (st.code() == StatusCode::kInvalidArgument) throw std::invalid_argument(st.message());
+  throw std::runtime_error(st.message());
+}
+
+void ElasticMember::ReportSuspects(TenaxEngine& e, const Status& why) {
+  comm::Group& g = e.group();
+  for (int r = 0; r < g.world(); ++r) {
+    if (r == g.rank()) continue;
+    if (!e.node().PeerStatus(g.peer(r)).ok()) {
+      membership_->ReportSuspect(g.members()[static_cast<size_t>(r)].id, why.message());
+    }
+  }
+}
+
+ElasticMember::Boundary ElasticMember::StartStep(bool failed, bool leave) {
+  Boundary out = kContinue;
+  Run("a step boundary", [&](TenaxEngine& e) -> Status {
+    if (leave && !membership_->leaving()) membership_->Leave("stopped by a preemption notice (SIGTERM)");
+    bool change = failed;
+    if (failed) {
+      ReportSuspects(e, PeerLost("the step's allreduce failed"));
+    } else {
+      // Every member passes the same flag sum: all re-form, or none.
+      float flag = membership_->leaving() || membership_->NewerPublished(e.group().generation()) ? 1.0f : 0.0f;
+      if (Status st = e.FastSum(&flag, 1, 1.0f); !st.ok()) {
+        if (!Repairable(st)) return st;
+        ReportSuspects(e, st);
+        change = true;
+      } else {
+        change = flag > 0.0f;
+      }
+    }
+    if (!change) return Status();
+    return Reform(e, out);
+  });
+  return out;
+}
+
+Status ElasticMember::Reform(TenaxEngine& e, Boundary& out) {
+  const Deadline deadline = Deadline::After(options_.reform_timeout);
+  for (;;) {
+    auto view = membership_->Next(std::max(e.group().generation(), failed_generation_), deadline);
+    if (!view.ok()) {
+      if (view.status().code() == StatusCode::kCancelled && membership_->leaving()) {
+        out = kLeft;
+        return Status();
+      }
+      return view.status();
+    }
+    // Connections are reused from the stable generation (the newest one
+    // every member formed), as in the C++ elastic exchange.
+    auto known = formed_.find(view->stable_generation);
+    std::unique_ptr<comm::Group> old = e.TakeGroup();
+    auto g = comm::Group::Reform(*old, known == formed_.end() ? std::map<uint32_t, net::PeerId>{} : known->second,
+                                 options_.job_id, view->generation, view->rank, view->members, deadline);
+    formed_.erase(formed_.begin(), formed_.lower_bound(view->stable_generation));
+    if (!g.ok()) {
+      e.SetGroup(std::move(old));
+      if (!Repairable(g.status())) return g.status();
+      failed_generation_ = view->generation;
+      continue;
+    }
+    e.SetGroup(std::move(*g));
+    old.reset();
+    UpdateView(e, view->why);
+    out = kReformed;
+    return Status();
+  }
+}
+
+std::pair<int64_t, ElasticMember::Role> ElasticMember::AgreeState(int64_t applied) {
+  Role role = kNone;
+  Run("the state agreement", [&](TenaxEngine& e) -> Status {
+    const int w = e.group().world(), me = e.group().rank();
+    std::vector<float> counts(static_cast<size_t>(w), 0.0f);
+    counts[static_cast<size_t>(me)] = applied >= 0 ? static_cast<float>(applied + 1) : 0.0f;
+    TENAX_RETURN_IF_ERROR(e.FastSum(counts.data(), counts.size(), 1.0f));
+    int64_t top = 0;
+    std::vector<int64_t> c(static_cast<size_t>(w));
+    for (int r = 0; r < w; ++r) top = std::max(top, c[static_cast<size_t>(r)] = std::llround(counts[static_cast<size_t>(r)]));
+    if (top == 0) {
+      return FailedPrecondition("no member of generation " + std::to_string(e.group().generation()) +
+                                " holds the state");
+    }
+    donors_.clear();
+    receivers_.clear();
+    for (int r = 0; r < w; ++r) (c[static_cast<size_t>(r)] == top ? donors_ : receivers_).push_back(r);
+    top_ = top - 1;
+    if (!receivers_.empty()) role = c[static_cast<size_t>(me)] == top ? kDonor : kReceiver;
+    return Status();
+  });
+  return {top_, role};
+}
+
+void ElasticMember::OfferState(const std::string& bytes) {
+  Run("offering the state", [&](TenaxEngine& e) -> Status {
+    comm::Group& g = e.group();
+    // Framed as [u64 length][bytes][zeros to a multiple of 4]: state offers
+    // carry whole 4-byte words (comm::DecodeStateOffer).
+    const uint64_t length = bytes.size();
+    const size_t framed = (sizeof(length) + bytes.size() + 3) / 4 * 4;
+    if (arena_.size() < framed || !arena_.data()) {
+      arena_ = net::MemoryRegion();
+      TENAX_ASSIGN_OR_RETURN(arena_, e.node().Allocate(framed));
+    }
+    std::memcpy(arena_.data(), &length, sizeof(length));
+    std::memcpy(arena_.data() + sizeof(length), bytes.data(), bytes.size());
+    std::memset(arena_.data() + sizeof(length) + bytes.size(), 0, framed - sizeof(length) - bytes.size());
+    const uint64_t sum = Fnv1a(arena_.data(), framed);
+    for (size_t i = 0; i < receivers_.size(); ++i) {
+      if (donors_[i % donors_.size()] != g.rank()) continue;
+      const net::PeerId peer = g.peer(receivers_[i]);
+      TENAX_ASSIGN_OR_RETURN(net::RegionDescriptor d, e.node().Share(arena_, peer));
+      wire::StateOffer offer;
+      offer.set_generation(g.generation());
+      offer.set_applied_steps(top_);
+      offer.set_bytes(framed);
+      offer.set_checksum(sum);
+      offer.set_region(net::EncodeRegion(d.address, d.length, d.rkey));
+      TENAX_RETURN_IF_ERROR(e.node().SendControl(peer, comm::kStateOfferKind, offer.SerializeAsString(), e.OpDeadline()));
+    }
+    return Status();
+  });
+}
+
+std::string ElasticMember::FetchState() {
+  std::string out;
+  Run("reading the state", [&](TenaxEngine& e) -> Status {
+    comm::Group& g = e.group();
+    const size_t index =
+        static_cast<size_t>(std::find(receivers_.begin(), receivers_.end(), g.rank()) - receivers_.begin());
+    const int donor = donors_[index % donors_.size()];
+    const net::PeerId peer = g.peer(donor);
+    const Deadline deadline = e.OpDeadline();
+    wire::StateOffer offer;
+    do {  // offers of an older generation (a superseded re-form) are dropped
+      auto msg = e.node().ReceiveControl(deadline, peer, comm::kStateOfferKind);
+      if (!msg.ok()) {
+        return Status(msg.status().code(), "no state from donor " + g.Describe(donor) + ": " + msg.status().message());
+      }
+      TENAX_ASSIGN_OR_RETURN(offer, comm::DecodeStateOffer(msg->payload, g.Describe(donor)));
+    } while (offer.generation() < g.generation());
+    if (offer.applied_steps() != top_ || offer.bytes() > kMaxStateBytes) {
+      return ProtocolError("donor " + g.Describe(donor) + " offers " + std::to_string(offer.bytes()) +
+                           " bytes of step " + std::to_string(offer.applied_steps()) + ", the members agreed on step " +
+                           std::to_string(top_));
+    }
+    TENAX_ASSIGN_OR_RETURN(net::DecodedRegion d, net::DecodeRegion(offer.region(), g.Describe(donor)));
+    if (d.length < offer.bytes()) return ProtocolError("donor " + g.Describe(donor) + " shares fewer bytes than it offers");
+    TENAX_ASSIGN_OR_RETURN(net::RemoteRegion remote, e.node().Import(peer, net::RegionDescriptor{d.address, d.length, d.rkey}));
+    if (arena_.size() < offer.bytes() || !arena_.data()) {
+      arena_ = net::MemoryRegion();
+      TENAX_ASSIGN_OR_RETURN(arena_, e.node().Allocate(std::max<size_t>(offer.bytes(), 1)));
+    }
+    net::Op op = e.node().Get(arena_.data(), offer.bytes(), remote, 0);
+    TENAX_RETURN_IF_ERROR(e.node().Wait(op, deadline));
+    const uint64_t sum = Fnv1a(arena_.data(), offer.bytes());
+    if (sum != offer.checksum()) {
+      return DataLoss("state read from donor " + g.Describe(donor) + " has checksum " + std::to_string(sum) +
+                      ", the donor's is " + std::to_string(offer.checksum()));
+    }
+    uint64_t length = 0;
+    if (offer.bytes() >= sizeof(length)) std::memcpy(&length, arena_.data(), sizeof(length));
+    if (offer.bytes() < sizeof(length) || length > offer.bytes() - sizeof(length)) {
+      return ProtocolError("donor " + g.Describe(donor) + "'s state frame says " + std::to_string(length) +
+                           " bytes in " + std::to_string(offer.bytes()));
+    }
+    out.assign(reinterpret_cast<const char*>(arena_.data()) + sizeof(length), length);
+    return Status();
+  });
+  return out;
+}
+
+void ElasticMember::CloseState() {
+  // After it, donors may reuse their arenas.
+  Run("closing the state transfer", [](TenaxEngine& e) -> Status {
+    float zero = 0.0f;
+    return e.FastSum(&zero, 1, 1.0f);
+  });
+}
+
+void ElasticMember::Formed() {
+  Run("noting the generation formed", [this](TenaxEngine& e) -> Status {
+    formed_[e.group().generation()] = e.group().ConnectionsById();
+    membership_->Formed(e.group().generation());
+    return Status();
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> ElasticMember::Allreduce(at::Tensor tensor, double scale) {
+  if (tensor.device().type() != c10::DeviceType::CPU) {
+    throw std::invalid_argument("tenax.torch.Manager.allreduce: a " + tensor.device().str() +
+                                " tensor; this build of tenax is CPU-only");
+  }
+  if (tensor.scalar_type() != at::kFloat || !tensor.is_contiguous()) {
+    throw std::invalid_argument("tenax.torch.Manager.allreduce takes contiguous float32 tensors (got " +
+                                std::string(c10::toString(tensor.scalar_type())) +
+                                (tensor.is_contiguous() ? "" : ", not contiguous") + ")");
+  }
+  const float s = static_cast<float>(scale);
+  return engine_->Submit(
+      c10d::OpType::ALLREDUCE, "the step's allreduce", {tensor},
+      [tensor, s](TenaxEngine& e) { return e.FastSum(tensor.data_ptr<float>(), static_cast<size_t>(tensor.numel()), s); },
+      /*tolerant=*/true);
+}
+
+std::string ElasticMember::TakeStepError() {
+  const Status st = engine_->TakeTolerated();
+  return st.ok() ? std::string() : st.message();
+}
+
+void ElasticMember::Finish(const std::string& summary_json) {
+  Run("finishing", [&](TenaxEngine& e) -> Status {
+    float zero = 0.0f;  // nobody reports done while others may still address it
+    TENAX_RETURN_IF_ERROR(e.FastSum(&zero, 1, 1.0f));
+    return client_->ReportDone(summary_json, Deadline::After(std::chrono::seconds(30)));
+  });
+}
+
+}  // namespace tenax::python

@@ -1,0 +1,113 @@
+// The C++ half of tenax.torch.Manager (src/python/tenax/torch/elastic.py):
+// one member of an elastic job from inside a user's PyTorch program. It
+// joins the job's coordinator (tenax coordinator --job, cluster.elastic),
+// forms each membership generation's group over one net::Node, and runs
+// the operations of a step boundary, of the state transfer to members
+// behind, and of the gradient allreduce, each as a job of a TenaxEngine
+// (the Node's thread, which also keeps the connections alive between
+// calls). docs/python.md "Elastic training" has the protocol as users see
+// it; it mirrors the C++ elastic exchange (docs/elastic.md).
+//
+// Threading: every method may be called from any thread (Python's, with
+// the GIL released) and waits for its job; one caller at a time.
+// Failures: an operation that a new membership repairs (a lost or stuck
+// member, a newer generation) throws MembershipChanged; the Manager then
+// re-forms at the boundary. Anything else (a refused join, a coordinator
+// gone past its deadline, bad input) throws std::runtime_error (Python's
+// RuntimeError) or std::invalid_argument (ValueError). The allreduce never
+// throws inside DDP's backward: its failure is kept for TakeStepError.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine.h"
+#include "tenax/coord/coordinator_client.h"
+#include "tenax/train/exchange/coordinator_membership.h"
+
+namespace tenax::python {
+
+struct MembershipChanged : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct ElasticMemberOptions {
+  std::string coordinator;  // host:port
+  std::string job_id;
+  std::string secret;        // empty: TENAX_SECRET
+  std::string host;          // advertised to the other members (empty: 127.0.0.1)
+  std::string fingerprint;   // the state's schema: a joiner with another one is refused
+  int requested_rank = -1;   // -1: a joiner, the coordinator picks its id
+  std::chrono::milliseconds timeout{60000};         // every collective, the state transfer
+  std::chrono::milliseconds join_timeout{120000};   // join and first roster
+  std::chrono::milliseconds reform_timeout{60000};  // a boundary's wait for the next generation
+};
+
+class ElasticMember {
+ public:
+  enum Boundary { kContinue = 0, kReformed = 1, kLeft = 2 };
+  enum Role { kNone = 0, kDonor = 1, kReceiver = 2 };
+
+  explicit ElasticMember(ElasticMemberOptions options);  // joins; throws
+  ~ElasticMember();
+
+  struct View {
+    int rank = -1, world = 0;
+    uint64_t generation = 0;
+    int member_id = -1;
+    bool joined_late = false;  // admitted to a running job (it has no state yet)
+    std::string why;
+  };
+  View view() const;
+  std::string config_toml() const { return config_toml_; }
+
+  // A step boundary: leaves when `leave` (a preemption notice), re-forms
+  // when `failed` (the last step's collectives failed), when a member
+  // leaves or joins, or when the members' agreement fails. kReformed: the
+  // caller runs the state transfer next.
+  Boundary StartStep(bool failed, bool leave);
+  // The state transfer of a new generation: every member passes the steps
+  // it applied (-1: it has no state); the members behind read the state of
+  // one that has the most. Returns (that step count, this member's role).
+  std::pair<int64_t, Role> AgreeState(int64_t applied);
+  void OfferState(const std::string& bytes);  // a donor: its serialized state
+  std::string FetchState();                   // a receiver: the donor's bytes, checksummed
+  void CloseState();                          // every member, when the role was not kNone
+  void Formed();                              // the generation formed and agreed
+  // Sum of `tensor` (float32, contiguous, CPU) over the members, times
+  // `scale`, in place; the Work never fails (see TakeStepError).
+  c10::intrusive_ptr<c10d::Work> Allreduce(at::Tensor tensor, double scale);
+  std::string TakeStepError();
+  // The end of training: a barrier, then the coordinator hears this
+  // member is done (rank 0 passes the run's summary).
+  void Finish(const std::string& summary_json);
+
+ private:
+  void Run(const std::string& what, TenaxEngine::Job job);  // throws as above
+  Status Join(TenaxEngine& e);
+  Status Reform(TenaxEngine& e, Boundary& out);
+  void ReportSuspects(TenaxEngine& e, const Status& why);
+  void UpdateView(TenaxEngine& e, const std::string& why);
+
+  ElasticMemberOptions options_;
+  std::string config_toml_;
+  std::unique_ptr<coord::CoordinatorClient> client_;   // engine thread only
+  std::unique_ptr<CoordinatorMembership> membership_;  // engine thread only
+  std::map<uint64_t, std::map<uint32_t, net::PeerId>> formed_;
+  uint64_t failed_generation_ = 0;
+  // The state transfer in progress (engine thread).
+  std::vector<int> donors_, receivers_;
+  int64_t top_ = 0;
+  net::MemoryRegion arena_;
+  mutable std::mutex mu_;
+  View view_;  // under mu_
+  std::unique_ptr<TenaxEngine> engine_;  // last: its thread stops first
+};
+
+}  // namespace tenax::python

@@ -1,0 +1,150 @@
+"""Elastic training from Python: examples/python/elastic.py under a real
+`tenax coordinator`, with real faults. One member is SIGKILLed, a joiner
+arrives and reads the live state, another member is preempted (SIGTERM):
+the job goes on without a restart, every member that finishes ends with
+bit-identical parameters after exactly the configured steps, and the one
+preempted leaves cleanly."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(os.environ["TENAX_SOURCE_DIR"])
+SCRIPT = SOURCE / "examples" / "python" / "elastic.py"
+TENAX = os.environ["TENAX_BINARY"]
+SECRET = "python-elastic-test-secret-0123456789"
+STEPS = 600
+
+
+class Proc:
+    """A child whose combined output is read line by line in the background;
+    every wait has a deadline; kill() at the end of each test."""
+
+    def __init__(self, argv, env, name):
+        self.name = name
+        self.p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines = []
+        self.cv = threading.Condition()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            with self.cv:
+                self.lines.append(line)
+                self.cv.notify_all()
+        with self.cv:
+            self.lines.append(None)  # end of output
+            self.cv.notify_all()
+
+    def text(self):
+        with self.cv:
+            return "".join(l for l in self.lines if l is not None)
+
+    def wait_for(self, pattern, timeout=120):
+        """The first match of `pattern` in a line; fails the test on timeout or end of output."""
+        rx = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self.cv:
+            while True:
+                while seen < len(self.lines):
+                    line = self.lines[seen]
+                    seen += 1
+                    if line is None:
+                        pytest.fail(f"{self.name} ended before '{pattern}':\n{self.text()}")
+                    m = rx.search(line)
+                    if m:
+                        return m
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    pytest.fail(f"{self.name}: no '{pattern}' within {timeout} s:\n{self.text()}")
+                self.cv.wait(left)
+
+    def wait(self, timeout=180):
+        try:
+            code = self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            pytest.fail(f"{self.name} did not exit within {timeout} s:\n{self.text()}")
+        self.reader.join(timeout=10)
+        return code
+
+    def kill(self):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+@pytest.fixture
+def procs():
+    started = []
+    yield started
+    for p in started:
+        p.kill()
+
+
+def start_coordinator(tmp_path, procs, workers=3):
+    job = tmp_path / "job.toml"
+    job.write_text((SOURCE / "examples" / "python" / "elastic.toml").read_text()
+                   .replace("workers = 3", f"workers = {workers}"))
+    env = dict(os.environ, TENAX_SECRET=SECRET)
+    c = Proc([TENAX, "coordinator", "--job", str(job), "--state", str(tmp_path / "state.db"),
+              "--port-file", str(tmp_path / "port")], env, "coordinator")
+    procs.append(c)
+    c.wait_for("listening on", timeout=60)
+    return "127.0.0.1:" + (tmp_path / "port").read_text().strip()
+
+
+def start_member(procs, coordinator, rank, name, extra=()):
+    env = dict(os.environ, TENAX_COORDINATOR=coordinator, TENAX_JOB_ID="python-elastic", TENAX_RANK=str(rank),
+               TENAX_SECRET=SECRET, OMP_NUM_THREADS="1")
+    m = Proc([sys.executable, str(SCRIPT), "--steps", str(STEPS), "--train-limit", "8192", "--test-limit", "1000",
+              "--log-every", "5", *extra], env, name)
+    procs.append(m)
+    return m
+
+
+def param_hash(member):
+    m = re.search(r"(\d+) steps in .* param-hash ([0-9a-f]{64})", member.text())
+    assert m, f"{member.name} printed no final line:\n{member.text()}"
+    return int(m.group(1)), m.group(2)
+
+
+def test_a_kill_a_joiner_and_a_preemption_leave_the_finishers_bit_identical(tmp_path, procs):
+    coordinator = start_coordinator(tmp_path, procs)
+    members = {r: start_member(procs, coordinator, r, f"rank {r}") for r in range(3)}
+    members[0].wait_for(r"step (3\d|[4-9]\d|\d{3,})/")
+    members[1].p.send_signal(signal.SIGKILL)
+    members[0].wait_for(r"step (6\d|[7-9]\d|\d{3,})/\d+ rank \d/2")  # the two survivors train on
+    joiner = start_member(procs, coordinator, -1, "joiner")
+    joiner.wait_for(r"step \d+/\d+ rank \d/3")  # it read the state and trains in a generation of 3
+    members[2].p.send_signal(signal.SIGTERM)
+    members[2].wait_for("left the job")
+    assert members[2].wait() == 0, members[2].text()
+    for name, m in (("rank 0", members[0]), ("joiner", joiner)):
+        assert m.wait() == 0, f"{name}:\n{m.text()}"
+    steps0, hash0 = param_hash(members[0])
+    steps_j, hash_j = param_hash(joiner)
+    assert steps0 == STEPS and steps_j == STEPS
+    assert hash0 == hash_j, "the joiner's parameters differ from rank 0's"
+    acc = float(re.search(r"test accuracy ([0-9.]+)", members[0].text() + joiner.text()).group(1))
+    assert acc > 0.70, f"the model did not learn: accuracy {acc}"
+    assert procs[0].wait(timeout=60) == 0, "the coordinator did not end the job well:\n" + procs[0].text()
+
+
+def test_a_member_with_another_state_schema_is_refused_naming_why(tmp_path, procs):
+    coordinator = start_coordinator(tmp_path, procs, workers=1)
+    first = start_member(procs, coordinator, 0, "rank 0")
+    first.wait_for(r"step \d+/")
+    odd = start_member(procs, coordinator, -1, "odd joiner", extra=["--model", "linear"])
+    code = odd.wait(timeout=120)
+    assert code != 0
+    assert "fingerprint" in odd.text() or "another model" in odd.text(), odd.text()
