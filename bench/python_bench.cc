@@ -45,6 +45,9 @@ Status RunPython(const PythonArgs& a) {
   const char* old = std::getenv("PYTHONPATH");
   const std::string path = package + (old && *old ? ":" + std::string(old) : "");
   ::setenv("PYTHONPATH", path.c_str(), 1);
+  // The Manager's section starts a `tenax coordinator`: the tenax beside this binary.
+  const auto tenax = std::filesystem::path(package).parent_path() / "src" / "tenax";
+  if (!std::getenv("TENAX_BINARY") && std::filesystem::exists(tenax, ec)) ::setenv("TENAX_BINARY", tenax.c_str(), 1);
   std::vector<std::string> args = {a.python, script};
   if (a.quick) args.push_back("--quick");
   if (!a.json_path.empty()) args.insert(args.end(), {"--json", a.json_path});

@@ -13,6 +13,10 @@ against Gloo, in the same run, on the same scripts.
    1 / (1 - share) of any backend's speed-up, are printed too.
 2. all_reduce of float32 from 4 KiB to 64 MiB through torch.distributed
    (bench/torch_collectives.py), 2 and 4 processes, tenax vs gloo.
+3. The Manager's overhead: examples/python/elastic.py, 2 members of an
+   elastic job under a real `tenax coordinator` (TENAX_BINARY), against the
+   same loop, data and slices on stock DDP with backend="tenax"
+   (elastic.py --stock-ddp), steps per second after 10 warm-up steps.
 
 Prints a table and, with --json FILE, writes every number. The tenax
 package must be importable (PYTHONPATH=build/python; `tenax bench python`
@@ -83,6 +87,71 @@ def collectives(a, backend, world):
                                 "--seconds", str(a.op_seconds)], world, a.timeout)
 
 
+def manager_overhead(a, steps):
+    """(Manager steps/s, stock DDP steps/s) of examples/python/elastic.py on 2 processes."""
+    import tempfile
+    script = os.path.join(HERE, "..", "examples", "python", "elastic.py")
+    common = ["--steps", str(steps), "--data", a.data, "--test-limit", "1000", "--log-every", "100000"]
+    env = dict(os.environ, OMP_NUM_THREADS="1", TENAX_SECRET="bench-python-manager-secret-0123456789")
+    with tempfile.TemporaryDirectory() as tmp:
+        job = os.path.join(tmp, "job.toml")
+        with open(os.path.join(HERE, "..", "examples", "python", "elastic.toml")) as f:
+            text = f.read().replace("workers = 3", "workers = 2")
+        with open(job, "w") as f:
+            f.write(text)
+        port_file = os.path.join(tmp, "port")
+        coord = subprocess.Popen([os.environ["TENAX_BINARY"], "coordinator", "--job", job, "--state",
+                                  os.path.join(tmp, "state.db"), "--port-file", port_file], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.time() + 60
+            while not (os.path.exists(port_file) and open(port_file).read().strip()):
+                if time.time() > deadline or coord.poll() is not None:
+                    raise RuntimeError("the coordinator did not start")
+                time.sleep(0.05)  # polling its port file, with a deadline
+            address = "127.0.0.1:" + open(port_file).read().strip()
+
+            def member(r):
+                return [sys.executable, script, *common]
+            managed = run_ranks_env(member, 2, a.timeout, lambda r: dict(env, TENAX_COORDINATOR=address,
+                                                                          TENAX_JOB_ID="python-elastic",
+                                                                          TENAX_RANK=str(r)))
+        finally:
+            if coord.poll() is None:
+                coord.kill()
+            coord.wait()
+    port = free_port()
+    stock = run_ranks_env(lambda r: [sys.executable, script, "--stock-ddp", *common], 2, a.timeout,
+                          lambda r: dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),
+                                         WORLD_SIZE="2"))
+    return managed["steps_per_second"], stock["steps_per_second"]
+
+
+def run_ranks_env(argv_of_rank, world, timeout, env_of_rank):
+    """run_ranks with an environment per rank."""
+    procs = [subprocess.Popen(argv_of_rank(r), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env_of_rank(r)) for r in range(world)]
+    deadline = time.time() + timeout
+    outs = [None] * world
+    try:
+        for r, p in enumerate(procs):
+            outs[r] = p.communicate(timeout=max(1, deadline - time.time()))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for r, p in enumerate(procs):
+        if p.returncode != 0:
+            tail = (outs[r][1] if outs[r] else "").strip().splitlines()[-5:]
+            raise RuntimeError(f"rank {r} exited with {p.returncode}: " + " | ".join(tail))
+    for out in outs:
+        lines = [l for l in out[0].splitlines() if l.startswith("{")]
+        if lines:
+            return json.loads(lines[-1])
+    raise RuntimeError("no rank printed a JSON result")
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="one round, fewer steps (about 3 minutes)")
@@ -115,6 +184,15 @@ def main():
             "compute_only_samples_per_second": compute["samples_per_second"], "gloo_exposed_share": exposed,
             "ceiling": 1.0 / (1.0 - exposed) if exposed < 1 else None,
             "accuracy": {b: [x["test_accuracy"] for x in rows[b]] for b in rows}}
+    report["manager"] = {"rounds": []}
+    for rnd in range(a.rounds):
+        managed, stock = manager_overhead(a, 200 if a.quick else 500)
+        report["manager"]["rounds"].append({"manager": managed, "stock_ddp_tenax": stock})
+        print(f"[bench] manager round {rnd + 1}/{a.rounds}: {managed:.1f} steps/s, stock DDP on tenax "
+              f"{stock:.1f} steps/s", flush=True)
+    mr = report["manager"]["rounds"]
+    report["manager"]["overhead"] = statistics.median(x["stock_ddp_tenax"] for x in mr) / statistics.median(
+        x["manager"] for x in mr) - 1.0
     for world in (2, 4):
         per = {b: collectives(a, b, world) for b in ("gloo", "tenax")}
         report["allreduce"][str(world)] = per
@@ -138,8 +216,15 @@ def main():
             t, g = report["allreduce"][w]["tenax"]["seconds"][size], report["allreduce"][w]["gloo"]["seconds"][size]
             cells.append(f"{t * 1e3:9.3f}ms {g * 1e3:9.3f}ms {t / g:6.2f}")
         print(f"{int(size) // 1024:>20} KiB " + " ".join(cells))
+    m = report["manager"]
+    print()
+    print(f"Manager (2 members, cnn, global batch 96): "
+          f"{statistics.median(x['manager'] for x in m['rounds']):.1f} steps/s; stock DDP on tenax "
+          f"{statistics.median(x['stock_ddp_tenax'] for x in m['rounds']):.1f} steps/s; "
+          f"overhead {m['overhead'] * 100:.1f}%")
     big = str(a.max_bytes)
     targets = {
+        "manager_overhead": (m["overhead"], "<=", 0.10),
         "ddp_big_ratio": (report["ddp"]["big"]["ratio"], ">=", 1.2),
         "ddp_cnn_ratio": (report["ddp"]["cnn"]["ratio"], ">=", 1.0),
         "allreduce_64MiB_2p": (report["allreduce"]["2"]["tenax"]["seconds"][big]

@@ -20,6 +20,7 @@ member) and rank 0 the test accuracy.
 """
 import argparse
 import hashlib
+import json
 import os
 import sys
 import time
@@ -45,6 +46,10 @@ def main():
     p.add_argument("--model", choices=["cnn", "linear"], default="cnn",
                    help="cnn: ddp.py's Net; linear: one layer (members of one job must agree)")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    p.add_argument("--stock-ddp", action="store_true",
+                   help="the same loop on stock DDP with backend=\"tenax\" (MASTER_ADDR/RANK/WORLD_SIZE), no "
+                        "Manager: what `tenax bench python` compares the Manager's overhead with")
+    p.add_argument("--warmup-steps", type=int, default=10, help="steps left out of the printed steps/s")
     a = p.parse_args()
 
     torch.set_num_threads(1)
@@ -60,25 +65,16 @@ def main():
         net.load_state_dict(s["model"])
         opt.load_state_dict(s["opt"])
 
+    if a.stock_ddp:
+        return stock_ddp(a, train, net, opt)
     manager = tenax.torch.Manager(state_dict=state_dict, load_state_dict=load_state_dict)
     model = tenax.torch.DistributedDataParallel(net, manager)
 
-    # The sample order of every epoch is fixed by its number, so a member's
-    # slice of step s is known from s alone (what a joiner resumes from).
-    n = len(train)
-    steps_per_epoch = n // a.global_batch
-    orders = {}
-
-    def indices(step, offset, count):
-        epoch = step // steps_per_epoch
-        if epoch not in orders:
-            orders.clear()
-            orders[epoch] = torch.from_numpy(np.random.default_rng(epoch).permutation(n))
-        start = (step % steps_per_epoch) * a.global_batch + offset
-        return orders[epoch][start:start + count]
-
-    start, dropped, loss = time.time(), 0, None
+    indices = sample_order(len(train), a.global_batch)
+    start, dropped, loss, warm = time.time(), 0, None, None
     while manager.step < a.steps:
+        if manager.step == a.warmup_steps and warm is None:
+            warm = time.time()
         if not manager.start_step():
             print(f"member left the job at step {manager.step} (preemption notice)", flush=True)
             manager.close()
@@ -112,7 +108,53 @@ def main():
         print(f"test accuracy {summary['test_accuracy']:.4f}", flush=True)
     print(f"rank {rank}: {manager.step} steps in {seconds:.1f} s ({dropped} dropped), last loss {loss.item():.4f}, "
           f"param-hash {digest.hexdigest()}", flush=True)
+    if warm is not None:
+        print(json.dumps({"steps_per_second": (manager.step - a.warmup_steps) / (time.time() - warm),
+                          "test_accuracy": summary.get("test_accuracy")}), flush=True)
     manager.finish(summary)
+
+
+def sample_order(n, global_batch):
+    """indices(step, offset, count): the samples of a step's slice. The
+    order of every epoch is fixed by its number, so a member's slice of
+    step s is known from s alone (what a joiner resumes from)."""
+    steps_per_epoch = n // global_batch
+    orders = {}
+
+    def indices(step, offset, count):
+        epoch = step // steps_per_epoch
+        if epoch not in orders:
+            orders.clear()
+            orders[epoch] = torch.from_numpy(np.random.default_rng(epoch).permutation(n))
+        start = (step % steps_per_epoch) * global_batch + offset
+        return orders[epoch][start:start + count]
+
+    return indices
+
+
+def stock_ddp(a, train, net, opt):
+    """The same loop, data and slices on stock DDP over backend "tenax" (fixed membership)."""
+    import datetime
+    import torch.distributed as dist
+    dist.init_process_group("tenax", timeout=datetime.timedelta(seconds=120))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    model = torch.nn.parallel.DistributedDataParallel(net)
+    indices = sample_order(len(train), a.global_batch)
+    base, extra = divmod(a.global_batch, world)
+    offset, count = rank * base + min(rank, extra), base + (1 if rank < extra else 0)
+    warm = None
+    for step in range(a.steps):
+        if step == a.warmup_steps:
+            warm = time.time()
+        idx = indices(step, offset, count)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(train.x[idx]), train.y[idx])
+        loss.backward()
+        opt.step()
+    if warm is not None and rank == 0:
+        print(json.dumps({"steps_per_second": (a.steps - a.warmup_steps) / (time.time() - warm)}), flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

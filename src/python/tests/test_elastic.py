@@ -148,3 +148,17 @@ def test_a_member_with_another_state_schema_is_refused_naming_why(tmp_path, proc
     code = odd.wait(timeout=120)
     assert code != 0
     assert "fingerprint" in odd.text() or "another model" in odd.text(), odd.text()
+
+
+def test_a_manager_without_a_coordinator_or_with_a_silent_one_says_so(monkeypatch):
+    import datetime
+
+    import tenax.torch
+    monkeypatch.delenv("TENAX_COORDINATOR", raising=False)
+    with pytest.raises(ValueError, match="TENAX_COORDINATOR"):
+        tenax.torch.Manager(state_dict=dict, load_state_dict=lambda s: None, job_id="j", handle_sigterm=False)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="127.0.0.1:1"):
+        tenax.torch.Manager(state_dict=dict, load_state_dict=lambda s: None, coordinator="127.0.0.1:1", job_id="j",
+                            secret=SECRET, join_timeout=datetime.timedelta(seconds=2), handle_sigterm=False)
+    assert time.monotonic() - start < 30, "the join did not give up at its deadline"
