@@ -13,6 +13,13 @@ against Gloo, in the same run, on the same scripts.
    1 / (1 - share) of any backend's speed-up, are printed too.
 2. all_reduce of float32 from 4 KiB to 64 MiB through torch.distributed
    (bench/torch_collectives.py), 2 and 4 processes, tenax vs gloo.
+4. Elastic training from Python, 4 workers, one SIGKILLed at 1/3 of the
+   steps and a new one started at 2/3: examples/python/elastic.py under a
+   `tenax coordinator` against torchrun --max_restarts 3 of
+   bench/torchrun_elastic_train.py (stock DDP on Gloo, the cnn, a checkpoint
+   every 10% of the steps, as `tenax bench elastic` runs it; torchrun
+   restarts every worker from the checkpoint). Each side's lost seconds are
+   its faulty run's wall time minus its fault-free run's.
 3. The Manager's overhead: examples/python/elastic.py, 2 members of an
    elastic job under a real `tenax coordinator` (TENAX_BINARY), against the
    same loop, data and slices on stock DDP with backend="tenax"
@@ -32,6 +39,9 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# examples/python's elastic.py, ddp.py and elastic.toml: copied beside this
+# file into bench-files/, or in the source tree.
+EXAMPLES = HERE if os.path.exists(os.path.join(HERE, "elastic.py")) else os.path.join(HERE, "..", "examples", "python")
 
 
 def free_port():
@@ -90,12 +100,12 @@ def collectives(a, backend, world):
 def manager_overhead(a, steps):
     """(Manager steps/s, stock DDP steps/s) of examples/python/elastic.py on 2 processes."""
     import tempfile
-    script = os.path.join(HERE, "..", "examples", "python", "elastic.py")
+    script = os.path.join(EXAMPLES, "elastic.py")
     common = ["--steps", str(steps), "--data", a.data, "--test-limit", "1000", "--log-every", "100000"]
     env = dict(os.environ, OMP_NUM_THREADS="1", TENAX_SECRET="bench-python-manager-secret-0123456789")
     with tempfile.TemporaryDirectory() as tmp:
         job = os.path.join(tmp, "job.toml")
-        with open(os.path.join(HERE, "..", "examples", "python", "elastic.toml")) as f:
+        with open(os.path.join(EXAMPLES, "elastic.toml")) as f:
             text = f.read().replace("workers = 3", "workers = 2")
         with open(job, "w") as f:
             f.write(text)
@@ -125,6 +135,126 @@ def manager_overhead(a, steps):
                           lambda r: dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),
                                          WORLD_SIZE="2"))
     return managed["steps_per_second"], stock["steps_per_second"]
+
+
+def _read_number(path):
+    try:
+        with open(path) as f:
+            return int(f.read().strip() or -1)
+    except (OSError, ValueError):
+        return None
+
+
+def _wait_progress(path, at_least, deadline, procs):
+    while True:
+        n = _read_number(path)
+        if n is not None and n >= at_least:
+            return n
+        if time.time() > deadline or all(p.poll() is not None for p in procs):
+            raise RuntimeError(f"progress did not reach step {at_least} (last {n})")
+        time.sleep(0.01)  # polling a progress file, with a deadline
+
+
+def elastic_tenax(a, steps, faulty):
+    """Wall seconds of examples/python/elastic.py, 4 members (faulty: member 1
+    SIGKILLed at steps/3, a joiner started at 2 steps/3), and rank 0's result."""
+    import tempfile
+    script = os.path.join(EXAMPLES, "elastic.py")
+    env = dict(os.environ, OMP_NUM_THREADS="1", TENAX_SECRET="bench-python-elastic-secret-0123456789")
+    with tempfile.TemporaryDirectory() as tmp:
+        job = os.path.join(tmp, "job.toml")
+        with open(os.path.join(EXAMPLES, "elastic.toml")) as f:
+            text = f.read().replace("workers = 3", "workers = 4").replace("min_workers = 1", "min_workers = 2")
+        with open(job, "w") as f:
+            f.write(text)
+        port_file, progress = os.path.join(tmp, "port"), os.path.join(tmp, "progress")
+        procs = []
+        try:
+            coord = subprocess.Popen([os.environ["TENAX_BINARY"], "coordinator", "--job", job, "--state",
+                                      os.path.join(tmp, "state.db"), "--port-file", port_file], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            procs.append(coord)
+            deadline = time.time() + 60
+            while not (os.path.exists(port_file) and open(port_file).read().strip()):
+                if time.time() > deadline or coord.poll() is not None:
+                    raise RuntimeError("the coordinator did not start")
+                time.sleep(0.05)  # polling its port file, with a deadline
+            env.update(TENAX_COORDINATOR="127.0.0.1:" + open(port_file).read().strip(), TENAX_JOB_ID="python-elastic")
+            argv = [sys.executable, script, "--steps", str(steps), "--data", a.data, "--test-limit", "0",
+                    "--log-every", "100000", "--progress-file", progress]
+
+            def member(rank):
+                p = subprocess.Popen(argv, env=dict(env, TENAX_RANK=str(rank)), stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, text=True)
+                procs.append(p)
+                return p
+            start = time.time()
+            members = [member(r) for r in range(4)]
+            deadline = start + a.timeout
+            if faulty:
+                _wait_progress(progress, steps // 3, deadline, members)
+                members[1].kill()
+                _wait_progress(progress, 2 * steps // 3, deadline, members)
+                members.append(member(-1))
+            outs = []
+            for i, p in enumerate(members):
+                out, _ = p.communicate(timeout=max(1, deadline - time.time()))
+                if p.returncode != 0 and not (faulty and i == 1):
+                    raise RuntimeError(f"member {i} exited with {p.returncode}")
+                outs.append(out)
+            coord.wait(timeout=max(1, deadline - time.time()))
+            wall = time.time() - start
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+    result = {}
+    for out in outs:
+        for line in out.splitlines():
+            if line.startswith("{") and "test_accuracy" in line:
+                r = json.loads(line)
+                if r.get("test_accuracy") is not None:
+                    result = r
+    return wall, result.get("test_accuracy")
+
+
+def elastic_torchrun(a, steps, faulty):
+    """Wall seconds of torchrun --max_restarts 3 of bench/torchrun_elastic_train.py, 4 workers
+    (faulty: rank 1 SIGKILLed at steps/3), and its test accuracy."""
+    import tempfile
+    script = os.path.join(HERE, "torchrun_elastic_train.py")
+    with tempfile.TemporaryDirectory() as tmp:
+        port = free_port()
+        # --redirects 2 --tee 2: torch 1.13's own defaults of these flags cannot be parsed under Python 3.11.
+        argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node", "4",
+                "--max_restarts", "3", "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}",
+                "--rdzv_id", "bench-python-elastic", "--monitor_interval", "1", "--redirects", "2", "--tee", "2",
+                "--log_dir", os.path.join(tmp, "logs"), script, "--run-dir", tmp, "--steps", str(steps),
+                "--model", "cnn", "--batch-size", "24", "--threads", "1", "--lr", "0.02", "--momentum", "0.9",
+                "--seed", "1", "--data", a.data]
+        env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
+        start = time.time()
+        p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        try:
+            deadline = start + a.timeout
+            if faulty:
+                _wait_progress(os.path.join(tmp, "progress"), steps // 3, deadline, [p])
+                pid = _read_number(os.path.join(tmp, "pid-1"))
+                with open(f"/proc/{pid}/cmdline") as f:
+                    if "torchrun_elastic_train.py" not in f.read():
+                        raise RuntimeError(f"pid {pid} is not rank 1 of the script")
+                os.kill(pid, 9)
+            out, _ = p.communicate(timeout=max(1, deadline - time.time()))
+            wall = time.time() - start
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if p.returncode != 0:
+            raise RuntimeError(f"torchrun exited with {p.returncode}")
+    lines = [l for l in out.splitlines() if l.startswith("{")]
+    return wall, json.loads(lines[-1]).get("final_test_accuracy") if lines else None
 
 
 def run_ranks_env(argv_of_rank, world, timeout, env_of_rank):
@@ -190,6 +320,22 @@ def main():
         report["manager"]["rounds"].append({"manager": managed, "stock_ddp_tenax": stock})
         print(f"[bench] manager round {rnd + 1}/{a.rounds}: {managed:.1f} steps/s, stock DDP on tenax "
               f"{stock:.1f} steps/s", flush=True)
+    report["elastic"] = {"rounds": []}
+    el_steps = 240 if a.quick else 450
+    for rnd in range(a.rounds):
+        row = {}
+        for side, fn in (("tenax", elastic_tenax), ("torchrun", elastic_torchrun)):
+            clean, acc_clean = fn(a, el_steps, False)
+            faulty, acc_faulty = fn(a, el_steps, True)
+            row[side] = {"fault_free_seconds": clean, "faulty_seconds": faulty, "lost_seconds": faulty - clean,
+                         "accuracy_fault_free": acc_clean, "accuracy_faulty": acc_faulty}
+            print(f"[bench] elastic {side} round {rnd + 1}/{a.rounds}: fault-free {clean:.1f} s, with a kill and a "
+                  f"join {faulty:.1f} s, lost {faulty - clean:.1f} s; accuracy {acc_clean} -> {acc_faulty}", flush=True)
+        report["elastic"]["rounds"].append(row)
+    er = report["elastic"]["rounds"]
+    lost = {s: statistics.median(x[s]["lost_seconds"] for x in er) for s in ("tenax", "torchrun")}
+    report["elastic"]["median_lost_seconds"] = lost
+    report["elastic"]["ratio"] = lost["tenax"] / lost["torchrun"] if lost["torchrun"] > 0 else None
     mr = report["manager"]["rounds"]
     report["manager"]["overhead"] = statistics.median(x["stock_ddp_tenax"] for x in mr) / statistics.median(
         x["manager"] for x in mr) - 1.0
@@ -222,9 +368,13 @@ def main():
           f"{statistics.median(x['manager'] for x in m['rounds']):.1f} steps/s; stock DDP on tenax "
           f"{statistics.median(x['stock_ddp_tenax'] for x in m['rounds']):.1f} steps/s; "
           f"overhead {m['overhead'] * 100:.1f}%")
+    e = report["elastic"]
+    print(f"Elastic, 4 workers, a kill at 1/3 and a join at 2/3, {el_steps} steps: lost seconds tenax "
+          f"{e['median_lost_seconds']['tenax']:.1f}, torchrun {e['median_lost_seconds']['torchrun']:.1f}")
     big = str(a.max_bytes)
     targets = {
         "manager_overhead": (m["overhead"], "<=", 0.10),
+        "elastic_lost_ratio": (e["ratio"] if e["ratio"] is not None else float("inf"), "<=", 0.25),
         "ddp_big_ratio": (report["ddp"]["big"]["ratio"], ">=", 1.2),
         "ddp_cnn_ratio": (report["ddp"]["cnn"]["ratio"], ">=", 1.0),
         "allreduce_64MiB_2p": (report["allreduce"]["2"]["tenax"]["seconds"][big]

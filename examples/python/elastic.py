@@ -50,6 +50,7 @@ def main():
                    help="the same loop on stock DDP with backend=\"tenax\" (MASTER_ADDR/RANK/WORLD_SIZE), no "
                         "Manager: what `tenax bench python` compares the Manager's overhead with")
     p.add_argument("--warmup-steps", type=int, default=10, help="steps left out of the printed steps/s")
+    p.add_argument("--progress-file", help="rank 0 writes the steps applied here after every step (for benchmarks)")
     a = p.parse_args()
 
     torch.set_num_threads(1)
@@ -86,6 +87,10 @@ def main():
         loss.backward()
         if manager.should_commit():
             opt.step()
+            if a.progress_file and manager.rank == 0:
+                with open(a.progress_file + ".tmp", "w") as f:
+                    f.write(f"{manager.step}\n")
+                os.replace(a.progress_file + ".tmp", a.progress_file)
             if manager.step % a.log_every == 0:
                 print(f"step {manager.step}/{a.steps} rank {manager.rank}/{manager.world_size} "
                       f"generation {manager.generation} loss {loss.item():.4f}", flush=True)

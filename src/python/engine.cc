@@ -284,7 +284,14 @@ Status TenaxEngine::FastSum(float* data, size_t count, float scale) {
     // then give the core away: processes may outnumber cores. A peer lost
     // meanwhile fails the sum at once (not at the deadline).
     if (++idle > 64) {
-      std::this_thread::yield();
+      // Past a few thousand polls a peer is computing, not answering:
+      // sleep briefly, since with more processes than cores a yield still
+      // burns the core that peer needs.
+      if (idle > 4096) {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      } else {
+        std::this_thread::yield();
+      }
       if (idle % 256 == 0) TENAX_RETURN_IF_ERROR(group_->Health());
     }
   }
