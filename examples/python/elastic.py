@@ -6,10 +6,10 @@ preempted (SIGTERM) while the job goes on, without a restart.
 Start the job's coordinator, then one process per member (any number, at
 any time; a member started after the first generation formed joins it):
 
-  build-test/src/tenax coordinator --job examples/python/elastic.toml --port-file /tmp/port &
+  build/src/tenax coordinator --job examples/python/elastic.toml --port-file /tmp/port &
   for r in 0 1 2; do
     TENAX_COORDINATOR=127.0.0.1:$(cat /tmp/port) TENAX_JOB_ID=python-elastic TENAX_RANK=$r \\
-    TENAX_SECRET=elastic-example-secret-0123456789 PYTHONPATH=build-test/python \\
+    TENAX_SECRET=elastic-example-secret-0123456789 PYTHONPATH=build/python \\
     /usr/bin/python3 examples/python/elastic.py --steps 300 &
   done
 
