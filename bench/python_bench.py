@@ -52,27 +52,7 @@ def free_port():
 
 def run_ranks(argv_of_rank, world, timeout):
     """Starts `world` processes, waits (bounded), returns rank 0's last JSON line."""
-    procs = [subprocess.Popen(argv_of_rank(r), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for r in range(world)]
-    deadline = time.time() + timeout
-    outs = [None] * world
-    try:
-        for r, p in enumerate(procs):
-            outs[r] = p.communicate(timeout=max(1, deadline - time.time()))
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for r, p in enumerate(procs):
-        if p.returncode != 0:
-            tail = (outs[r][1] if outs[r] else "").strip().splitlines()[-5:]
-            raise RuntimeError(f"rank {r} ({' '.join(argv_of_rank(r)[:3])} ...) exited with {p.returncode}: "
-                               + " | ".join(tail))
-    lines = [l for l in outs[0][0].splitlines() if l.startswith("{")]
-    if not lines:
-        raise RuntimeError("rank 0 printed no JSON result")
-    return json.loads(lines[-1])
+    return run_ranks_env(argv_of_rank, world, timeout, lambda r: None)
 
 
 def ddp(a, backend, model, steps, no_sync=False):
@@ -258,7 +238,8 @@ def elastic_torchrun(a, steps, faulty):
 
 
 def run_ranks_env(argv_of_rank, world, timeout, env_of_rank):
-    """run_ranks with an environment per rank."""
+    """Starts `world` processes (rank r with env_of_rank(r), None: this one's),
+    waits (bounded), returns the first rank's last JSON line."""
     procs = [subprocess.Popen(argv_of_rank(r), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=env_of_rank(r)) for r in range(world)]
     deadline = time.time() + timeout
@@ -274,7 +255,8 @@ def run_ranks_env(argv_of_rank, world, timeout, env_of_rank):
     for r, p in enumerate(procs):
         if p.returncode != 0:
             tail = (outs[r][1] if outs[r] else "").strip().splitlines()[-5:]
-            raise RuntimeError(f"rank {r} exited with {p.returncode}: " + " | ".join(tail))
+            raise RuntimeError(f"rank {r} ({' '.join(argv_of_rank(r)[:3])} ...) exited with {p.returncode}: "
+                               + " | ".join(tail))
     for out in outs:
         lines = [l for l in out[0].splitlines() if l.startswith("{")]
         if lines:
