@@ -146,8 +146,8 @@ def test_a_member_with_another_state_schema_is_refused_naming_why(tmp_path, proc
     first.wait_for(r"step \d+/")
     odd = start_member(procs, coordinator, -1, "odd joiner", extra=["--model", "linear"])
     code = odd.wait(timeout=120)
-    assert code != 0
-    assert "fingerprint" in odd.text() or "another model" in odd.text(), odd.text()
+    assert code == 1, f"the refused joiner should end with Python's uncaught-exception status 1:\n{odd.text()}"
+    assert "RuntimeError" in odd.text() and "plan fingerprint" in odd.text(), odd.text()
 
 
 def test_a_manager_without_a_coordinator_or_with_a_silent_one_says_so(monkeypatch):
