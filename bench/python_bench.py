@@ -86,7 +86,7 @@ def manager_overhead(a, steps):
     with tempfile.TemporaryDirectory() as tmp:
         job = os.path.join(tmp, "job.toml")
         with open(os.path.join(EXAMPLES, "elastic.toml")) as f:
-            text = f.read().replace("workers = 3", "workers = 2")
+            text = f.read().split("[[faults]]")[0].replace("workers = 3", "workers = 2")  # its [cluster]; the bench is the fault plan
         with open(job, "w") as f:
             f.write(text)
         port_file = os.path.join(tmp, "port")
@@ -144,7 +144,7 @@ def elastic_tenax(a, steps, faulty):
     with tempfile.TemporaryDirectory() as tmp:
         job = os.path.join(tmp, "job.toml")
         with open(os.path.join(EXAMPLES, "elastic.toml")) as f:
-            text = f.read().replace("workers = 3", "workers = 4").replace("min_workers = 1", "min_workers = 2")
+            text = f.read().split("[[faults]]")[0].replace("workers = 3", "workers = 4").replace("min_workers = 1", "min_workers = 2")
         with open(job, "w") as f:
             f.write(text)
         port_file, progress = os.path.join(tmp, "port"), os.path.join(tmp, "progress")

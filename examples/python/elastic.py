@@ -37,7 +37,8 @@ import tenax.torch  # noqa: E402
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--steps", type=int, default=300, help="optimizer steps of the job")
+    p.add_argument("--steps", type=int, default=int(os.environ.get("TENAX_TOTAL_STEPS", "300")),
+                   help="optimizer steps of the job (under tenax run: the job file's train.max_steps)")
     p.add_argument("--global-batch", type=int, default=96, help="samples per step over all members")
     p.add_argument("--lr", type=float, default=0.02)
     p.add_argument("--train-limit", type=int, default=0, help="the first N training samples; 0 = all")
@@ -68,7 +69,7 @@ def main():
 
     if a.stock_ddp:
         return stock_ddp(a, train, net, opt)
-    manager = tenax.torch.Manager(state_dict=state_dict, load_state_dict=load_state_dict)
+    manager = tenax.torch.Manager(state_dict=state_dict, load_state_dict=load_state_dict, total_steps=a.steps)
     model = tenax.torch.DistributedDataParallel(net, manager)
 
     indices = sample_order(len(train), a.global_batch)
@@ -92,6 +93,7 @@ def main():
                     f.write(f"{manager.step}\n")
                 os.replace(a.progress_file + ".tmp", a.progress_file)
             if manager.step % a.log_every == 0:
+                tenax.torch.report(loss=loss.item())  # tenax run's live view, metrics.jsonl, summary.json
                 print(f"step {manager.step}/{a.steps} rank {manager.rank}/{manager.world_size} "
                       f"generation {manager.generation} loss {loss.item():.4f}", flush=True)
         else:
@@ -101,7 +103,7 @@ def main():
     digest = hashlib.sha256()
     for t in net.state_dict().values():
         digest.update(t.detach().contiguous().numpy().tobytes())
-    summary = {"steps": manager.step, "seconds": seconds}
+    summary = {"steps": manager.step, "seconds": seconds, "state_hash": digest.hexdigest()}
     rank = manager.rank
     if rank == 0:
         test = FashionMnist(a.data, "test", a.test_limit)
@@ -110,6 +112,7 @@ def main():
             correct = sum((net(test.x[i:i + 1000]).argmax(1) == test.y[i:i + 1000]).sum().item()
                           for i in range(0, len(test), 1000))
         summary["test_accuracy"] = correct / len(test)
+        tenax.torch.report(accuracy=summary["test_accuracy"])
         print(f"test accuracy {summary['test_accuracy']:.4f}", flush=True)
     print(f"rank {rank}: {manager.step} steps in {seconds:.1f} s ({dropped} dropped), last loss {loss.item():.4f}, "
           f"param-hash {digest.hexdigest()}", flush=True)

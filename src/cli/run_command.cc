@@ -5,6 +5,7 @@
 // the network namespaces: that child inherits stderr and shows the view
 // (it makes the same terminal check); this process only forwards.
 #include <cstdio>
+#include <filesystem>
 #include <vector>
 
 #include "command.h"
@@ -57,7 +58,13 @@ Status RunJob(LaunchOptions options) {
   std::printf("final test accuracy %.4f with %lld workers, %.1f s, %.0f samples/s\n",
               s.value("final_test_accuracy", 0.0), static_cast<long long>(outcome->workers),
               s.value("launcher_wall_seconds", 0.0), s.value("samples_per_second", 0.0));
-  std::printf("outputs: %s/{summary.json,metrics.jsonl,model.pt,config.toml,logs/}\n", options.out_dir.c_str());
+  // What this run wrote (a worker command writes no model.pt or config.toml).
+  std::string files;
+  for (const char* name : {"summary.json", "metrics.jsonl", "model.pt", "config.toml", "report.html"}) {
+    std::error_code ec;
+    if (std::filesystem::exists(std::filesystem::path(options.out_dir) / name, ec)) files += std::string(name) + ",";
+  }
+  std::printf("outputs: %s/{%slogs/}\n", options.out_dir.c_str(), files.c_str());
   return Status::Ok();
 }
 

@@ -1,5 +1,8 @@
 #include "tenax/job/train_config.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 
 #include <algorithm>
@@ -22,6 +25,8 @@ namespace {
 // samples (its loader refuses any other count); an npy job's count is the
 // first dimension in its labels file's header (the data is not read).
 std::optional<int64_t> TotalSteps(const TrainConfig& c) {
+  // The user's program counts its own steps; train.max_steps states them.
+  if (!c.worker.command.empty()) return c.max_steps > 0 ? std::optional<int64_t>(c.max_steps) : std::nullopt;
   if (c.data_format == kStoreFormat) return std::nullopt;  // the count is in the store's catalog
   int64_t n = 60000;
   if (c.data_format == kNpyFormat) {
@@ -406,6 +411,72 @@ void ParseCost(const ConfigDoc& doc, ConfigReader& r, TrainConfig& c) {
   }
 }
 
+// command[0] as the launcher will run it: a name without '/' is looked up
+// on PATH; a path is taken from the working directory, else from the job
+// file's directory (as cost.prices is). Returns the file to check.
+std::string ResolveProgram(const ConfigDoc& doc, const std::string& program) {
+  std::error_code ec;
+  if (program.find('/') == std::string::npos) {
+    const char* path = std::getenv("PATH");
+    std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+    size_t start = 0;
+    while (start <= dirs.size()) {
+      const size_t end = std::min(dirs.find(':', start), dirs.size());
+      const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
+      const auto candidate = std::filesystem::path(dir) / program;
+      if (std::filesystem::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) {
+        return candidate.string();
+      }
+      start = end + 1;
+    }
+    return "";
+  }
+  if (program.front() != '/' && !std::filesystem::exists(program, ec) && !doc.source_name().empty()) {
+    const auto beside = std::filesystem::path(doc.source_name()).parent_path() / program;
+    if (std::filesystem::exists(beside, ec)) return beside.string();
+  }
+  return program;
+}
+
+// [worker]: the user's own program as each worker (a Python script with
+// tenax.torch.Manager), instead of `tenax worker`.
+void ParseWorker(const ConfigDoc& doc, ConfigReader& r, TrainConfig& c) {
+  const toml::node* node = r.Node("worker.command");
+  if (!node) return;
+  const toml::array* a = node->as_array();
+  if (!a || a->empty()) {
+    r.Fail("worker.command", "must be a non-empty array of strings, e.g. [\"/usr/bin/python3\", \"train.py\"]");
+    return;
+  }
+  for (size_t i = 0; i < a->size(); ++i) {
+    auto v = (*a)[i].value<std::string>();
+    if (!v || v->empty() || v->find('\0') != std::string::npos) {
+      r.Fail("worker.command", "element " + std::to_string(i) + " must be a non-empty string");
+      return;
+    }
+    c.worker.command.push_back(*v);
+  }
+  if (c.mode != "sync" || !c.cluster.elastic) {
+    r.Fail("worker.command", "needs mode = \"sync\" and cluster.elastic = true (a worker command runs the user's "
+                             "program with tenax.torch.Manager, which joins an elastic job; docs/python.md)");
+    return;
+  }
+  if (c.storage.nodes > 0) {
+    r.Fail("worker.command", "cannot read the store tenax run builds ([storage]): a worker command reads its own data");
+  }
+  const std::string program = c.worker.command.front();
+  const std::string file = ResolveProgram(doc, program);
+  std::error_code ec;
+  if (file.empty()) {
+    r.Fail("worker.command", "'" + program + "' is not found on PATH");
+  } else if (!std::filesystem::is_regular_file(file, ec) || ::access(file.c_str(), X_OK) != 0) {
+    r.Fail("worker.command", "'" + program + "' is not an executable file" +
+                                 (file != program ? " (looked at " + file + ")" : std::string()));
+  } else {
+    c.worker.command.front() = file;  // the launcher runs what was checked
+  }
+}
+
 }  // namespace
 
 Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
@@ -434,6 +505,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   ParseStorage(r, c, cluster_mode);
   ParseReport(r, c, cluster_mode);
   ParseCost(doc, r, c);
+  ParseWorker(doc, r, c);
   FaultPlanContext fc;
   fc.sync = cluster_mode;
   fc.workers = c.cluster.workers;

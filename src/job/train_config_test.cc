@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 namespace tenax {
 namespace {
 
@@ -243,6 +245,74 @@ TEST(CodedConfigTest, ATraceNamingAnUnknownWorkerIsRefusedAtValidation) {
   auto unknown_slow = Parse(CodedJob("", "model = \"markov\"\nslow_workers = [4]"));
   ASSERT_FALSE(unknown_slow.ok());
   EXPECT_NE(unknown_slow.status().message().find("ranks 0..3"), std::string::npos) << unknown_slow.status().message();
+}
+
+// [worker] command: the user's program as each worker of an elastic job.
+constexpr const char* kElasticHead = "mode = \"sync\"\n[cluster]\nworkers = 2\nelastic = true\n[worker]\n";
+
+TEST(WorkerCommandTest, TheShippedPythonExampleIsValidAndItsProgramIsResolved) {
+  auto doc = ConfigDoc::Load(std::string(TENAX_SOURCE_DIR) + "/examples/python/elastic.toml");
+  ASSERT_TRUE(doc.ok()) << doc.status().ToString();
+  auto c = ParseTrainConfig(*doc);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_GE(c->worker.command.size(), 2u);
+  EXPECT_EQ(c->worker.command[0], "/usr/bin/python3");
+  EXPECT_EQ(c->worker.command[1], "examples/python/elastic.py");
+  EXPECT_EQ(c->max_steps, 450);
+  EXPECT_EQ(c->faults.faults.size(), 3u);
+}
+
+TEST(WorkerCommandTest, ANameIsLookedUpOnPath) {
+  auto c = Parse(std::string(kElasticHead) + "command = [\"sh\", \"-c\", \"exit 0\"]\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->worker.command.size(), 3u);
+  EXPECT_EQ(c->worker.command[0].back(), 'h');
+  EXPECT_EQ(c->worker.command[0].front(), '/') << "the launcher runs the file that was checked";
+  EXPECT_EQ(c->worker.command[2], "exit 0");
+}
+
+TEST(WorkerCommandTest, AProgramThatCannotRunIsRefusedWithItsName) {
+  const std::string plain = ::testing::TempDir() + "/train_not_executable.py";
+  { std::ofstream(plain) << "print('hi')\n"; }
+  auto not_exec = Parse(std::string(kElasticHead) + "command = [\"" + plain + "\"]\n");
+  ASSERT_FALSE(not_exec.ok());
+  EXPECT_EQ(not_exec.status().message(), "job.toml:6: 'worker.command' '" + plain + "' is not an executable file");
+  auto missing = Parse(std::string(kElasticHead) + "command = [\"no-such-python-anywhere\", \"train.py\"]\n");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().message(), "job.toml:6: 'worker.command' 'no-such-python-anywhere' is not found on PATH");
+  auto dir = Parse(std::string(kElasticHead) + "command = [\"/tmp\"]\n");
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("'/tmp' is not an executable file"), std::string::npos) << dir.status().message();
+}
+
+TEST(WorkerCommandTest, MalformedCommandsAndOtherModesAreRefused) {
+  for (const char* bad : {"command = []\n", "command = \"python3 train.py\"\n", "command = [\"sh\", 3]\n",
+                          "command = [\"sh\", \"\"]\n"}) {
+    auto c = Parse(std::string(kElasticHead) + bad);
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find("'worker.command'"), std::string::npos) << c.status().message();
+  }
+  auto fixed = Parse("mode = \"sync\"\n[cluster]\nworkers = 2\n[worker]\ncommand = [\"sh\"]\n");
+  ASSERT_FALSE(fixed.ok());
+  EXPECT_NE(fixed.status().message().find("needs mode = \"sync\" and cluster.elastic = true"), std::string::npos)
+      << fixed.status().message();
+  auto single = Parse("[worker]\ncommand = [\"sh\"]\n");
+  ASSERT_FALSE(single.ok());
+  auto typo = Parse(std::string(kElasticHead) + "comand = [\"sh\"]\n");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("worker.comand"), std::string::npos) << typo.status().message();
+}
+
+TEST(WorkerCommandTest, FaultStepsAreCheckedAgainstTheStatedSteps) {
+  const std::string head = std::string(kElasticHead) + "command = [\"sh\"]\n";
+  auto within = Parse(head + "[train]\nmax_steps = 100\n[[faults]]\naction = \"kill\"\nworker = 1\nat_step = 90\n");
+  ASSERT_TRUE(within.ok()) << within.status().ToString();
+  auto beyond = Parse(head + "[train]\nmax_steps = 100\n[[faults]]\naction = \"kill\"\nworker = 1\nat_step = 500\n");
+  ASSERT_FALSE(beyond.ok());
+  EXPECT_NE(beyond.status().message().find("beyond the job's 100 steps"), std::string::npos) << beyond.status().message();
+  // Without train.max_steps the program's steps are unknown: any step is taken.
+  auto unknown = Parse(head + "[[faults]]\naction = \"kill\"\nworker = 1\nat_step = 5000\n");
+  EXPECT_TRUE(unknown.ok()) << unknown.status().ToString();
 }
 
 }  // namespace

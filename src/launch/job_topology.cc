@@ -77,7 +77,13 @@ std::vector<std::string> JobTopology::ChildSets() const {
 
 std::vector<std::string> JobTopology::OnHost(size_t host, const std::vector<std::string>& argv) const {
   std::vector<std::string> a = argv;
-  a.insert(a.end(), {"--set", "cluster.host=" + network_->HostAddress(host)});
+  if (config_.worker.command.empty()) {
+    a.insert(a.end(), {"--set", "cluster.host=" + network_->HostAddress(host)});
+  } else {
+    // The user's program (a worker command) learns its address from the
+    // environment (tenax.torch.Manager reads TENAX_HOST).
+    a.insert(a.begin(), {"env", "TENAX_HOST=" + network_->HostAddress(host)});
+  }
   return network_->OnHost(host, a);
 }
 

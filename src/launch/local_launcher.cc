@@ -206,6 +206,31 @@ class LocalLaunch {
     argv.insert(argv.end(), sets_.begin(), sets_.end());
     return argv;
   }
+  // Worker `rank`'s command line (-1: no rank, the coordinator gives an
+  // id: a joiner, an async worker): `tenax worker`, or the job's own
+  // program ([worker] command) with the job in its environment (the
+  // names tenax.torch.Manager reads; TENAX_SECRET and TENAX_RUN_METRICS
+  // are this launcher's, inherited).
+  std::vector<std::string> WorkerArgv(int rank) const {
+    const std::vector<std::string>& command = job_.config.worker.command;
+    if (command.empty()) {
+      std::vector<std::string> args = {"worker", "--job", options_.job_path, "--coordinator", coordinator_};
+      if (rank >= 0) args.insert(args.end(), {"--rank", std::to_string(rank)});
+      args.insert(args.end(), {"--out", options_.out_dir});
+      return RoleArgv(args);
+    }
+    std::vector<std::string> argv = {"env"};
+    if (rank < 0) argv.insert(argv.end(), {"-u", "TENAX_RANK"});
+    argv.insert(argv.end(), {"TENAX_COORDINATOR=" + coordinator_, "TENAX_JOB_ID=" + cluster().job_id,
+                             "TENAX_WORLD_SIZE=" + std::to_string(cluster().workers), "TENAX_RUN_DIR=" + run_dir_abs_});
+    if (rank >= 0) argv.push_back("TENAX_RANK=" + std::to_string(rank));
+    // train.max_steps, when the job file states the program's steps (fault
+    // plans at_step are checked against it; the live view shows it).
+    if (job_.config.max_steps > 0) argv.push_back("TENAX_TOTAL_STEPS=" + std::to_string(job_.config.max_steps));
+    if (!python_path_.empty()) argv.push_back("PYTHONPATH=" + python_path_);
+    argv.insert(argv.end(), command.begin(), command.end());
+    return argv;
+  }
   // Process `slot` of the placement runs on its emulated host (as is, without a topology).
   std::vector<std::string> OnSlot(int slot, std::vector<std::string> argv) const {
     return topology_ ? topology_->OnSlot(slot, argv) : argv;
@@ -272,6 +297,7 @@ class LocalLaunch {
     monitor_ = std::make_unique<RunMonitor>(run_.metrics(), RunMonitor::Callbacks{options_.on_notice, options_.on_workers},
                                             injected_stragglers);
     for (const auto& o : options_.overrides) sets_.insert(sets_.end(), {"--set", o});
+    if (!job_.config.worker.command.empty()) PrepareCommandWorkers();
     // The price table as this launcher found it (perhaps beside the job file):
     // the workers get the job's text from the coordinator, without its path.
     if (!job_.config.cost.prices.empty()) {
@@ -280,6 +306,22 @@ class LocalLaunch {
       if (!ec) sets_.insert(sets_.end(), {"--set", "cost.prices=" + nlohmann::json(absolute.string()).dump()});
     }
     return Status::Ok();
+  }
+
+  // A worker command's environment: the run directory, absolute (the
+  // program may change directory), and this tenax's own Python package
+  // first on PYTHONPATH (a build folder's python/, beside src/), so the
+  // program imports the tenax that launched it.
+  void PrepareCommandWorkers() {
+    std::error_code ec;
+    const auto abs = std::filesystem::absolute(options_.out_dir, ec);
+    run_dir_abs_ = ec ? options_.out_dir : abs.lexically_normal().string();
+    const auto package = std::filesystem::path(self_).parent_path().parent_path() / "python";
+    const char* inherited = std::getenv("PYTHONPATH");
+    python_path_ = inherited ? inherited : "";
+    if (std::filesystem::exists(package / "tenax" / "__init__.py", ec)) {
+      python_path_ = package.lexically_normal().string() + (python_path_.empty() ? "" : ":" + python_path_);
+    }
   }
 
   // An emulated topology (docs/placement.md): the hosts exist before any
@@ -387,12 +429,9 @@ class LocalLaunch {
   // `tenax worker` too (docs/coded.md).
   Status StartWorkers() {
     for (int r = 0; r < cluster().workers; ++r) {
-      std::vector<std::string> args = {"worker", "--job", options_.job_path, "--coordinator", coordinator_};
       // Async workers take whatever id the coordinator gives (they come and go).
-      if (!async_) args.insert(args.end(), {"--rank", std::to_string(r)});
-      args.insert(args.end(), {"--out", options_.out_dir});
       const std::string name = "worker " + std::to_string(r);
-      TENAX_ASSIGN_OR_RETURN(size_t index, children_->StartLogged(name, OnSlot(r, RoleArgv(args)),
+      TENAX_ASSIGN_OR_RETURN(size_t index, children_->StartLogged(name, OnSlot(r, WorkerArgv(async_ ? -1 : r)),
                                                                   run_.log("worker-" + std::to_string(r))));
       monitor_->AddWorker(name, children_->pid(index), topology_ ? topology_->HostOfSlot(r) : "");
       // In an elastic job a worker that dies is the coordinator's to judge
@@ -416,8 +455,7 @@ class LocalLaunch {
   // A joiner has no rank: it joins the running elastic job and the
   // coordinator gives it an id.
   Result<size_t> StartJoiner(int64_t n) {
-    const std::vector<std::string> argv =
-        RoleArgv({"worker", "--job", options_.job_path, "--coordinator", coordinator_, "--out", options_.out_dir});
+    const std::vector<std::string> argv = WorkerArgv(-1);
     const std::string id = std::to_string(n);
     std::string host;
     auto index = children_->StartLogged("joiner " + id, topology_ ? topology_->OnNewHost(argv, &host) : argv,
@@ -718,6 +756,8 @@ class LocalLaunch {
   double started_at_ = 0;
   std::unique_ptr<RunMonitor> monitor_;
   std::vector<std::string> sets_;  // "--set", "k=v" for every child
+  std::string run_dir_abs_;        // a worker command's TENAX_RUN_DIR
+  std::string python_path_;        // a worker command's PYTHONPATH
   // SetUpTopology and the processes; destroyed in reverse: the supervisor
   // (which stops what still runs) before the topology it ran in.
   std::unique_ptr<JobTopology> topology_;

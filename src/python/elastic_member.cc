@@ -331,6 +331,25 @@ std::string ElasticMember::TakeStepError() {
   return st.ok() ? std::string() : st.message();
 }
 
+void ElasticMember::ReportProgress(const Progress& p) {
+  Run("reporting progress", [this, p](TenaxEngine& e) -> Status {
+    wire::Progress w;
+    w.set_rank(static_cast<uint32_t>(e.rank()));
+    w.set_step(p.step);
+    w.set_total_steps(p.total_steps);
+    w.set_epoch(1);
+    w.set_epochs(1);
+    w.set_steps_per_epoch(p.total_steps);
+    w.set_loss(p.loss);
+    w.set_test_accuracy(p.test_accuracy);
+    w.set_samples_per_second(p.samples_per_second);
+    w.set_elapsed_seconds(p.elapsed_seconds);
+    w.set_step_seconds(p.step_seconds);
+    client_->ReportProgress(w);
+    return Status();
+  });
+}
+
 void ElasticMember::Finish(const std::string& summary_json) {
   Run("finishing", [&](TenaxEngine& e) -> Status {
     float zero = 0.0f;  // nobody reports done while others may still address it

@@ -84,6 +84,14 @@ class ElasticMember {
   // `scale`, in place; the Work never fails (see TakeStepError).
   c10::intrusive_ptr<c10d::Work> Allreduce(at::Tensor tensor, double scale);
   std::string TakeStepError();
+  // Progress for the coordinator (and so `tenax run`'s live view and
+  // fault plan): this member's steps applied, and what the script reported
+  // (test_accuracy < 0: not evaluated). Sent without waiting for an answer.
+  struct Progress {
+    int64_t step = 0, total_steps = 0;
+    double loss = 0, test_accuracy = -1, samples_per_second = 0, elapsed_seconds = 0, step_seconds = 0;
+  };
+  void ReportProgress(const Progress& p);
   // The end of training: a barrier, then the coordinator hears this
   // member is done (rank 0 passes the run's summary).
   void Finish(const std::string& summary_json);

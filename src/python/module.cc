@@ -79,6 +79,23 @@ PYBIND11_MODULE(_tenax, m) {
       .def("allreduce", &ElasticMember::Allreduce, py::arg("tensor"), py::arg("scale"),
            py::call_guard<py::gil_scoped_release>())
       .def("take_step_error", &ElasticMember::TakeStepError)
+      .def(
+          "report_progress",
+          [](ElasticMember& e, int64_t step, int64_t total_steps, double loss, double test_accuracy,
+             double samples_per_second, double elapsed_seconds, double step_seconds) {
+            ElasticMember::Progress p;
+            p.step = step;
+            p.total_steps = total_steps;
+            p.loss = loss;
+            p.test_accuracy = test_accuracy;
+            p.samples_per_second = samples_per_second;
+            p.elapsed_seconds = elapsed_seconds;
+            p.step_seconds = step_seconds;
+            py::gil_scoped_release release;
+            e.ReportProgress(p);
+          },
+          py::arg("step"), py::arg("total_steps"), py::arg("loss"), py::arg("test_accuracy"),
+          py::arg("samples_per_second"), py::arg("elapsed_seconds"), py::arg("step_seconds"))
       .def("finish", &ElasticMember::Finish, py::arg("summary_json"), py::call_guard<py::gil_scoped_release>());
   m.def(
       "backend_counters",

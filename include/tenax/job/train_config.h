@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "tenax/coding/coded_config.h"
 #include "tenax/coord/cluster_config.h"
@@ -90,6 +91,15 @@ struct ReportConfig {
                            // while the job is unchanged): summary.json's reference_test_accuracy
 };
 
+// [worker]: what `tenax run` starts as each worker (docs/python.md, "Python
+// workers under tenax run"). Empty: `tenax worker` (the built-in trainer).
+struct WorkerConfig {
+  // The user's program and its arguments, e.g. {"/usr/bin/python3",
+  // "train.py"}; command[0] was found executable when the job was parsed
+  // (on PATH, or a path from the working directory or the job file's).
+  std::vector<std::string> command;
+};
+
 struct TrainConfig {
   std::string mode = "single";
   std::string data_format = kFashionMnistFormat;
@@ -132,6 +142,7 @@ struct TrainConfig {
   coding::StragglerConfig stragglers;  // modes "coded" and "sync" (emulated stragglers)
   StorageConfig storage;         // modes "sync", "coded", "async" under `tenax run`
   ReportConfig report;
+  WorkerConfig worker;           // mode "sync" with cluster.elastic, under `tenax run`
   CostConfig cost;               // any mode run by `tenax run`
   // An emulated multi-host, multi-zone topology for `tenax run` and how the
   // job is placed on it (docs/placement.md); modes "sync", "async", "coded".

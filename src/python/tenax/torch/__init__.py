@@ -63,6 +63,6 @@ def counters(group: Optional[_dist.ProcessGroup] = None) -> Dict[str, int]:
 
 __all__ = ["BACKEND", "counters"]
 
-from .elastic import DistributedDataParallel, Manager, MembershipChanged, allreduce_hook  # noqa: E402
+from .elastic import DistributedDataParallel, Manager, MembershipChanged, allreduce_hook, report  # noqa: E402
 
-__all__ += ["DistributedDataParallel", "Manager", "MembershipChanged", "allreduce_hook"]
+__all__ += ["DistributedDataParallel", "Manager", "MembershipChanged", "allreduce_hook", "report"]

@@ -10,3 +10,4 @@ from .elastic import DistributedDataParallel as DistributedDataParallel
 from .elastic import Manager as Manager
 from .elastic import MembershipChanged as MembershipChanged
 from .elastic import allreduce_hook as allreduce_hook
+from .elastic import report as report

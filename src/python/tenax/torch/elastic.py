@@ -47,6 +47,7 @@ import torch
 import torch.distributed as _dist
 
 from .. import _tenax
+from .run import RunOutputs
 
 MembershipChanged = _tenax.MembershipChanged
 
@@ -91,6 +92,9 @@ class Manager:
         join_timeout: bound on joining and on the first generation.
         handle_sigterm: install a SIGTERM handler that makes this member
             leave at the next step boundary (a preemption notice).
+        total_steps: the steps the job will run, for the progress the
+            coordinator shows (default: ``TENAX_TOTAL_STEPS``, which ``tenax
+            run`` sets from the job file's ``train.max_steps``; else unknown).
 
     Raises RuntimeError when the coordinator refuses the join (another job,
     another state schema, a rank taken) or does not answer in time.
@@ -99,7 +103,8 @@ class Manager:
     def __init__(self, state_dict: Callable[[], Dict[str, Any]], load_state_dict: Callable[[Dict[str, Any]], None],
                  *, coordinator: Optional[str] = None, job_id: Optional[str] = None, rank: Optional[int] = None,
                  secret: Optional[str] = None, timeout: timedelta = timedelta(seconds=60),
-                 join_timeout: timedelta = timedelta(seconds=120), handle_sigterm: bool = True):
+                 join_timeout: timedelta = timedelta(seconds=120), handle_sigterm: bool = True,
+                 total_steps: Optional[int] = None):
         coordinator = coordinator or os.environ.get("TENAX_COORDINATOR", "")
         job_id = job_id or os.environ.get("TENAX_JOB_ID", "")
         if not coordinator:
@@ -118,10 +123,21 @@ class Manager:
         self._timeout = timeout.total_seconds()
         self._params = []
         self._scale = None  # (share of the global batch, generation), from batch_slice
+        self.total_steps = total_steps if total_steps is not None else int(os.environ.get("TENAX_TOTAL_STEPS", "0"))
+        # What the coordinator and the run's files hear (tenax.torch.report).
+        self._started = time.monotonic()
+        self._global_batch = 0
+        self._last_report = (self._started, 0)  # (time, step) of the previous progress
+        self._loss = None
+        self._accuracy = None
+        self._generations = []  # {"number", "first_step", "members", "why"}: travels with the state
+        self._outputs = RunOutputs()
         if handle_sigterm:
             signal.signal(signal.SIGTERM, self._on_sigterm)
         self._member = _tenax.ElasticMember(coordinator, job_id, rank, secret or "", os.environ.get("TENAX_HOST", ""),
                                             _fingerprint(state_dict()), timeout, join_timeout)
+        global _current
+        _current = self
         view = self._member.view()
         # The first generation starts from rank 0's state; a joiner from a
         # member's. Both run the state transfer at the first start_step.
@@ -153,6 +169,7 @@ class Manager:
         batch: the global batch stays as configured whatever the number of
         members; the first ``global_batch % world_size`` ranks take one more."""
         w, r = self.world_size, self.rank
+        self._global_batch = global_batch
         base, extra = divmod(global_batch, w)
         count = base + (1 if r < extra else 0)
         # Each member's loss is a mean over its own slice: weighted by its
@@ -196,16 +213,21 @@ class Manager:
         top, role = self._member.agree_state(self.step if self._has_state else -1)
         if role == _DONOR:
             buf = io.BytesIO()
-            torch.save({"step": self.step, "user": self._state_dict()}, buf)
+            torch.save({"step": self.step, "user": self._state_dict(), "generations": self._generations}, buf)
             self._member.offer_state(buf.getvalue())
         elif role == _RECEIVER:
             state = torch.load(io.BytesIO(self._member.fetch_state()))
             self._load_state_dict(state["user"])
+            self._generations = list(state.get("generations", []))
         if role != _NONE:
             self._member.close_state()
         self.step = top
         self._has_state = True
         self._member.formed()
+        view = self._member.view()
+        if not self._generations or self._generations[-1]["number"] != view["generation"]:
+            self._generations.append({"number": view["generation"], "first_step": top,
+                                      "members": list(range(view["world"])), "why": view["why"]})
 
     def allreduce(self, tensor: torch.Tensor, scale: Optional[float] = None) -> torch.futures.Future:
         """Sums a contiguous float32 CPU tensor over the members, in place,
@@ -247,14 +269,81 @@ class Manager:
             self._failed = True
             return False
         self.step += 1
+        self._report_progress()
         return True
+
+    # --- what the job hears ---------------------------------------------------
+    def report(self, *, loss: Optional[float] = None, accuracy: Optional[float] = None) -> None:
+        """See tenax.torch.report."""
+        if loss is not None:
+            self._loss = float(loss)
+            if self.rank == 0:
+                self._outputs.append({"event": "train", "epoch": 1, "step": self.step, "loss": self._loss,
+                                      "samples_per_second": self._samples_per_second(),
+                                      "elapsed_seconds": time.monotonic() - self._started})
+        if accuracy is not None:
+            self._accuracy = float(accuracy)
+            if self.rank == 0:
+                self._outputs.append({"event": "epoch", "epoch": 1, "step": self.step,
+                                      "train_loss": self._loss if self._loss is not None else 0.0,
+                                      "test_accuracy": self._accuracy,
+                                      "elapsed_seconds": time.monotonic() - self._started})
+            self._report_progress(test_accuracy=self._accuracy)
+
+    def _samples_per_second(self) -> float:
+        elapsed = time.monotonic() - self._started
+        return self.step * self._global_batch / elapsed if elapsed > 0 else 0.0
+
+    def _report_progress(self, test_accuracy: float = -1.0) -> None:
+        now = time.monotonic()
+        then, step = self._last_report
+        step_seconds = (now - then) / (self.step - step) if self.step > step else 0.0
+        self._last_report = (now, self.step)
+        try:
+            self._member.report_progress(self.step, self.total_steps, self._loss if self._loss is not None else 0.0,
+                                         test_accuracy, self._samples_per_second(), now - self._started, step_seconds)
+        except MembershipChanged:
+            pass  # progress is advisory: the next boundary deals with the membership
+
+    def summary(self) -> Dict[str, Any]:
+        """What this member knows of the job: summary.json's fields."""
+        elapsed = time.monotonic() - self._started
+        return {
+            "mode": "sync",
+            "elastic": True,
+            "worker_command": True,
+            "program": " ".join(sys.argv),
+            "steps": self.step,
+            "workers": self.world_size,
+            "global_batch_size": self._global_batch,
+            "final_test_accuracy": self._accuracy if self._accuracy is not None else 0.0,
+            "final_train_loss": self._loss if self._loss is not None else 0.0,
+            "wall_seconds": elapsed,
+            "samples_per_second": self._samples_per_second(),
+            "parameters": sum(p.numel() for p in self._params),
+            "generations": self._generations,
+            "tenax_version": _tenax.__version__,
+        }
 
     def finish(self, summary: Optional[Dict[str, Any]] = None):
         """The end of training: waits for every member, then tells the
-        coordinator (rank 0 hands it ``summary``, stored as the job's)."""
+        coordinator. Rank 0 writes the job's summary (``self.summary()``
+        updated with ``summary``) to summary.json under ``tenax run`` and
+        hands it to the coordinator."""
         import json
         if not self._left:
-            self._member.finish(json.dumps(summary) if summary is not None and self.rank == 0 else "")
+            text = ""
+            if self.rank == 0:
+                s = self.summary()
+                s.update(summary or {})
+                if self._accuracy is not None:
+                    self._outputs.append({"event": "final", "step": self.step, "test_accuracy": self._accuracy,
+                                          "elapsed_seconds": time.monotonic() - self._started})
+                # Before the coordinator hears every member is done: the
+                # launcher reads it once the job is done.
+                self._outputs.write_summary(s)
+                text = json.dumps(s)
+            self._member.finish(text)
         self.close()
 
     def close(self):
@@ -282,6 +371,19 @@ def allreduce_hook(manager: Manager, bucket) -> torch.futures.Future[torch.Tenso
 
 
 _local_groups = []
+_current: Optional[Manager] = None  # the Manager this process made last
+
+
+def report(*, loss: Optional[float] = None, accuracy: Optional[float] = None) -> None:
+    """Tells the job how training goes: ``loss`` (the recent training loss)
+    and ``accuracy`` (a test accuracy, 0..1). The Manager sends them with
+    its progress to the coordinator (``tenax run``'s live view and step
+    triggers), and rank 0 appends them to the run's metrics.jsonl and puts
+    the last ones in summary.json (``final_train_loss``,
+    ``final_test_accuracy``). Steps are counted by the Manager itself.
+    Without a Manager (a script not run as a member) it does nothing."""
+    if _current is not None and not _current._closed:
+        _current.report(loss=loss, accuracy=accuracy)
 
 
 def DistributedDataParallel(module: torch.nn.Module, manager: Manager, **kwargs) -> torch.nn.parallel.DistributedDataParallel:
@@ -300,4 +402,4 @@ def DistributedDataParallel(module: torch.nn.Module, manager: Manager, **kwargs)
     return ddp
 
 
-__all__ = ["Manager", "MembershipChanged", "allreduce_hook", "DistributedDataParallel"]
+__all__ = ["Manager", "MembershipChanged", "allreduce_hook", "DistributedDataParallel", "report"]

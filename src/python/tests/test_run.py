@@ -1,0 +1,159 @@
+"""`tenax run` with Python workers ([worker] command): examples/python/elastic.py
+as each worker of a real job, with the job file's own fault plan (a real
+SIGKILL, a replacement that joins, a real SIGTERM). The launcher's outputs
+must describe what the script did: summary.json holds the steps, the final
+accuracy the script measured and the state hash every finisher printed;
+metrics.jsonl holds the losses rank 0 logged; the faults are recorded as
+recovered. A script that fails and a command that cannot run get their
+errors."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+SOURCE = Path(os.environ["TENAX_SOURCE_DIR"])
+SCRIPT = SOURCE / "examples" / "python" / "elastic.py"
+TENAX = os.environ["TENAX_BINARY"]
+STEPS = 240
+LOG_EVERY = 10
+
+
+def run(job_text, tmp_path, timeout=300):
+    job = tmp_path / "job.toml"
+    job.write_text(job_text)
+    out = tmp_path / "run"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("TENAX_SECRET", None)
+    p = subprocess.Popen([TENAX, "run", str(job), "--out", str(out)], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    try:
+        text, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.terminate()  # the launcher stops and reaps its children on SIGTERM
+        try:
+            text, _ = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            text, _ = p.communicate()
+        raise AssertionError(f"tenax run did not end within {timeout} s:\n{text}")
+    return p.returncode, text, out
+
+
+def elastic_job(command, faults=""):
+    return f"""mode = "sync"
+[cluster]
+workers = 3
+job_id = "python-run-test"
+elastic = true
+min_workers = 1
+max_workers = 4
+peer_timeout_seconds = 4
+join_timeout_seconds = 60
+[worker]
+command = {json.dumps(command)}
+[train]
+max_steps = {STEPS}
+[report]
+html = false
+{faults}"""
+
+
+FAULTS = """
+[[faults]]
+action = "kill"
+worker = 1
+at_step = 60
+
+[[faults]]
+action = "restart"
+at_step = 60
+delay_seconds = 1
+
+[[faults]]
+action = "preempt"
+worker = 2
+at_step = 160
+grace_seconds = 30
+"""
+
+
+def final_line(log):
+    m = re.search(r"rank \d+: (\d+) steps in .* param-hash ([0-9a-f]{64})", log)
+    return (int(m.group(1)), m.group(2)) if m else None
+
+
+def test_the_job_files_faults_run_on_python_workers_and_the_outputs_are_the_scripts(tmp_path):
+    command = [sys.executable, str(SCRIPT), "--train-limit", "8192", "--test-limit", "1000",
+               "--log-every", str(LOG_EVERY)]
+    code, text, out = run(elastic_job(command, FAULTS), tmp_path)
+    assert code == 0, text
+    logs = {p.name: p.read_text() for p in (out / "logs").iterdir()}
+    assert {"worker-0.log", "worker-1.log", "worker-2.log", "joiner-1.log"} <= set(logs), sorted(logs)
+
+    # The finishers (worker 0 and the joiner) ran every step and agree bit for bit.
+    finishers = {name: final_line(logs[name]) for name in ("worker-0.log", "joiner-1.log")}
+    assert all(f is not None for f in finishers.values()), logs
+    assert {f[0] for f in finishers.values()} == {STEPS}
+    hashes = {f[1] for f in finishers.values()}
+    assert len(hashes) == 1, finishers
+    assert "left the job at step" in logs["worker-2.log"], logs["worker-2.log"]
+    assert final_line(logs["worker-1.log"]) is None  # SIGKILLed: it never finished
+
+    s = json.loads((out / "summary.json").read_text())
+    assert s["steps"] == STEPS and s["worker_command"] is True
+    assert s["state_hash"] == hashes.pop()
+    accuracy = float(re.search(r"test accuracy ([0-9.]+)", logs["worker-0.log"]).group(1))
+    assert abs(s["final_test_accuracy"] - accuracy) < 5e-5  # the script printed it with 4 digits
+    assert accuracy > 0.6, f"the model did not learn: {accuracy}"
+
+    # One generation per membership change, in order, from the script's Manager.
+    sizes = [len(g["members"]) for g in s["generations"]]
+    assert sizes == [3, 2, 3, 2], s["generations"]
+    firsts = [g["first_step"] for g in s["generations"]]
+    assert firsts == sorted(firsts) and firsts[0] == 0 and firsts[1] >= 60 and firsts[3] >= 160, firsts
+
+    # The fault plan ran and each fault was recovered from.
+    faults = s["faults"]
+    assert [f["action"] for f in faults] == ["kill", "restart", "preempt"], faults
+    assert all(f.get("recovered") is True for f in faults), faults
+
+    # metrics.jsonl: the losses rank 0 logged, at its log steps (worker 0 is
+    # rank 0 throughout: it is never the target), and the final accuracy.
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    train = {r["step"]: r["loss"] for r in records if r.get("event") == "train"}
+    printed = {int(m.group(1)): float(m.group(2))
+               for m in re.finditer(r"step (\d+)/\d+ rank 0/\d+ generation \d+ loss ([0-9.]+)", logs["worker-0.log"])}
+    assert sorted(train) == list(range(LOG_EVERY, STEPS + 1, LOG_EVERY))
+    assert sorted(printed) == sorted(train)
+    for step, loss in train.items():
+        assert abs(loss - printed[step]) < 5e-5, (step, loss, printed[step])
+    final = [r for r in records if r.get("event") == "final"]
+    assert len(final) == 1 and abs(final[0]["test_accuracy"] - accuracy) < 5e-5, final
+
+    # The live view showed the script's progress against the job file's steps.
+    assert re.search(rf"step \d+/{STEPS} loss", text), text
+
+
+def test_a_script_that_fails_is_named_with_its_logs_last_line(tmp_path):
+    command = [sys.executable, "-c",
+               "import sys; print('loading', flush=True); "
+               "sys.exit('cannot read /nonexistent/train-images: no such file')"]
+    code, text, _ = run(elastic_job(command), tmp_path, timeout=120)
+    assert code != 0, text
+    assert "worker 0 exited with code 1" in text or "exited with code 1" in text, text
+    assert "cannot read /nonexistent/train-images: no such file" in text, text
+
+
+def test_a_command_that_cannot_run_is_refused_before_anything_starts(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print('never')\n")  # not executable
+    code, text, out = run(elastic_job([str(script)]), tmp_path, timeout=60)
+    assert code == 2, text
+    assert f"'worker.command' '{script}' is not an executable file" in text, text
+    assert not (out / "logs").exists()
+    code, text, _ = run(elastic_job(["no-such-python-anywhere", "train.py"]), tmp_path, timeout=60)
+    assert code == 2, text
+    assert "'no-such-python-anywhere' is not found on PATH" in text, text
