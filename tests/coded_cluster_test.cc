@@ -80,7 +80,11 @@ TEST_F(CodedClusterTest, AStoppedWorkerDoesNotStopTheStepsAndTheGradientsAreTheU
   // along the trajectory (SGD with momentum amplifies it), so the bound
   // widens with the step; measured: below 1e-6 for 30 steps, 1e-3 at 100,
   // percents after 130 (the runs then follow nearby trajectories, compared
-  // by their accuracy below).
+  // by their accuracy below). When the growth starts depends on which
+  // workers each step decoded from (timing): one run on a loaded machine
+  // reached 1.7e-3 at step 28. So: 1e-5 for the first 10 steps, 1e-2 up to
+  // step 100; a decoding error (a partition left out or weighted wrong) is
+  // a bias of every step, tens of percents.
   const auto& cg = c["gradient_l1"];
   const auto& ug = us["coded"]["gradient_l1"];
   ASSERT_EQ(150u, cg.size());
@@ -88,7 +92,7 @@ TEST_F(CodedClusterTest, AStoppedWorkerDoesNotStopTheStepsAndTheGradientsAreTheU
   for (size_t t = 0; t < 100; ++t) {
     const double a = cg[t].get<double>(), b = ug[t].get<double>();
     ASSERT_GT(b, 0) << "step " << t;
-    EXPECT_NEAR(a / b, 1.0, t < 30 ? 1e-5 : 3e-3) << "step " << t << ": " << a << " vs " << b;
+    EXPECT_NEAR(a / b, 1.0, t < 10 ? 1e-5 : 1e-2) << "step " << t << ": " << a << " vs " << b;
   }
   EXPECT_NEAR(cs["final_test_accuracy"].get<double>(), us["final_test_accuracy"].get<double>(), 0.01);
   EXPECT_GT(cs["final_test_accuracy"].get<double>(), 0.5);  // well above chance (0.1)

@@ -186,7 +186,8 @@ class Manager:
         step ``self.step``."""
         if self._left:
             return False
-        give_up = time.monotonic() + 2 * self._timeout
+        self._boundary_started = time.monotonic()
+        give_up = self._boundary_started + 2 * self._timeout
         while True:
             try:
                 if not self._sync_pending:
@@ -210,6 +211,7 @@ class Manager:
                 self._sync_pending = False
 
     def _transfer_state(self):
+        reformed = time.monotonic()
         top, role = self._member.agree_state(self.step if self._has_state else -1)
         if role == _DONOR:
             buf = io.BytesIO()
@@ -226,8 +228,14 @@ class Manager:
         self._member.formed()
         view = self._member.view()
         if not self._generations or self._generations[-1]["number"] != view["generation"]:
-            self._generations.append({"number": view["generation"], "first_step": top,
-                                      "members": list(range(view["world"])), "why": view["why"]})
+            # What this boundary cost the member that records it (the
+            # summary's writer, rank 0): re-forming, then moving the state.
+            done = time.monotonic()
+            g = {"number": view["generation"], "first_step": top, "members": list(range(view["world"])),
+                 "why": view["why"], "reform_ms": (reformed - getattr(self, "_boundary_started", reformed)) * 1e3}
+            if role != _NONE:
+                g["join_transfer_ms"] = (done - reformed) * 1e3
+            self._generations.append(g)
 
     def allreduce(self, tensor: torch.Tensor, scale: Optional[float] = None) -> torch.futures.Future:
         """Sums a contiguous float32 CPU tensor over the members, in place,
@@ -295,8 +303,13 @@ class Manager:
         return self.step * self._global_batch / elapsed if elapsed > 0 else 0.0
 
     def _report_progress(self, test_accuracy: float = -1.0) -> None:
+        # As often as the C++ workers report: every 250 ms, and at once for
+        # an accuracy and the last step (a message per step would cost the
+        # step loop a round trip to the engine thread).
         now = time.monotonic()
         then, step = self._last_report
+        if test_accuracy < 0 and self.step != self.total_steps and now - then < 0.25:
+            return
         step_seconds = (now - then) / (self.step - step) if self.step > step else 0.0
         self._last_report = (now, self.step)
         try:
