@@ -567,7 +567,8 @@ class LocalLaunch {
     // Step triggers follow the fastest rank; so does an async job's progress
     // (its workers train units side by side, and a lost one never reports again).
     // A coded job's front is its decoder's step (a stopped worker lags behind).
-    wo.report_max_step = !job_.config.faults.empty() || async_ || coded();
+    // A worker command's progress is shown at its front too (OnProgress).
+    wo.report_max_step = !job_.config.faults.empty() || async_ || coded() || !job_.config.worker.command.empty();
     DecoderEventTail decoder_events(run_.decoder_events());
     TENAX_ASSIGN_OR_RETURN(auto watcher, coord::JobWatcher::Connect(wo, join_deadline_));
     while (true) {
@@ -622,12 +623,16 @@ class LocalLaunch {
     faults_->Poll(max_step_);
     if (!options_.on_progress) return;
     const int64_t every = job_.config.log_every_steps;
-    if (!async_ && !coded() && !p.max_step_only) {
+    // A worker command reports every 250 ms, not at log.every_steps: its
+    // log lines come when the front crosses a multiple, as below.
+    const bool crossings = async_ || coded() || !job_.config.worker.command.empty();
+    if (!crossings && !p.max_step_only) {
       options_.on_progress(ToTrainProgress(p, every));
-    } else if ((async_ || coded()) && p.total_steps > 0) {
+    } else if (crossings && (p.total_steps > 0 || !job_.config.worker.command.empty())) {
       // Async: the front of the job, the furthest step any worker reached
-      // (units are issued in step order); coded: the decoder's step. A log
-      // line whenever it crosses a multiple of log.every_steps.
+      // (units are issued in step order); coded: the decoder's step; a
+      // worker command: its fastest member's. A log line whenever it
+      // crosses a multiple of log.every_steps.
       coord::JobProgress front = p;
       front.step = max_step_;
       if (front.steps_per_epoch > 0) front.epoch = (max_step_ - 1) / front.steps_per_epoch + 1;

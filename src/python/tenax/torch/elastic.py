@@ -126,6 +126,7 @@ class Manager:
         self.total_steps = total_steps if total_steps is not None else int(os.environ.get("TENAX_TOTAL_STEPS", "0"))
         # What the coordinator and the run's files hear (tenax.torch.report).
         self._started = time.monotonic()
+        self._boundary_started = self._started  # when the current start_step began
         self._global_batch = 0
         self._last_report = (self._started, 0)  # (time, step) of the previous progress
         self._loss = None
@@ -232,7 +233,7 @@ class Manager:
             # summary's writer, rank 0): re-forming, then moving the state.
             done = time.monotonic()
             g = {"number": view["generation"], "first_step": top, "members": list(range(view["world"])),
-                 "why": view["why"], "reform_ms": (reformed - getattr(self, "_boundary_started", reformed)) * 1e3}
+                 "why": view["why"], "reform_ms": (reformed - self._boundary_started) * 1e3}
             if role != _NONE:
                 g["join_transfer_ms"] = (done - reformed) * 1e3
             self._generations.append(g)
