@@ -157,3 +157,38 @@ def test_a_command_that_cannot_run_is_refused_before_anything_starts(tmp_path):
     code, text, _ = run(elastic_job(["no-such-python-anywhere", "train.py"]), tmp_path, timeout=60)
     assert code == 2, text
     assert "'no-such-python-anywhere' is not found on PATH" in text, text
+
+
+def test_python_workers_placed_on_emulated_hosts_advertise_their_hosts_address(tmp_path):
+    """[topology] in namespaces: each worker runs on its emulated host and
+    learns that host's address from TENAX_HOST (a member advertising
+    127.0.0.1 there could not be reached by the others)."""
+    if os.geteuid() != 0:
+        import pytest
+        pytest.skip("network namespaces need root")
+    command = [sys.executable, str(SCRIPT), "--train-limit", "4096", "--test-limit", "500", "--model", "linear",
+               "--log-every", "10"]
+    job = elastic_job(command, """
+[[faults]]
+action = "kill"
+worker = 1
+at_step = 30
+""").replace(f"max_steps = {STEPS}", "max_steps = 90") + """
+[topology]
+mode = "namespaces"
+hosts = [
+  { name = "a1", zone = "zone-a", slots = 2 },
+  { name = "b1", zone = "zone-b", slots = 2 },
+]
+same_zone = { delay_ms = 0.05, bandwidth_gbps = 4 }
+cross_zone = { delay_ms = 1.0, bandwidth_gbps = 1 }
+"""
+    code, text, out = run(job, tmp_path)
+    assert code == 0, text
+    s = json.loads((out / "summary.json").read_text())
+    assert s["steps"] == 90, s
+    assert s["placement"]["mode"] == "namespaces", s["placement"]
+    assert sorted(slot["host"] for slot in s["placement"]["slots"])[0] in ("a1", "b1")
+    # The lost member is named by the address it advertised: its host's.
+    why = s["generations"][1]["why"]
+    assert re.search(r"rank 1 lost \(10\.\d+\.\d+\.\d+/", why) and "127.0.0.1" not in why, why
