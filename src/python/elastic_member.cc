@@ -14,18 +14,6 @@
 namespace tenax::python {
 namespace {
 
-uint64_t Fnv1a(const uint8_t* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-// Failures a new membership repairs (as in the C++ elastic exchange).
-bool Repairable(const Status& st) {
-  return st.code() == StatusCode::kPeerLost || st.code() == StatusCode::kDeadlineExceeded ||
-         st.code() == StatusCode::kAborted;
-}
-
 // No state a member offers is larger (a bound on what a peer can make us allocate).
 constexpr uint64_t kMaxStateBytes = uint64_t{1} << 40;
 
@@ -119,7 +107,7 @@ ElasticMember::View ElasticMember::view() const {
 void ElasticMember::Run(const std::string& what, TenaxEngine::Job job) {
   const Status st = engine_->RunAndWait(what, std::move(job));
   if (st.ok()) return;
-  if (Repairable(st)) throw MembershipChanged(st.message());
+  if (RepairedByNewMembership(st)) throw MembershipChanged(st.message());
   if (st.code() == StatusCode::kInvalidArgument) throw std::invalid_argument(st.message());
   throw std::runtime_error(st.message());
 }
@@ -145,7 +133,7 @@ ElasticMember::Boundary ElasticMember::StartStep(bool failed, bool leave) {
       // Every member passes the same flag sum: all re-form, or none.
       float flag = membership_->leaving() || membership_->NewerPublished(e.group().generation()) ? 1.0f : 0.0f;
       if (Status st = e.FastSum(&flag, 1, 1.0f); !st.ok()) {
-        if (!Repairable(st)) return st;
+        if (!RepairedByNewMembership(st)) return st;
         ReportSuspects(e, st);
         change = true;
       } else {
@@ -178,7 +166,7 @@ Status ElasticMember::Reform(TenaxEngine& e, Boundary& out) {
     formed_.erase(formed_.begin(), formed_.lower_bound(view->stable_generation));
     if (!g.ok()) {
       e.SetGroup(std::move(old));
-      if (!Repairable(g.status())) return g.status();
+      if (!RepairedByNewMembership(g.status())) return g.status();
       failed_generation_ = view->generation;
       continue;
     }
@@ -228,7 +216,7 @@ void ElasticMember::OfferState(const std::string& bytes) {
     std::memcpy(arena_.data(), &length, sizeof(length));
     std::memcpy(arena_.data() + sizeof(length), bytes.data(), bytes.size());
     std::memset(arena_.data() + sizeof(length) + bytes.size(), 0, framed - sizeof(length) - bytes.size());
-    const uint64_t sum = Fnv1a(arena_.data(), framed);
+    const uint64_t sum = StateChecksum(arena_.data(), framed);
     for (size_t i = 0; i < receivers_.size(); ++i) {
       if (donors_[i % donors_.size()] != g.rank()) continue;
       const net::PeerId peer = g.peer(receivers_[i]);
@@ -276,7 +264,7 @@ std::string ElasticMember::FetchState() {
     }
     net::Op op = e.node().Get(arena_.data(), offer.bytes(), remote, 0);
     TENAX_RETURN_IF_ERROR(e.node().Wait(op, deadline));
-    const uint64_t sum = Fnv1a(arena_.data(), offer.bytes());
+    const uint64_t sum = StateChecksum(arena_.data(), offer.bytes());
     if (sum != offer.checksum()) {
       return DataLoss("state read from donor " + g.Describe(donor) + " has checksum " + std::to_string(sum) +
                       ", the donor's is " + std::to_string(offer.checksum()));

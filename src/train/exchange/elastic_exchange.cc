@@ -18,27 +18,15 @@
 #include "tenax/core/run_records.h"
 #include "tenax/core/signals.h"
 #include "tenax/net/control_codec.h"
+#include "tenax/train/exchange/elastic_membership.h"
 #include "tenax/job/batch_shares.h"
 
 namespace tenax {
 namespace train_internal {
 namespace {
 
-uint64_t Fnv1a(const uint8_t* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
 double MillisBetween(SteadyClock::time_point a, SteadyClock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-// Failures that a new membership repairs (a lost or stuck member, or a
-// newer generation overtaking this one).
-bool Repairable(const Status& st) {
-  return st.code() == StatusCode::kPeerLost || st.code() == StatusCode::kDeadlineExceeded ||
-         st.code() == StatusCode::kAborted;
 }
 
 class ElasticExchange final : public AllreduceExchange, public ExchangeMembership {
@@ -158,7 +146,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
                                      eo_.membership->job_id(), view->generation, view->rank, view->members, deadline);
         formed_.erase(formed_.begin(), formed_.lower_bound(view->stable_generation));
         if (!g.ok()) {
-          if (!Repairable(g.status())) return g.status();
+          if (!RepairedByNewMembership(g.status())) return g.status();
           spdlog::warn("rank {}: re-forming generation {} failed ({}); waiting for the next one", rank(),
                        view->generation, g.status().message());
           failed_generation_ = view->generation;
@@ -171,7 +159,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
         owned_ = std::move(*g);
         group_ = owned_.get();
         if (Status st = Rebind(); !st.ok()) {
-          if (!Repairable(st)) return st;
+          if (!RepairedByNewMembership(st)) return st;
           ReportSuspects(st);
           failed_generation_ = group_->generation();
           continue;
@@ -184,7 +172,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
       }
       auto synced = Sync(applied, deadline, transfer_ms);
       if (!synced.ok()) {
-        if (!Repairable(synced.status())) return synced.status();
+        if (!RepairedByNewMembership(synced.status())) return synced.status();
         spdlog::warn("rank {}: the state agreement of generation {} failed ({}); waiting for the next one", rank(),
                      group_->generation(), synced.status().message());
         ReportSuspects(synced.status());
@@ -223,7 +211,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
         spdlog::warn("rank {}: the final barrier failed ({}); training itself finished", rank(), st.message());
       }
       auto [bytes, momentum] = Stage();
-      state_hash_ = Fnv1a(arena_.data(), bytes);
+      state_hash_ = StateChecksum(arena_.data(), bytes);
       spdlog::info("rank {}: final model and momentum state fnv1a {:016x} (momentum {})", rank(), state_hash_,
                    momentum ? "present" : "absent");
     }
@@ -363,7 +351,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
 
   // A collective failed: report who, and re-form at the step boundary.
   Status Failed(const Status& st) {
-    if (!Repairable(st)) return st;
+    if (!RepairedByNewMembership(st)) return st;
     if (!detected_) detected_ = SteadyClock::now();
     ReportSuspects(st);
     reform_needed_ = true;
@@ -460,7 +448,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
     if (counts[static_cast<size_t>(me)] == top) {
       if (eo_.before_state_offer && donor_of(0) == me) eo_.before_state_offer();
       auto [bytes, momentum] = Stage();
-      const uint64_t sum = Fnv1a(arena_.data(), bytes);
+      const uint64_t sum = StateChecksum(arena_.data(), bytes);
       for (size_t i = 0; i < receivers.size(); ++i) {
         if (donor_of(i) != me) continue;
         const net::PeerId peer = group_->peer(receivers[i]);
@@ -498,7 +486,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
                              group_->node().Import(peer, net::RegionDescriptor{d.address, d.length, d.rkey}));
       net::Op op = group_->node().Get(arena_.data(), offer.bytes(), remote, 0);
       TENAX_RETURN_IF_ERROR(group_->node().Wait(op, deadline));
-      const uint64_t sum = Fnv1a(arena_.data(), offer.bytes());
+      const uint64_t sum = StateChecksum(arena_.data(), offer.bytes());
       if (sum != offer.checksum()) {
         return DataLoss("state read from donor " + group_->Describe(donor) + " has checksum " + std::to_string(sum) +
                         ", the donor's is " + std::to_string(offer.checksum()));

@@ -51,4 +51,20 @@ class ElasticMembership {
   virtual bool leaving() const = 0;
 };
 
+// Failures a new membership repairs: a lost or stuck member, or a newer
+// generation overtaking this one. The C++ elastic exchange and
+// tenax.torch.Manager (src/python) re-form on exactly these.
+inline bool RepairedByNewMembership(const Status& st) {
+  return st.code() == StatusCode::kPeerLost || st.code() == StatusCode::kDeadlineExceeded ||
+         st.code() == StatusCode::kAborted;
+}
+
+// The checksum of a state transfer's bytes (64-bit FNV-1a), computed by the
+// donor and checked by the receiver.
+inline uint64_t StateChecksum(const uint8_t* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
 }  // namespace tenax
