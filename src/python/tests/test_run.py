@@ -109,11 +109,19 @@ def test_the_job_files_faults_run_on_python_workers_and_the_outputs_are_the_scri
     assert abs(s["final_test_accuracy"] - accuracy) < 5e-5  # the script printed it with 4 digits
     assert accuracy > 0.6, f"the model did not learn: {accuracy}"
 
-    # One generation per membership change, in order, from the script's Manager.
-    sizes = [len(g["members"]) for g in s["generations"]]
-    assert sizes == [3, 2, 3, 2], s["generations"]
-    firsts = [g["first_step"] for g in s["generations"]]
-    assert firsts == sorted(firsts) and firsts[0] == 0 and firsts[1] >= 60 and firsts[3] >= 160, firsts
+    # One generation per membership change, from the script's Manager: the
+    # kill first; the join and the preemption in either order (a joiner
+    # slow to start on a loaded machine may arrive after step 160).
+    gens = s["generations"]
+    assert len(gens) == 4, gens
+    assert len(gens[0]["members"]) == 3 and gens[0]["first_step"] == 0, gens
+    assert len(gens[1]["members"]) == 2 and "rank 1 lost" in gens[1]["why"] and gens[1]["first_step"] >= 60, gens
+    assert sorted("joined" in g["why"] for g in gens[2:]) == [False, True], gens
+    left = next(g for g in gens[2:] if "left" in g["why"])
+    assert "rank 2 left" in left["why"] and left["first_step"] >= 160, gens
+    assert len(gens[3]["members"]) == 2, gens
+    firsts = [g["first_step"] for g in gens]
+    assert firsts == sorted(firsts), firsts
 
     # The fault plan ran and each fault was recovered from.
     faults = s["faults"]
@@ -126,8 +134,13 @@ def test_the_job_files_faults_run_on_python_workers_and_the_outputs_are_the_scri
     train = {r["step"]: r["loss"] for r in records if r.get("event") == "train"}
     printed = {int(m.group(1)): float(m.group(2))
                for m in re.finditer(r"step (\d+)/\d+ rank 0/\d+ generation \d+ loss ([0-9.]+)", logs["worker-0.log"])}
-    assert sorted(train) == list(range(LOG_EVERY, STEPS + 1, LOG_EVERY))
+    # Every record is one rank 0 printed (the script reports right before it
+    # prints). A step rank 0 dropped while the others committed it (a member
+    # lost mid-allreduce) is applied from their state and logged by nobody,
+    # so a log step near a fault may be missing from both.
     assert sorted(printed) == sorted(train)
+    assert all(step % LOG_EVERY == 0 for step in train), sorted(train)
+    assert len(train) >= STEPS // LOG_EVERY - 3 and STEPS in train, sorted(train)
     for step, loss in train.items():
         assert abs(loss - printed[step]) < 5e-5, (step, loss, printed[step])
     final = [r for r in records if r.get("event") == "final"]
