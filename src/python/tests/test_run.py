@@ -115,10 +115,10 @@ def test_the_job_files_faults_run_on_python_workers_and_the_outputs_are_the_scri
     gens = s["generations"]
     assert len(gens) == 4, gens
     assert len(gens[0]["members"]) == 3 and gens[0]["first_step"] == 0, gens
-    assert len(gens[1]["members"]) == 2 and "rank 1 lost" in gens[1]["why"] and gens[1]["first_step"] >= 60, gens
+    assert len(gens[1]["members"]) == 2 and "rank 1 lost" in gens[1]["why"] and gens[1]["first_step"] >= 59, gens
     assert sorted("joined" in g["why"] for g in gens[2:]) == [False, True], gens
     left = next(g for g in gens[2:] if "left" in g["why"])
-    assert "rank 2 left" in left["why"] and left["first_step"] >= 160, gens
+    assert "rank 2 left" in left["why"] and left["first_step"] >= 159, gens
     assert len(gens[3]["members"]) == 2, gens
     firsts = [g["first_step"] for g in gens]
     assert firsts == sorted(firsts), firsts
@@ -155,7 +155,7 @@ def test_a_script_that_fails_is_named_with_its_logs_last_line(tmp_path):
                "import sys; print('loading', flush=True); "
                "sys.exit('cannot read /nonexistent/train-images: no such file')"]
     code, text, _ = run(elastic_job(command), tmp_path, timeout=120)
-    assert code != 0, text
+    assert code == 3, text  # tenax run's status for a job that failed (docs/config.md "Exit status")
     assert "worker 0 exited with code 1" in text or "exited with code 1" in text, text
     assert "cannot read /nonexistent/train-images: no such file" in text, text
 
