@@ -2,6 +2,7 @@
 loopback, with a deadline, and always cleans them up."""
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -13,9 +14,27 @@ HERE = Path(__file__).resolve().parent
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port for the job's rendezvous store, drawn below the kernel's
+    ephemeral range. A port the kernel handed out (bind to port 0) and we
+    released can be handed to another test's socket before rank 0's store
+    binds it (CI: 'Address already in use'); ports below the range are only
+    ever taken by someone asking for them by number."""
+    low = 32768
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    first = 10000 if low > 12000 else 1024
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(first, low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in [{first}, {low}) after 200 tries")
 
 
 def run_ranks(tmp_path, scenario, world, timeout=120, env=None, per_rank_env=None):
