@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
@@ -59,6 +60,16 @@ std::filesystem::path BenchDir() {
 }  // namespace
 
 std::string BenchFile(const std::string& name) { return (BenchDir() / "bench-files" / name).string(); }
+
+Status ExecPython(const std::string& python, const std::vector<std::string>& script_and_args) {
+  std::vector<std::string> args = {python};
+  args.insert(args.end(), script_and_args.begin(), script_and_args.end());
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  ::execv(python.c_str(), argv.data());
+  return Unavailable("cannot run " + python + ": " + std::strerror(errno));
+}
 
 Result<std::string> FindProgram(const std::string& name, const std::string& override_path, const std::string& flag) {
   const std::string path = override_path.empty() ? (BenchDir() / name).string() : override_path;

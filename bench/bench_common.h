@@ -38,6 +38,10 @@ Result<int> FreePort();
 // <dir of tenax-bench>/bench-files/<name> (a default shown in --help).
 std::string BenchFile(const std::string& name);
 
+// Replaces this process with `python script args...` (a bench whose
+// measuring is a Python driver); returns only when that cannot start.
+Status ExecPython(const std::string& python, const std::vector<std::string>& script_and_args);
+
 // `override_path` if not empty, else the program `name` next to tenax-bench;
 // NotFound naming the path, the CMake target `name` and `flag` (if any) when
 // it is not executable.
@@ -200,5 +204,6 @@ void AddRecoveryBenchmark(CLI::App& bench, int& exit_code);
 // `sched`: network-aware placement against Kubernetes' schedulers (simulated) and one pod's latency.
 void AddSchedBenchmark(CLI::App& bench, int& exit_code);
 void AddPythonBenchmark(CLI::App& bench, int& exit_code);
+void AddGpuBenchmark(CLI::App& bench, int& exit_code);
 
 }  // namespace tenax::bench

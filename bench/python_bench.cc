@@ -48,14 +48,10 @@ Status RunPython(const PythonArgs& a) {
   // The Manager's section starts a `tenax coordinator`: the tenax beside this binary.
   const auto tenax = std::filesystem::path(package).parent_path() / "src" / "tenax";
   if (!std::getenv("TENAX_BINARY") && std::filesystem::exists(tenax, ec)) ::setenv("TENAX_BINARY", tenax.c_str(), 1);
-  std::vector<std::string> args = {a.python, script};
+  std::vector<std::string> args = {script};
   if (a.quick) args.push_back("--quick");
   if (!a.json_path.empty()) args.insert(args.end(), {"--json", a.json_path});
-  std::vector<char*> argv;
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  ::execv(a.python.c_str(), argv.data());
-  return Unavailable("cannot run " + a.python + ": " + std::strerror(errno));
+  return ExecPython(a.python, args);
 }
 
 }  // namespace

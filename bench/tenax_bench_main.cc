@@ -23,5 +23,6 @@ int main(int argc, char** argv) {
   tenax::bench::AddRecoveryBenchmark(app, exit_code);
   tenax::bench::AddSchedBenchmark(app, exit_code);
   tenax::bench::AddPythonBenchmark(app, exit_code);
+  tenax::bench::AddGpuBenchmark(app, exit_code);
   return tenax::cli::RunApp(app, argc, argv, exit_code);
 }

@@ -247,6 +247,29 @@ void ParseData(ConfigReader& r, TrainConfig& c) {
   c.test_limit = r.Int("data.test_limit", 0, 0, npy || store ? int64_t{1} << 40 : 10000);
 }
 
+// train.device's syntax; whether the device exists is known only to the
+// libtorch that runs the job (train/device.h).
+bool IsDeviceSpec(const std::string& d) {
+  if (d == "cpu" || d == "cuda" || d == "auto") return true;
+  if (d.rfind("cuda:", 0) != 0 || d.size() == 5 || d.size() > 8) return false;
+  return std::all_of(d.begin() + 5, d.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
+// A GPU trains in modes "single" and "sync" (elastic too); async workers
+// and the coded decoder keep their model on the CPU (docs/gpu.md says what
+// they need). "auto" picks the CPU there.
+void CheckDeviceForMode(ConfigReader& r, TrainConfig& c) {
+  const bool gpu_mode = c.mode == "single" || c.mode == "sync";
+  if (!gpu_mode && c.device != "cpu" && c.device != "auto") {
+    r.Fail("train.device", "is \"" + c.device + "\" but mode \"" + c.mode +
+                               "\" trains on the CPU only (GPUs: modes \"single\" and \"sync\"); use \"cpu\" or \"auto\"");
+  }
+  if (!gpu_mode) c.device = "cpu";
+  if (c.mode != "sync" && r.has("train.staging")) {
+    r.Fail("train.staging", "only applies to mode = \"sync\" (gradients staged for the allreduce)");
+  }
+}
+
 // [model], [train] and [log].
 void ParseModelAndTraining(ConfigReader& r, TrainConfig& c) {
   c.model_path = r.String("model.path", "");
@@ -268,6 +291,11 @@ void ParseModelAndTraining(ConfigReader& r, TrainConfig& c) {
   c.weight_decay = r.Real("train.weight_decay", 0.0, 0.0, 1.0);
   c.seed = r.Int("train.seed", c.seed, 0, int64_t{1} << 62);
   c.threads = r.Int("train.threads", 0, 0, 1024);
+  c.device = r.String("train.device", c.device);
+  if (!IsDeviceSpec(c.device)) {
+    r.Fail("train.device", "is \"" + c.device + "\"; use \"cpu\", \"cuda\", \"cuda:N\" (N a GPU index) or \"auto\"");
+  }
+  c.staging = r.Choice("train.staging", c.staging, {"auto", "always"});
   c.log_every_steps = r.Int("log.every_steps", c.log_every_steps, 1, int64_t{1} << 40);
   c.log_level = r.Choice("log.level", c.log_level, {"trace", "debug", "info", "warn", "error"});
 
@@ -494,6 +522,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   ParseCluster(r, c, cluster_mode, train_samples);
   ParseAsync(r, c);
   ParseCoded(r, c);
+  CheckDeviceForMode(r, c);
   if (cluster_mode) {
     const int64_t processes = c.cluster.workers + (c.mode == "coded" ? 1 : 0) + (c.mode == "async" ? c.async.servers : 0);
     sched::ParseTopology(doc, r, processes, c.topology, c.placement);

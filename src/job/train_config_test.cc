@@ -55,6 +55,40 @@ TEST(TrainConfigTest, RejectsImpossibleValues) {
   EXPECT_NE(big_batch.status().message().find("more than the 100 training samples"), std::string::npos);
 }
 
+TEST(TrainConfigTest, TheDeviceIsCheckedForItsSpellingAndItsMode) {
+  auto c = Parse("");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ("auto", c->device);
+  EXPECT_EQ("auto", c->staging);
+  for (const char* ok : {"cpu", "cuda", "cuda:0", "cuda:12", "auto"}) {
+    auto d = Parse(std::string("[train]\ndevice = \"") + ok + "\"\n");
+    ASSERT_TRUE(d.ok()) << ok << ": " << d.status().ToString();
+    EXPECT_EQ(ok, d->device);
+  }
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "CUDA", "cuda:-1", ""}) {
+    auto d = Parse(std::string("[train]\ndevice = \"") + bad + "\"\n");
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_NE(d.status().message().find("job.toml:2: 'train.device' is \"" + std::string(bad) + "\"; use \"cpu\""),
+              std::string::npos)
+        << d.status().message();
+  }
+  auto async_gpu = Parse("mode = \"async\"\n[train]\ndevice = \"cuda\"\n");
+  ASSERT_FALSE(async_gpu.ok());
+  EXPECT_NE(async_gpu.status().message().find("mode \"async\" trains on the CPU only"), std::string::npos)
+      << async_gpu.status().message();
+  auto async_auto = Parse("mode = \"async\"\n");
+  ASSERT_TRUE(async_auto.ok()) << async_auto.status().ToString();
+  EXPECT_EQ("cpu", async_auto->device) << "auto means the CPU where GPUs are not supported";
+  auto staging_single = Parse("[train]\nstaging = \"always\"\n");
+  ASSERT_FALSE(staging_single.ok());
+  EXPECT_NE(staging_single.status().message().find("'train.staging' only applies to mode = \"sync\""),
+            std::string::npos)
+      << staging_single.status().message();
+  auto staged = Parse("mode = \"sync\"\n[train]\nstaging = \"always\"\n");
+  ASSERT_TRUE(staged.ok()) << staged.status().ToString();
+  EXPECT_EQ("always", staged->staging);
+}
+
 TEST(TrainConfigTest, ElasticKeysHaveTheirDefaults) {
   auto plain = Parse("mode = \"sync\"\n[cluster]\nworkers = 3\n");
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();

@@ -66,11 +66,18 @@ class ScriptModel final : public TrainableModel {
   bool IsTraining() const override { return module_.is_training(); }
   std::string Describe() const override { return "torchscript:" + path_; }
 
+  void To(torch::Device device) override {
+    module_.to(device);
+    device_ = device;
+  }
   Status Save(const std::string& path) override {
     const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
     try {
+      if (!device_.is_cpu()) module_.to(torch::kCPU);  // saved for any machine; moved back after
       module_.save(tmp);
+      if (!device_.is_cpu()) module_.to(device_);
     } catch (const std::exception& e) {
+      if (!device_.is_cpu()) module_.to(device_);
       std::error_code ec;
       std::filesystem::remove(tmp, ec);
       return IoError(path + ": cannot save the TorchScript model: " + ErrorLine(e));
@@ -82,6 +89,7 @@ class ScriptModel final : public TrainableModel {
   torch::jit::Module module_;
   std::vector<torch::Tensor> params_;  // the trainable ones, in registration order
   std::string path_;
+  torch::Device device_ = torch::kCPU;
 };
 
 // The parameters that train: requires_grad, float32. A module whose

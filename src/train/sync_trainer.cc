@@ -35,6 +35,7 @@ Result<TrainOutcome> TrainSync(const TrainConfig& config, const ConfigDoc& effec
         std::chrono::duration<double>(options.step_timeout_seconds));
     xo.bucket_bytes = options.bucket_bytes;
     xo.interrupt = options.interrupt;
+    xo.stage_gradients = config.staging == "always";
     auto exchange = MakeAllreduceExchange(group, xo);
     return RunTrainingLoop(config, effective_config, out_dir, {data.train.get(), data.test.get(), exchange.get()},
                            options.run);
@@ -77,6 +78,7 @@ Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& ef
     xo.base.step_timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::duration<double>(options.step_timeout_seconds));
     xo.base.bucket_bytes = options.bucket_bytes;
+    xo.base.stage_gradients = config.staging == "always";
     xo.membership = &membership;
     xo.joined_late = options.joined_running_job;
     xo.configured_workers = config.cluster.workers;

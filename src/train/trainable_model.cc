@@ -16,7 +16,17 @@ class BuiltinModel final : public TrainableModel {
   std::vector<torch::Tensor> Parameters() override { return module_->parameters(); }
   void SetTraining(bool training) override { module_->train(training); }
   bool IsTraining() const override { return module_->is_training(); }
-  Status Save(const std::string& path) override { return SaveModel(module_, name_, shape_, classes_, path); }
+  void To(torch::Device device) override {
+    module_->to(device);
+    device_ = device;
+  }
+  Status Save(const std::string& path) override {
+    if (device_.is_cpu()) return SaveModel(module_, name_, shape_, classes_, path);
+    module_->to(torch::kCPU);  // saved for any machine; moved back after
+    Status st = SaveModel(module_, name_, shape_, classes_, path);
+    module_->to(device_);
+    return st;
+  }
   std::string Describe() const override { return name_; }
 
  private:
@@ -24,6 +34,7 @@ class BuiltinModel final : public TrainableModel {
   Classifier module_;
   std::vector<int64_t> shape_;
   int64_t classes_;
+  torch::Device device_ = torch::kCPU;
 };
 
 }  // namespace
@@ -61,8 +72,9 @@ Result<int64_t> CountCorrect(TrainableModel& model, DataSource& data, int64_t be
       status = batch.status();
       break;
     }
-    auto logits = model.Forward(batch->images);
-    correct += logits.argmax(1).eq(batch->labels).sum().item<int64_t>();
+    const torch::Device device = model.Parameters().front().device();
+    auto logits = model.Forward(batch->images.to(device));
+    correct += logits.argmax(1).eq(batch->labels.to(device)).sum().item<int64_t>();
   }
   model.SetTraining(was_training);
   if (!status.ok()) return status;

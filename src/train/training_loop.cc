@@ -14,6 +14,8 @@
 #include "tenax/core/run_records.h"
 #include "tenax/core/seeds.h"
 #include "tenax/core/signals.h"
+#include "tenax/train/device.h"
+#include "tenax/train/exchange/elastic_membership.h"
 #include "tenax/train/torch_runtime.h"
 #include "tenax/version.h"
 #include "trainer_common.h"
@@ -118,7 +120,15 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
   DataSource& test = *parts.test;
   GradientExchange& exchange = *parts.exchange;
   const int rank = exchange.rank(), world = exchange.world();
+  // Before the threads are set: asking libtorch whether it has a GPU
+  // must not change the thread count afterwards.
+  TENAX_ASSIGN_OR_RETURN(const torch::Device device, ResolveDevice(c.device));
   const int64_t threads = ConfigureTorchThreads(c.threads);
+  const std::optional<c10::Stream> copy_stream = CopyStream(device);
+  // On a GPU the host runs ahead of the kernels: the loss is read back
+  // (a wait for the device) only at log points, where a non-finite loss is
+  // caught too; on the CPU every step.
+  const bool read_loss_each_step = !device.is_cuda();
 
   const int64_t n = train.info().size, t = test.info().size;
   ExchangeMembership* membership = exchange.membership();
@@ -139,10 +149,11 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
   Result<std::unique_ptr<TrainableModel>> made = Internal("model not built");
   SeededModelInit(c.seed, [&] { made = MakeTrainableModel(c, train.info()); });
   TENAX_ASSIGN_OR_RETURN(std::unique_ptr<TrainableModel> model, std::move(made));
-  TENAX_RETURN_IF_ERROR(exchange.Attach(*model));
-  if (!options.initial_model_path.empty() && rank == 0) {
+  if (!options.initial_model_path.empty() && rank == 0) {  // before the broadcast: rank 0's are the ones
     TENAX_RETURN_IF_ERROR(model->Save(options.initial_model_path));
   }
+  model->To(device);
+  TENAX_RETURN_IF_ERROR(exchange.Attach(*model));
   auto optimizer = MakeOptimizer(c, model->Parameters());
   if (membership) {
     TENAX_RETURN_IF_ERROR(membership->AttachOptimizer(*optimizer));
@@ -156,9 +167,9 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
   int64_t total_steps = steps_per_epoch * c.epochs;
   if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
   const int64_t epochs = (total_steps + steps_per_epoch - 1) / steps_per_epoch;
-  spdlog::info("{}: model {} on {} training samples ({}, {} classes) / {} test samples, {} epoch(s) of {} steps, "
+  spdlog::info("{}: model {} on {}, {} training samples ({}, {} classes) / {} test samples, {} epoch(s) of {} steps, "
                "batch {}{}, {} lr {:g}{}, {} thread(s)",
-               exchange.Describe(), model->Describe(), n, ShapeText(train.info().sample_shape), train.info().classes,
+               exchange.Describe(), model->Describe(), DescribeDevice(device), n, ShapeText(train.info().sample_shape), train.info().classes,
                t, epochs, steps_per_epoch, b, global_batch != b ? fmt::format(" per rank ({} global)", global_batch) : "",
                c.optimizer, c.lr, c.optimizer == "sgd" ? fmt::format(" momentum {:g}", c.momentum) : std::string(),
                threads);
@@ -167,6 +178,7 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
   double train_seconds = 0, steady_seconds = 0;
   int64_t steady_samples = 0, samples = 0, global_step = 0;
   double interval_loss = 0;
+  torch::Tensor interval_loss_on_device;  // GPU: the interval's losses, summed where they are
   int64_t interval_steps = 0;
   bool first_interval = true;
   double test_accuracy = 0;
@@ -203,6 +215,8 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
       indices = perm.slice(0, begin, std::min(n, begin + slice.count));
     }
     TENAX_ASSIGN_OR_RETURN(Batch batch, train.Read(indices));
+    batch.images = ToDeviceAhead(batch.images, device, copy_stream);
+    batch.labels = ToDeviceAhead(batch.labels, device, copy_stream);
     exchange.BeginStep();
     torch::Tensor loss;  // what is reported: the mean loss of the samples read
     if (weighted) {
@@ -220,7 +234,19 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
       return st;
     }
     if (!elsewhere || elsewhere->AppliesUpdatesLocally()) optimizer->step();
-    const double local_loss = loss.item<double>();
+    const bool log_step = (global_step + 1) % c.log_every_steps == 0 || step == steps_per_epoch ||
+                          global_step + 1 == total_steps;
+    double local_loss = 0;
+    if (read_loss_each_step) {
+      local_loss = loss.item<double>();
+    } else {
+      interval_loss_on_device =
+          interval_loss_on_device.defined() ? interval_loss_on_device + loss.detach() : loss.detach().clone();
+      if (log_step) {  // the interval's sum, read once (the host waits for the device here)
+        local_loss = interval_loss_on_device.item<double>();
+        interval_loss_on_device = torch::Tensor();
+      }
+    }
     const double step_seconds = SecondsSince(step_start);
 
     const int64_t step_samples = std::min(global_batch, n - (step - 1) * global_batch);
@@ -232,7 +258,8 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
       steady_samples += step_samples;
     }
     if (!std::isfinite(local_loss)) {
-      return InvalidArgument("loss became " + std::to_string(local_loss) + " at step " + std::to_string(global_step) +
+      return InvalidArgument("loss became " + std::to_string(local_loss) +
+                             (read_loss_each_step ? " at step " : " by step ") + std::to_string(global_step) +
                              (world > 1 ? " on rank " + std::to_string(exchange.rank()) : "") + "; lower train.lr (now " +
                              std::to_string(c.lr) + ")");
     }
@@ -242,6 +269,7 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
     TrainProgress p = MakeProgress({epoch, epochs, step, steps_per_epoch, global_step, total_steps, c.log_every_steps,
                                     samples, train_seconds, interval_loss, interval_steps, wall_start});
     p.step_seconds = step_seconds;
+    if (!read_loss_each_step && !p.log_point) p.loss = outcome.final_train_loss;  // the last one read
     const bool epoch_done = step == steps_per_epoch || global_step == total_steps;
     if (p.log_point) {
       // The mean loss over every replica's samples (same steps everywhere);
@@ -293,6 +321,15 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
   }
 
   outcome.final_test_accuracy = test_accuracy;
+  {
+    uint64_t h = StateChecksum(nullptr, 0);
+    for (const auto& p : model->Parameters()) {
+      const torch::Tensor host = p.detach().to(torch::kCPU).contiguous();
+      h = StateChecksum(static_cast<const uint8_t*>(host.data_ptr()), host.nbytes(), h);
+    }
+    outcome.parameter_hash = h;
+    spdlog::info("{}: final parameters fnv1a {:016x}", exchange.Describe(), h);
+  }
   outcome.samples_per_second = samples / std::max(train_seconds, 1e-9);
   outcome.steady_samples_per_second =
       steady_samples > 0 ? steady_samples / std::max(steady_seconds, 1e-9) : outcome.samples_per_second;
@@ -306,6 +343,8 @@ Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_confi
       {"lr", c.lr},
       {"seed", c.seed},
       {"threads", threads},
+      {"device", DescribeDevice(device)},
+      {"parameter_hash", fmt::format("{:016x}", outcome.parameter_hash)},
       {"train_samples", n},
       {"test_samples", t},
       {"sample_shape", train.info().sample_shape},

@@ -133,6 +133,14 @@ struct TrainConfig {
   double weight_decay = 0.0;
   int64_t seed = 1;
   int64_t threads = 0;  // 0 = one per core
+  // Where the model, optimizer state and batches live: "cpu", "cuda",
+  // "cuda:N" or "auto" (CUDA when this libtorch has it and a GPU is
+  // visible, else CPU). Resolved when training starts (train/device.h).
+  std::string device = "auto";
+  // Mode "sync": gradients go through pinned host buffers per bucket
+  // ("auto": when the model is on a GPU; "always": on the CPU too, the
+  // path the CPU tests and bench run).
+  std::string staging = "auto";
   int64_t log_every_steps = 100;
   std::string log_level = "info";
   coord::ClusterConfig cluster;  // modes "sync", "async", "coded"

@@ -38,6 +38,9 @@ struct TrainOutcome {
   double first_train_loss = 0;           // mean loss of the first log interval
   double samples_per_second = 0;         // all training steps, eval excluded
   double steady_samples_per_second = 0;  // after the first `warmup_steps`
+  // FNV-1a over the final parameters' bytes (as float32 on the host):
+  // equal on every replica of a synchronous job.
+  uint64_t parameter_hash = 0;
 };
 
 struct TrainRunOptions {

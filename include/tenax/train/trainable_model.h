@@ -7,6 +7,8 @@
 // - Parameters() lists the trainable tensors in registration order, the same
 //   order on every replica; they are leaf tensors whose .grad the exchange may
 //   point at its own memory. The list is fixed for the model's life.
+// - Forward takes images on the model's device (To); a file the loader
+//   reads back holds CPU tensors.
 // - Save writes a file the matching loader reads back (built-in: tenax's
 //   model.pt archive, read by `tenax eval`; TorchScript: a TorchScript file
 //   PyTorch loads with torch.jit.load), atomically (temporary name + rename).
@@ -36,6 +38,12 @@ class TrainableModel {
   virtual std::vector<torch::Tensor> Parameters() = 0;
   virtual void SetTraining(bool training) = 0;
   virtual bool IsTraining() const = 0;
+  // Moves the parameters (and buffers) to `device`, keeping each
+  // parameter's identity (its data is replaced), so references taken
+  // earlier stay valid. Call before the optimizer is built.
+  virtual void To(torch::Device device) = 0;
+  // Writes the model with its tensors on the CPU (a file any machine
+  // reads), wherever they live while training.
   virtual Status Save(const std::string& path) = 0;
   // "cnn", "mlp" or "torchscript:<path>", for logs and summary.json.
   virtual std::string Describe() const = 0;

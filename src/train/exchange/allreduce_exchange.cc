@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "allreduce_exchange_impl.h"
 
@@ -38,31 +39,46 @@ GradientLayout PlanGradients(const std::vector<torch::Tensor>& params, size_t bu
 Status AllreduceExchange::Attach(TrainableModel& model) { return Setup(model, true, 0); }
 
 Status AllreduceExchange::Setup(TrainableModel& model, bool broadcast, size_t control_floats) {
-  for (const auto& p : model.Parameters()) {
+  const auto params = model.Parameters();
+  for (const auto& p : params) {
     if (p.scalar_type() != torch::kFloat32 || !p.is_contiguous()) {
       return InvalidArgument("synchronous training needs contiguous float32 parameters, got one of " +
                              std::string(c10::toString(p.scalar_type())));
     }
+    if (p.device() != params.front().device()) {
+      return InvalidArgument("synchronous training needs every parameter on one device, got " +
+                             params.front().device().str() + " and " + p.device().str());
+    }
   }
-  layout_ = PlanGradients(model.Parameters(), options_.bucket_bytes, control_floats);
+  device_ = params.front().device();
+  staged_ = options_.stage_gradients || !device_.is_cpu();
+  hooks_start_transfers_ = device_.is_cpu();
+  layout_ = PlanGradients(params, options_.bucket_bytes, control_floats);
   TENAX_ASSIGN_OR_RETURN(allreduce_, comm::Allreduce::Create(*group_, layout_.total, StepDeadline()));
   allreduce_->SetInterrupt(options_.interrupt);
   buffer_ = allreduce_->data();
+  if (staged_) {
+    grads_ = torch::zeros({static_cast<int64_t>(layout_.params_count)},
+                          torch::TensorOptions().dtype(torch::kFloat32).device(device_));
+    staging_ = HostStaging(device_, static_cast<int64_t>(layout_.total));
+    copy_stream_ = CopyStream(device_);
+    copied_ = std::vector<DeviceMarker>(layout_.buckets.size());
+    staged_out_ = std::make_unique<std::atomic<bool>[]>(layout_.buckets.size());
+  }
 
   if (broadcast) {
     // The initial model is rank 0's: broadcast as a sum where the others
     // contribute zeros (x + 0 == x exactly).
     torch::NoGradGuard no_grad;
     std::memset(buffer_, 0, layout_.params_count * sizeof(float));
+    auto host_view = [&](const GradientLayout::Slot& s) {
+      return torch::from_blob(buffer_ + s.offset, s.param.sizes(), torch::kFloat32);
+    };
     if (rank() == 0) {
-      for (auto& s : layout_.slots) {
-        std::memcpy(buffer_ + s.offset, s.param.data_ptr<float>(), s.count * sizeof(float));
-      }
+      for (auto& s : layout_.slots) host_view(s).copy_(s.param);
     }
     TENAX_RETURN_IF_ERROR(allreduce_->Run(0, layout_.params_count, 1.0f, StepDeadline()));
-    for (auto& s : layout_.slots) {
-      s.param.copy_(torch::from_blob(buffer_ + s.offset, s.param.sizes(), torch::kFloat32));
-    }
+    for (auto& s : layout_.slots) s.param.copy_(host_view(s));
   }
   PointGradients();
   pending_.assign(layout_.buckets.size(), 0);
@@ -71,7 +87,10 @@ Status AllreduceExchange::Setup(TrainableModel& model, bool broadcast, size_t co
     const size_t bucket = s.bucket;
     acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, bucket](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-          if (pending_[bucket] > 0 && --pending_[bucket] == 0) LaunchReady(false);
+          if (pending_[bucket] > 0 && --pending_[bucket] == 0) {
+            if (staged_) StageOut(bucket);
+            if (hooks_start_transfers_) LaunchReady(false);
+          }
           return outputs;
         }));
     accumulators_.push_back(std::move(acc));
@@ -79,10 +98,13 @@ Status AllreduceExchange::Setup(TrainableModel& model, bool broadcast, size_t co
   return Status::Ok();
 }
 
-// Gradients live in the allreduce buffer; autograd accumulates into them.
+// Gradients live in the allreduce buffer (or, staged, in grads_);
+// autograd accumulates into them.
 void AllreduceExchange::PointGradients() {
   for (auto& s : layout_.slots) {
-    s.param.mutable_grad() = torch::from_blob(buffer_ + s.offset, s.param.sizes(), torch::kFloat32);
+    s.param.mutable_grad() = staged_ ? grads_.narrow(0, static_cast<int64_t>(s.offset), static_cast<int64_t>(s.count))
+                                           .view(s.param.sizes())
+                                     : torch::from_blob(buffer_ + s.offset, s.param.sizes(), torch::kFloat32);
   }
 }
 
@@ -97,16 +119,92 @@ Status AllreduceExchange::Rebind() {
 }
 
 void AllreduceExchange::BeginStep() {
-  std::memset(buffer_, 0, layout_.params_count * sizeof(float));  // zero_grad, in the buffer
   for (size_t i = 0; i < pending_.size(); ++i) pending_[i] = layout_.buckets[i].params;
   next_bucket_ = 0;
   hook_status_ = Status::Ok();
+  if (!staged_) {
+    std::memset(buffer_, 0, layout_.params_count * sizeof(float));  // zero_grad, in the buffer
+    return;
+  }
+  grads_.zero_();  // on the device's current stream, before backward's kernels
+  for (size_t i = 0; i < layout_.buckets.size(); ++i) staged_out_[i].store(false, std::memory_order_relaxed);
+  results_in_ = 0;
+  auto polled = allreduce_->Poll();  // every earlier segment is complete: this step counts from here
+  if (polled.ok()) completed_before_step_ = *polled;
+  else hook_status_ = polled.status();
 }
 
 Status AllreduceExchange::FinishStep() {
+  if (staged_) return FinishStagedStep();
   LaunchReady(true);  // buckets whose parameters got no gradient
   TENAX_RETURN_IF_ERROR(hook_status_);
   return allreduce_->Wait(StepDeadline());
+}
+
+bool AllreduceExchange::BucketReady(size_t bucket) const {
+  if (!staged_) return pending_[bucket] == 0;
+  return staged_out_[bucket].load(std::memory_order_acquire) && copied_[bucket].Done();
+}
+
+void AllreduceExchange::StageOut(size_t bucket) {
+  const auto& bk = layout_.buckets[bucket];
+  const int64_t grads = static_cast<int64_t>(std::min(bk.offset + bk.count, layout_.params_count) - bk.offset);
+  const torch::Tensor from = grads_.narrow(0, static_cast<int64_t>(bk.offset), grads);
+  torch::Tensor to = staging_.narrow(0, static_cast<int64_t>(bk.offset), grads);
+  if (copy_stream_) {
+    // Backward has enqueued this bucket's last kernel on the current
+    // stream; the copy stream starts after it, the host does not wait.
+    DeviceMarker produced;
+    produced.Record(device_);
+    produced.MakeStreamWait(*copy_stream_);
+  }
+  CopyOnStream(copy_stream_, from, to);
+  if (copy_stream_) copied_[bucket].Record(*copy_stream_);
+  staged_out_[bucket].store(true, std::memory_order_release);
+}
+
+Status AllreduceExchange::TakeResults() {
+  TENAX_ASSIGN_OR_RETURN(uint64_t completed, allreduce_->Poll());
+  const size_t done = std::min(static_cast<size_t>(completed - completed_before_step_), next_bucket_);
+  for (; results_in_ < done; ++results_in_) {
+    const auto& bk = layout_.buckets[results_in_];
+    const int64_t grads = static_cast<int64_t>(std::min(bk.offset + bk.count, layout_.params_count) - bk.offset);
+    torch::Tensor to = grads_.narrow(0, static_cast<int64_t>(bk.offset), grads);
+    const torch::Tensor from = torch::from_blob(buffer_ + bk.offset, {grads}, torch::kFloat32);
+    torch::NoGradGuard no_grad;
+    to.copy_(from);  // on the current stream: the optimizer's kernels come after it
+  }
+  return Status::Ok();
+}
+
+// The training thread after backward: buckets whose parameters got no
+// gradient are staged as they are (zeros); then each bucket starts as its
+// copy lands, in bucket order (the same on every rank), and each sum goes
+// back to the device as it completes.
+Status AllreduceExchange::FinishStagedStep() {
+  TENAX_RETURN_IF_ERROR(hook_status_);
+  for (size_t b = 0; b < layout_.buckets.size(); ++b) {
+    if (!staged_out_[b].load(std::memory_order_acquire)) StageOut(b);
+  }
+  const Deadline deadline = StepDeadline();
+  const auto wait_start = SteadyClock::now();
+  while (next_bucket_ < layout_.buckets.size()) {
+    const size_t before = next_bucket_;
+    LaunchReady(false);
+    TENAX_RETURN_IF_ERROR(hook_status_);
+    TENAX_RETURN_IF_ERROR(TakeResults());
+    if (next_bucket_ == before) {
+      if (deadline.Expired()) {
+        return DeadlineExceeded("rank " + std::to_string(rank()) + ": the device's copy of gradient bucket " +
+                                std::to_string(next_bucket_) + " did not land before the step deadline");
+      }
+      std::this_thread::yield();
+    }
+  }
+  staging_wait_seconds_ += std::chrono::duration<double>(SteadyClock::now() - wait_start).count();
+  ++staged_steps_;
+  TENAX_RETURN_IF_ERROR(allreduce_->Wait(deadline));
+  return TakeResults();
 }
 
 Result<double> AllreduceExchange::MeanOverReplicas(double local) {
@@ -122,6 +220,13 @@ void AllreduceExchange::Detach() {
 
 void AllreduceExchange::DescribeInSummary(nlohmann::json& summary) const {
   summary["workers"] = world();
+  summary["gradient_staging"] = staged_;
+  if (staged_ && staged_steps_ > 0) {
+    // Bytes through host memory per step (each gradient out, its sum back)
+    // and the host's wait, after backward, for the copies to land.
+    summary["staging"] = {{"bytes_per_step", 2 * layout_.params_count * sizeof(float)},
+                          {"wait_ms_per_step", 1e3 * staging_wait_seconds_ / static_cast<double>(staged_steps_)}};
+  }
   summary["global_batch_size"] = GlobalBatchOf(*this, summary.value("batch_size", int64_t{0}));
 }
 
@@ -138,16 +243,28 @@ std::string AllreduceExchange::Describe() const {
 // it; the control floats are not scaled.
 void AllreduceExchange::LaunchReady(bool all) {
   const float scale = LocalScale();
-  while (next_bucket_ < layout_.buckets.size() && (all || pending_[next_bucket_] == 0)) {
+  while (next_bucket_ < layout_.buckets.size() && (all || BucketReady(next_bucket_))) {
     const auto& bk = layout_.buckets[next_bucket_++];
     if (!hook_status_.ok()) continue;
+    // The bucket's values: in the buffer, or (staged) in the staging
+    // memory, where the control floats of the last bucket are copied too.
+    float* values = buffer_;
+    if (staged_) {
+      values = staging_.data_ptr<float>();
+      const size_t end = bk.offset + bk.count;
+      if (end > layout_.params_count) {
+        std::memcpy(values + layout_.params_count, buffer_ + layout_.params_count,
+                    (end - layout_.params_count) * sizeof(float));
+      }
+    }
+    const float* input = staged_ ? values + bk.offset : nullptr;
     if (!prescale_) {  // the same scale everywhere: applied by the allreduce, after the sum
-      hook_status_ = allreduce_->Start(bk.offset, bk.count, scale);
+      hook_status_ = allreduce_->Start(bk.offset, bk.count, scale, input);
       continue;
     }
     const size_t grads = std::min(bk.offset + bk.count, layout_.params_count) - bk.offset;
-    for (size_t i = 0; i < grads; ++i) buffer_[bk.offset + i] *= scale;
-    hook_status_ = allreduce_->Start(bk.offset, bk.count, 1.0f);
+    for (size_t i = 0; i < grads; ++i) values[bk.offset + i] *= scale;
+    hook_status_ = allreduce_->Start(bk.offset, bk.count, 1.0f, input);
   }
   if (hook_status_.ok()) {
     auto polled = allreduce_->Poll();

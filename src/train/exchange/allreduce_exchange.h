@@ -11,6 +11,13 @@
 // while backward still runs (as PyTorch DDP's reducer). FinishStep waits for
 // the last bucket. Zeroing the gradients is a memset of the buffer.
 //
+// A model on a GPU (or stage_gradients): the gradients stay on the device;
+// a complete bucket is copied into page-locked host memory on a copy stream
+// (the copy of bucket k starts when backward has produced it, marked by a
+// device event, not a device-wide wait) and its allreduce starts as soon as
+// the copy has landed, overlapping the transfer of bucket k-1; each sum is
+// copied back to the device as it completes. docs/gpu.md.
+//
 // Failure: a collective with no progress for `step_timeout` fails naming the
 // rank it waited for; `interrupt` is consulted while waiting (a coordinator's
 // failure verdict, a stop signal) and its error is returned as is.
@@ -32,6 +39,10 @@ struct AllreduceExchangeOptions {
   std::chrono::nanoseconds step_timeout = std::chrono::seconds(60);
   size_t bucket_bytes = 256 << 10;
   std::function<Status()> interrupt;  // may be empty
+  // Gradients go through host staging buffers even on the CPU (always on
+  // for a model on a GPU): train.staging = "always". The results are
+  // bitwise those of the unstaged path.
+  bool stage_gradients = false;
 };
 
 // `group` must outlive the exchange; every rank of it creates one.

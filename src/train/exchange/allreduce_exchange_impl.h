@@ -6,11 +6,14 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "tenax/comm/allreduce.h"
 #include "allreduce_exchange.h"
+#include "tenax/train/device.h"
 
 namespace tenax::train_internal {
 
@@ -75,11 +78,42 @@ class AllreduceExchange : public GradientExchange {
  private:
   void LaunchReady(bool all);
   void PointGradients();
+  // A bucket whose parameters all got their gradient: ready to start.
+  bool BucketReady(size_t bucket) const;
+  // Staging: copies bucket `bucket` of grads_ into staging_ (on the copy
+  // stream for a GPU; at once on the CPU) and marks it ready.
+  void StageOut(size_t bucket);
+  // Staging: copies the results of the buckets completed so far back
+  // into grads_ (on the current stream: the optimizer's kernels follow).
+  Status TakeResults();
+  Status FinishStagedStep();
 
   std::vector<size_t> pending_;
   size_t next_bucket_ = 0;
   Status hook_status_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+
+  // Staging (a model on a GPU, or options_.stage_gradients): the gradients
+  // live in grads_ on the model's device; each complete bucket is copied
+  // into staging_ (page-locked host memory for a GPU), its allreduce reads
+  // it there (comm::Allreduce::Start's input) and writes the sum into
+  // buffer_, from where it is copied back into grads_. Debian's UCX has no
+  // CUDA transport, so device memory never goes to the transport itself.
+  bool staged_ = false;
+  // The hooks run on the training thread (CPU backward) and may start
+  // transfers; on a GPU they run on autograd's device thread and only
+  // enqueue copies, which the training thread starts in FinishStep.
+  bool hooks_start_transfers_ = true;
+  torch::Device device_{torch::kCPU};
+  torch::Tensor grads_;    // [params_count] on device_
+  torch::Tensor staging_;  // [total] on the host
+  std::optional<c10::Stream> copy_stream_;
+  std::vector<DeviceMarker> copied_;                // per bucket: its copy into staging_
+  std::unique_ptr<std::atomic<bool>[]> staged_out_;  // per bucket: copy enqueued (hook thread -> training thread)
+  uint64_t completed_before_step_ = 0;               // the allreduce's completed segments at BeginStep
+  size_t results_in_ = 0;                            // buckets copied back into grads_ this step
+  double staging_wait_seconds_ = 0;                  // after backward, until the last copy had landed
+  int64_t staged_steps_ = 0;
 };
 
 }  // namespace tenax::train_internal

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "allreduce_exchange_impl.h"
+#include "optimizer_state_key.h"
 #include "tenax/comm/channel_codec.h"
 #include "tenax/core/run_records.h"
 #include "tenax/core/signals.h"
@@ -373,8 +374,12 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
   std::pair<size_t, bool> Stage() {
     uint8_t* out = arena_.data();
     size_t off = 0;
+    torch::NoGradGuard no_grad;
+    auto host = [&](const torch::Tensor& p) {  // the arena's bytes for `p` at `off`, as a tensor
+      return torch::from_blob(out + off, p.sizes(), torch::kFloat32);
+    };
     for (const auto& p : params_) {
-      std::memcpy(out + off, p.data_ptr<float>(), p.numel() * sizeof(float));
+      host(p).copy_(p);  // from wherever the parameter lives (a GPU: a device-to-host copy)
       off += p.numel() * sizeof(float);
     }
     bool momentum = sgd_ != nullptr;
@@ -384,7 +389,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
     }
     for (const auto& p : params_) {
       auto* buf = momentum ? MomentumOf(p) : nullptr;
-      if (buf) std::memcpy(out + off, buf->data_ptr<float>(), p.numel() * sizeof(float));
+      if (buf) host(p).copy_(*buf);
       else std::memset(out + off, 0, p.numel() * sizeof(float));
       off += p.numel() * sizeof(float);
     }
@@ -393,7 +398,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
 
   torch::Tensor* MomentumOf(const torch::Tensor& p) {
     if (!sgd_) return nullptr;
-    auto it = sgd_->state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+    auto it = sgd_->state().find(OptimizerStateKey(p));
     if (it == sgd_->state().end()) return nullptr;
     auto& st = static_cast<torch::optim::SGDParamState&>(*it->second);
     if (!st.momentum_buffer().defined()) return nullptr;
@@ -409,12 +414,12 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
     }
     if (!sgd_) return;
     for (auto& p : params_) {
-      const std::string key = c10::guts::to_string(p.unsafeGetTensorImpl());
+      const auto key = OptimizerStateKey(p);
       if (!momentum) {
         sgd_->state().erase(key);
         continue;
       }
-      auto value = torch::from_blob(const_cast<float*>(in), p.sizes(), torch::kFloat32).clone();
+      auto value = torch::from_blob(const_cast<float*>(in), p.sizes(), torch::kFloat32).clone().to(p.device());
       in += p.numel();
       auto it = sgd_->state().find(key);
       if (it == sgd_->state().end()) {

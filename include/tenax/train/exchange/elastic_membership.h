@@ -60,9 +60,9 @@ inline bool RepairedByNewMembership(const Status& st) {
 }
 
 // The checksum of a state transfer's bytes (64-bit FNV-1a), computed by the
-// donor and checked by the receiver.
-inline uint64_t StateChecksum(const uint8_t* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
+// donor and checked by the receiver. `h`: the checksum of the bytes before
+// these (a state in several pieces), FNV's offset basis for the first.
+inline uint64_t StateChecksum(const uint8_t* p, size_t n, uint64_t h = 1469598103934665603ull) {
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
   return h;
 }

@@ -1,0 +1,52 @@
+# libtorch's include folder, without the third-party copies a PyTorch wheel
+# carries (docs/gpu.md). A wheel's torch/include holds its own google/protobuf
+# (an older protobuf) and fmt (v12); as an -isystem folder it is searched
+# before /usr/include, so tenax's generated *.pb.h met the wrong protobuf and
+# spdlog met the wrong fmt. No libtorch header tenax includes needs either
+# copy, so the torch targets get a mirror of torch/include (one symbolic
+# link per entry) that leaves them out. Debian's libtorch lives in
+# /usr/include and has no such copies: nothing changes there.
+function(tenax_filter_torch_includes)
+  set(wheel_include "${TORCH_INSTALL_PREFIX}/include")
+  if(NOT EXISTS "${wheel_include}/torch" OR wheel_include STREQUAL "/usr/include"
+     OR NOT (EXISTS "${wheel_include}/google" OR EXISTS "${wheel_include}/fmt"))
+    return()
+  endif()
+  get_filename_component(wheel_real "${wheel_include}" REALPATH)
+  set(mirror "${CMAKE_BINARY_DIR}/torch-include")
+  file(REMOVE_RECURSE "${mirror}")
+  file(MAKE_DIRECTORY "${mirror}")
+  file(GLOB entries RELATIVE "${wheel_include}" "${wheel_include}/*")
+  foreach(entry IN LISTS entries)
+    if(entry STREQUAL "google" OR entry STREQUAL "fmt")
+      continue()
+    endif()
+    file(CREATE_LINK "${wheel_include}/${entry}" "${mirror}/${entry}" SYMBOLIC)
+  endforeach()
+  foreach(target IN ITEMS torch torch_cpu torch_cuda c10 c10_cuda torch_library)
+    if(NOT TARGET ${target})
+      continue()
+    endif()
+    get_target_property(dirs ${target} INTERFACE_INCLUDE_DIRECTORIES)
+    if(NOT dirs)
+      continue()
+    endif()
+    set(mapped "")
+    foreach(dir IN LISTS dirs)
+      get_filename_component(real "${dir}" REALPATH)
+      string(REGEX REPLACE "^${wheel_real}" "${mirror}" real "${real}")
+      if(real MATCHES "^${mirror}")
+        list(APPEND mapped "${real}")
+      else()
+        list(APPEND mapped "${dir}")
+      endif()
+    endforeach()
+    set(dirs "${mapped}")
+    set_target_properties(${target} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${dirs}")
+  endforeach()
+  list(TRANSFORM TORCH_INCLUDE_DIRS REPLACE "^${wheel_include}" "${mirror}")
+  list(TRANSFORM TORCH_INCLUDE_DIRS REPLACE "^${wheel_real}" "${mirror}")
+  set(TORCH_INCLUDE_DIRS "${TORCH_INCLUDE_DIRS}" PARENT_SCOPE)
+  message(STATUS "libtorch headers from ${mirror} (the wheel's google/ and fmt/ left out)")
+endfunction()
+tenax_filter_torch_includes()

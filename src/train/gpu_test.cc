@@ -1,0 +1,82 @@
+// Training on CUDA (the GPU machine; labelled gpu, built only against a
+// libtorch with CUDA): single and sync runs on the GPU, their replicas
+// bitwise equal, the saved model a CPU file equal to the GPU's parameters.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <fstream>
+
+#include "tenax/data/fashion_mnist.h"
+#include "tenax/train/exchange/elastic_membership.h"
+#include "tenax/train/model.h"
+#include "tenax/train/single_trainer.h"
+#include "tenax/train/sync_trainer.h"
+#include "testing.h"
+#include "thread_group.h"
+
+namespace tenax {
+namespace {
+
+TrainConfig GpuConfig(const std::string& mode, int64_t batch, int64_t steps) {
+  TrainConfig c;
+  c.mode = mode;
+  c.seed = 3;
+  c.data_dir = kDefaultFashionMnistDir;
+  c.test_limit = 2000;
+  c.model = "cnn";
+  c.epochs = 1;
+  c.max_steps = steps;
+  c.batch_size = batch;
+  c.threads = 2;
+  c.log_every_steps = 50;
+  c.device = "cuda";
+  return c;
+}
+
+uint64_t HashOf(const std::vector<torch::Tensor>& params) {
+  uint64_t h = StateChecksum(nullptr, 0);
+  for (const auto& p : params) {
+    const torch::Tensor host = p.detach().to(torch::kCPU).contiguous();
+    h = StateChecksum(static_cast<const uint8_t*>(host.data_ptr()), host.nbytes(), h);
+  }
+  return h;
+}
+
+TEST(Gpu, SingleTrainsOnTheGpuAndSavesACpuModelWithItsBits) {
+  ASSERT_TRUE(torch::cuda::is_available()) << "no GPU visible: these tests run on the GPU machine only";
+  testing::ScratchDir dir;
+  ConfigDoc doc;
+  auto out = TrainSingle(GpuConfig("single", 64, 300), doc, dir.path(), {});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(0u, out->summary.value("device", std::string()).rfind("cuda:0", 0)) << out->summary.dump();
+  EXPECT_GT(out->final_test_accuracy, 0.6) << "300 steps of the cnn reach well above 0.6 on Fashion-MNIST";
+  EXPECT_LT(out->final_train_loss, out->first_train_loss);
+  auto loaded = LoadModel(dir.path() + "/model.pt");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  for (const auto& p : loaded->model->parameters()) EXPECT_TRUE(p.device().is_cpu());
+  EXPECT_EQ(out->parameter_hash, HashOf(loaded->model->parameters())) << "the saved model is not the trained one";
+}
+
+TEST(Gpu, SyncReplicasOnTheGpuEndBitwiseEqual) {
+  ASSERT_TRUE(torch::cuda::is_available()) << "no GPU visible: these tests run on the GPU machine only";
+  testing::ScratchDir dir;
+  ConfigDoc doc;
+  std::vector<uint64_t> hashes(3);
+  std::vector<double> accuracy(3);
+  SyncRunOptions o;
+  o.bucket_bytes = 64 << 10;  // several buckets: copies and transfers overlap
+  auto results = testing::RunThreadGroup(3, "", [&](comm::Group& g) -> Status {
+    TENAX_ASSIGN_OR_RETURN(TrainOutcome out, TrainSync(GpuConfig("sync", 32, 200), doc, dir.path(), g, o));
+    hashes[static_cast<size_t>(g.rank())] = out.parameter_hash;
+    accuracy[static_cast<size_t>(g.rank())] = out.final_test_accuracy;
+    return g.Barrier(Deadline::After(std::chrono::seconds(60)));
+  });
+  for (const auto& st : results) ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(hashes[0], hashes[1]);
+  EXPECT_EQ(hashes[0], hashes[2]);
+  EXPECT_EQ(accuracy[0], accuracy[2]);
+  EXPECT_GT(accuracy[0], 0.6);
+}
+
+}  // namespace
+}  // namespace tenax
