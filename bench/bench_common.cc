@@ -67,7 +67,7 @@ Status ExecPython(const std::string& python, const std::vector<std::string>& scr
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
-  ::execv(python.c_str(), argv.data());
+  ::execvp(python.c_str(), argv.data());  // a bare name is looked up on PATH
   return Unavailable("cannot run " + python + ": " + std::strerror(errno));
 }
 

@@ -274,6 +274,9 @@ def main():
             except Exception as e:  # a section that fails is reported; the others still run
                 results[s] = {"error": str(e)[-4000:]}
                 print(f"{s}: FAILED: {str(e)[-4000:]}", flush=True)
+            if a.json:  # after each section: a run cut short keeps what it measured
+                with open(a.json, "w") as f:
+                    json.dump({k: v for k, v in results.items() if not k.startswith("_")}, f, indent=2)
     finally:
         results.pop("_resnet_inputs", None)
         if a.json:

@@ -7,7 +7,8 @@
 # protobuf and fmt headers away from tenax's targets) without the bench
 # peers the machine lacks (gRPC, Gloo) and without the Python package, and
 # builds tenax, tenax-bench and gpu_tests into build-gpu/.
-# Usage: scripts/gpu/build.sh [build-dir]   (TENAX_JOBS: parallel jobs)
+# Usage: scripts/gpu/build.sh [build-dir]   (TENAX_JOBS: parallel jobs; TENAX_BUILD_TYPE;
+# TENAX_TARGETS: the targets, default tenax tenax-bench gpu_tests)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build-gpu}
@@ -22,6 +23,7 @@ torch_prefix=$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)'
 echo "torch $("$python" -c 'import torch; print(torch.__version__, torch.version.cuda)') at $torch_prefix"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_PREFIX_PATH="$torch_prefix" \
+cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE="${TENAX_BUILD_TYPE:-RelWithDebInfo}" -DCMAKE_PREFIX_PATH="$torch_prefix" \
   -DTENAX_BENCH_PEERS=OFF -DTENAX_PYTHON=OFF -DTENAX_FUZZ=OFF -DTENAX_WERROR=OFF
-cmake --build "$build" -j"${TENAX_JOBS:-$(nproc)}" --target tenax tenax-bench gpu_tests
+# shellcheck disable=SC2086
+cmake --build "$build" -j"${TENAX_JOBS:-$(nproc)}" --target ${TENAX_TARGETS:-tenax tenax-bench gpu_tests}

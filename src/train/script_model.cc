@@ -73,11 +73,14 @@ class ScriptModel final : public TrainableModel {
   Status Save(const std::string& path) override {
     const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
     try {
-      if (!device_.is_cpu()) module_.to(torch::kCPU);  // saved for any machine; moved back after
-      module_.save(tmp);
-      if (!device_.is_cpu()) module_.to(device_);
+      if (device_.is_cpu()) {
+        module_.save(tmp);
+      } else {  // a CPU copy (a file any machine reads); the trained module stays where it is
+        torch::jit::Module copy = module_.deepcopy();
+        copy.to(torch::kCPU);
+        copy.save(tmp);
+      }
     } catch (const std::exception& e) {
-      if (!device_.is_cpu()) module_.to(device_);
       std::error_code ec;
       std::filesystem::remove(tmp, ec);
       return IoError(path + ": cannot save the TorchScript model: " + ErrorLine(e));

@@ -22,10 +22,16 @@ class BuiltinModel final : public TrainableModel {
   }
   Status Save(const std::string& path) override {
     if (device_.is_cpu()) return SaveModel(module_, name_, shape_, classes_, path);
-    module_->to(torch::kCPU);  // saved for any machine; moved back after
-    Status st = SaveModel(module_, name_, shape_, classes_, path);
-    module_->to(device_);
-    return st;
+    // A CPU copy is saved (a file any machine reads). The trained module is
+    // not moved: moving a parameter whose .grad lives on the GPU would
+    // leave the two on different devices.
+    TENAX_ASSIGN_OR_RETURN(Classifier copy, MakeModel(name_, shape_, classes_));
+    torch::NoGradGuard no_grad;
+    auto to = copy->parameters(), from = module_->parameters();
+    for (size_t i = 0; i < to.size() && i < from.size(); ++i) to[i].copy_(from[i]);
+    auto to_buffers = copy->buffers(), from_buffers = module_->buffers();
+    for (size_t i = 0; i < to_buffers.size() && i < from_buffers.size(); ++i) to_buffers[i].copy_(from_buffers[i]);
+    return SaveModel(copy, name_, shape_, classes_, path);
   }
   std::string Describe() const override { return name_; }
 
