@@ -221,7 +221,7 @@ def section_staging(a, work, results):
 
 
 def section_elastic(a, work, results):
-    steps = 60 if a.dry_run else 240 if a.quick else 600
+    steps = 60 if a.dry_run else 4500 if a.quick else 9000  # long enough for a joiner's CUDA start-up
     extra = "\n".join(["[[faults]]", 'action = "kill"', "worker = 1", f"at_step = {steps // 3}", "[[faults]]",
                        'action = "restart"', f"at_step = {steps // 3}", "delay_seconds = 1"])
     text = job_text("sync", "cnn", 32, steps, device=a.device, workers=3, extra=extra)

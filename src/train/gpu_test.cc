@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <stdlib.h>
+
+#include <cstdlib>
 #include <fstream>
 
 #include "tenax/data/fashion_mnist.h"
@@ -33,6 +36,21 @@ TrainConfig GpuConfig(const std::string& mode, int64_t batch, int64_t steps) {
   return c;
 }
 
+// A scratch folder removed with rm -rf: the CUDA build's gpu_tests crashed
+// in std::filesystem::remove_all (a null call inside libstdc++ on the GPU
+// machine's toolchain; the tenax binary itself is unaffected).
+struct GpuScratch {
+  GpuScratch() {
+    char tmpl[] = "/tmp/tenax-gpu-test-XXXXXX";
+    dir = ::mkdtemp(tmpl) ? tmpl : "/tmp";
+  }
+  ~GpuScratch() {
+    if (dir != "/tmp") (void)std::system(("rm -rf '" + dir + "'").c_str());
+  }
+  const std::string& path() const { return dir; }
+  std::string dir;
+};
+
 uint64_t HashOf(const std::vector<torch::Tensor>& params) {
   uint64_t h = StateChecksum(nullptr, 0);
   for (const auto& p : params) {
@@ -44,7 +62,7 @@ uint64_t HashOf(const std::vector<torch::Tensor>& params) {
 
 TEST(Gpu, SingleTrainsOnTheGpuAndSavesACpuModelWithItsBits) {
   ASSERT_TRUE(torch::cuda::is_available()) << "no GPU visible: these tests run on the GPU machine only";
-  testing::ScratchDir dir;
+  GpuScratch dir;
   ConfigDoc doc;
   auto out = TrainSingle(GpuConfig("single", 64, 300), doc, dir.path(), {});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
@@ -59,7 +77,7 @@ TEST(Gpu, SingleTrainsOnTheGpuAndSavesACpuModelWithItsBits) {
 
 TEST(Gpu, SyncReplicasOnTheGpuEndBitwiseEqual) {
   ASSERT_TRUE(torch::cuda::is_available()) << "no GPU visible: these tests run on the GPU machine only";
-  testing::ScratchDir dir;
+  GpuScratch dir;
   ConfigDoc doc;
   std::vector<uint64_t> hashes(3);
   std::vector<double> accuracy(3);
