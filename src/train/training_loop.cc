@@ -113,264 +113,352 @@ TrainProgress MakeProgress(const LoopPosition& l) {
   return p;
 }
 
-Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_config, const std::string& out_dir,
-                          const TrainingParts& parts, const TrainRunOptions& options) {
-  const auto wall_start = Clock::now();
-  DataSource& train = *parts.train;
-  DataSource& test = *parts.test;
-  GradientExchange& exchange = *parts.exchange;
-  const int rank = exchange.rank(), world = exchange.world();
-  // Before the threads are set: asking libtorch whether it has a GPU
-  // must not change the thread count afterwards.
-  TENAX_ASSIGN_OR_RETURN(const torch::Device device, ResolveDevice(c.device));
-  const int64_t threads = ConfigureTorchThreads(c.threads);
-  const std::optional<c10::Stream> copy_stream = CopyStream(device);
+// One run of the loop: what it sets up, where it stands, and its steps.
+// The phases are methods so that each reads on its own; the state they
+// share is the run's position and its counters.
+class TrainingRun {
+ public:
+  TrainingRun(const TrainConfig& c, const TrainingParts& parts, const TrainRunOptions& options)
+      : c_(c),
+        options_(options),
+        train_(*parts.train),
+        test_(*parts.test),
+        exchange_(*parts.exchange),
+        membership_(exchange_.membership()),
+        elsewhere_(exchange_.model_elsewhere()),
+        chooser_(exchange_.sample_choice()),
+        wall_start_(Clock::now()) {}
+
+  Status Setup(const ConfigDoc& effective_config, const std::string& out_dir);
+  Result<TrainOutcome> Run();
+
+ private:
+  // The model, built under the seeded generator on the CPU (the same
+  // initial weights on every device), saved first if asked, then moved.
+  Status BuildModel();
+  void LogStart() const;
+  // One step from the boundary: false when the run is over, and a step
+  // the membership interrupted is simply not counted.
+  Result<bool> Step();
+  torch::Tensor IndicesOf(int64_t step, const std::optional<SampleChoice::WeightedSamples>& weighted);
+  // Forward and backward; returns the mean loss of the samples read.
+  torch::Tensor ForwardBackward(const Batch& batch, const std::optional<SampleChoice::WeightedSamples>& weighted);
+  // The loss this step adds to the interval: every step on the CPU; on a
+  // GPU 0 until the log point, where the interval's sum is read once.
+  double ReadLoss(const torch::Tensor& loss, bool log_step);
+  Status AtLogPoint(TrainProgress& p, int64_t epoch);
+  // Each replica evaluates its share of the test set; the counts add up.
+  // A membership change in between: re-form, and count again.
+  Status EvaluateEpoch(TrainProgress& p, int64_t epoch);
+  Result<TrainOutcome> Finish();
+  uint64_t ParameterHash() const;
+  nlohmann::json Summary() const;
+  // The loop's records go to whoever is rank 0 now (elastic: it may change).
+  Status Record(const nlohmann::json& r) {
+    if (exchange_.rank() == 0) TENAX_RETURN_IF_ERROR(out_.BecomeWriter());
+    return exchange_.rank() == 0 ? out_.Record(r) : Status::Ok();
+  }
+
+  const TrainConfig& c_;
+  const TrainRunOptions& options_;
+  DataSource& train_;
+  DataSource& test_;
+  GradientExchange& exchange_;
+  ExchangeMembership* membership_;
+  ModelElsewhere* elsewhere_;
+  SampleChoice* chooser_;
+  const Clock::time_point wall_start_;
+
+  torch::Device device_{torch::kCPU};
+  std::optional<c10::Stream> copy_stream_;
   // On a GPU the host runs ahead of the kernels: the loss is read back
   // (a wait for the device) only at log points, where a non-finite loss is
   // caught too; on the CPU every step.
-  const bool read_loss_each_step = !device.is_cuda();
+  bool read_loss_each_step_ = true;
+  int64_t threads_ = 0, n_ = 0, t_ = 0, b_ = 0, global_batch_ = 0;
+  int64_t steps_per_epoch_ = 0, total_steps_ = 0, epochs_ = 0;
+  RunOutputs out_;
+  std::unique_ptr<TrainableModel> model_;
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
 
-  const int64_t n = train.info().size, t = test.info().size;
-  ExchangeMembership* membership = exchange.membership();
-  ModelElsewhere* elsewhere = exchange.model_elsewhere();
-  SampleChoice* chooser = exchange.sample_choice();
-  // A changing membership acts on stop signals itself (at a step boundary).
-  const bool exchange_handles_stop = membership != nullptr;
-  const int64_t b = c.batch_size, global_batch = GlobalBatchOf(exchange, b);
-  if (global_batch > n) {
-    return InvalidArgument(world > 1 ? std::to_string(world) + " workers x batch " + std::to_string(b) + " exceed the " +
-                                           std::to_string(n) + " training samples"
-                                     : "train.batch_size " + std::to_string(b) + " exceeds the " + std::to_string(n) +
-                                           " training samples");
-  }
-  TENAX_ASSIGN_OR_RETURN(RunOutputs out, RunOutputs::Open(rank == 0, out_dir, effective_config));
+  TrainOutcome outcome_;
+  double train_seconds_ = 0, steady_seconds_ = 0;
+  int64_t steady_samples_ = 0, samples_ = 0, global_step_ = 0;
+  double interval_loss_ = 0;
+  torch::Tensor interval_loss_on_device_;  // GPU: the interval's losses, summed where they are
+  int64_t interval_steps_ = 0;
+  bool first_interval_ = true;
+  double test_accuracy_ = 0;
+  torch::Tensor perm_;
+  int64_t perm_epoch_ = 0;
+};
 
-  // The initial weights come from torch's process-wide generator.
-  Result<std::unique_ptr<TrainableModel>> made = Internal("model not built");
-  SeededModelInit(c.seed, [&] { made = MakeTrainableModel(c, train.info()); });
-  TENAX_ASSIGN_OR_RETURN(std::unique_ptr<TrainableModel> model, std::move(made));
-  if (!options.initial_model_path.empty() && rank == 0) {  // before the broadcast: rank 0's are the ones
-    TENAX_RETURN_IF_ERROR(model->Save(options.initial_model_path));
+Status TrainingRun::Setup(const ConfigDoc& effective_config, const std::string& out_dir) {
+  const int rank = exchange_.rank(), world = exchange_.world();
+  // Before the threads are set: asking libtorch whether it has a GPU
+  // must not change the thread count afterwards (it made CPU training 30x
+  // slower, docs/gpu.md).
+  TENAX_ASSIGN_OR_RETURN(device_, ResolveDevice(c_.device));
+  threads_ = ConfigureTorchThreads(c_.threads);
+  copy_stream_ = CopyStream(device_);
+  read_loss_each_step_ = !device_.is_cuda();
+  n_ = train_.info().size;
+  t_ = test_.info().size;
+  b_ = c_.batch_size;
+  global_batch_ = GlobalBatchOf(exchange_, b_);
+  if (global_batch_ > n_) {
+    return InvalidArgument(world > 1 ? std::to_string(world) + " workers x batch " + std::to_string(b_) +
+                                           " exceed the " + std::to_string(n_) + " training samples"
+                                     : "train.batch_size " + std::to_string(b_) + " exceeds the " +
+                                           std::to_string(n_) + " training samples");
   }
-  model->To(device);
-  TENAX_RETURN_IF_ERROR(exchange.Attach(*model));
-  auto optimizer = MakeOptimizer(c, model->Parameters());
-  if (membership) {
-    TENAX_RETURN_IF_ERROR(membership->AttachOptimizer(*optimizer));
-  }
-  model->SetTraining(true);
+  TENAX_ASSIGN_OR_RETURN(out_, RunOutputs::Open(rank == 0, out_dir, effective_config));
+  TENAX_RETURN_IF_ERROR(BuildModel());
+  optimizer_ = MakeOptimizer(c_, model_->Parameters());
+  if (membership_) TENAX_RETURN_IF_ERROR(membership_->AttachOptimizer(*optimizer_));
+  model_->SetTraining(true);
 
   // One replica keeps the last partial batch; replicas drop a partial global
-  // batch (every rank must read a full slice).
-  const bool keep_partial = world == 1 && global_batch == b && !exchange_handles_stop;
-  const int64_t steps_per_epoch = keep_partial ? (n + b - 1) / b : n / global_batch;
-  int64_t total_steps = steps_per_epoch * c.epochs;
-  if (c.max_steps > 0) total_steps = std::min(total_steps, c.max_steps);
-  const int64_t epochs = (total_steps + steps_per_epoch - 1) / steps_per_epoch;
+  // batch (every rank must read a full slice). A changing membership acts
+  // on stop signals itself (at a step boundary).
+  const bool keep_partial = world == 1 && global_batch_ == b_ && membership_ == nullptr;
+  steps_per_epoch_ = keep_partial ? (n_ + b_ - 1) / b_ : n_ / global_batch_;
+  total_steps_ = steps_per_epoch_ * c_.epochs;
+  if (c_.max_steps > 0) total_steps_ = std::min(total_steps_, c_.max_steps);
+  epochs_ = (total_steps_ + steps_per_epoch_ - 1) / steps_per_epoch_;
+  LogStart();
+  return Status::Ok();
+}
+
+Status TrainingRun::BuildModel() {
+  // The initial weights come from torch's process-wide generator.
+  Result<std::unique_ptr<TrainableModel>> made = Internal("model not built");
+  SeededModelInit(c_.seed, [&] { made = MakeTrainableModel(c_, train_.info()); });
+  TENAX_ASSIGN_OR_RETURN(model_, std::move(made));
+  if (!options_.initial_model_path.empty() && exchange_.rank() == 0) {  // before the broadcast: rank 0's are the ones
+    TENAX_RETURN_IF_ERROR(model_->Save(options_.initial_model_path));
+  }
+  model_->To(device_);
+  return exchange_.Attach(*model_);
+}
+
+void TrainingRun::LogStart() const {
   spdlog::info("{}: model {} on {}, {} training samples ({}, {} classes) / {} test samples, {} epoch(s) of {} steps, "
                "batch {}{}, {} lr {:g}{}, {} thread(s)",
-               exchange.Describe(), model->Describe(), DescribeDevice(device), n, ShapeText(train.info().sample_shape), train.info().classes,
-               t, epochs, steps_per_epoch, b, global_batch != b ? fmt::format(" per rank ({} global)", global_batch) : "",
-               c.optimizer, c.lr, c.optimizer == "sgd" ? fmt::format(" momentum {:g}", c.momentum) : std::string(),
-               threads);
+               exchange_.Describe(), model_->Describe(), DescribeDevice(device_), n_,
+               ShapeText(train_.info().sample_shape), train_.info().classes, t_, epochs_, steps_per_epoch_, b_,
+               global_batch_ != b_ ? fmt::format(" per rank ({} global)", global_batch_) : "", c_.optimizer, c_.lr,
+               c_.optimizer == "sgd" ? fmt::format(" momentum {:g}", c_.momentum) : std::string(), threads_);
+}
 
-  TrainOutcome outcome;
-  double train_seconds = 0, steady_seconds = 0;
-  int64_t steady_samples = 0, samples = 0, global_step = 0;
-  double interval_loss = 0;
-  torch::Tensor interval_loss_on_device;  // GPU: the interval's losses, summed where they are
-  int64_t interval_steps = 0;
-  bool first_interval = true;
-  double test_accuracy = 0;
-  torch::Tensor perm;
-  int64_t perm_epoch = 0;
-  // The loop's records go to whoever is rank 0 now (elastic: it may change).
-  auto record = [&](const nlohmann::json& r) -> Status {
-    if (exchange.rank() == 0) TENAX_RETURN_IF_ERROR(out.BecomeWriter());
-    return exchange.rank() == 0 ? out.Record(r) : Status::Ok();
-  };
-
+Result<TrainOutcome> TrainingRun::Run() {
   while (true) {
-    if (!exchange_handles_stop && StopRequested()) {
+    if (membership_ == nullptr && StopRequested()) {
       return Cancelled("training stopped by signal " + std::to_string(StopSignal()));
     }
-    // The step boundary: an elastic exchange may re-form here and move us.
-    TENAX_ASSIGN_OR_RETURN(global_step, exchange.AtStepBoundary(global_step));
-    if (global_step >= total_steps || (elsewhere && elsewhere->Finished())) break;
-    const int64_t epoch = global_step / steps_per_epoch + 1, step = global_step % steps_per_epoch + 1;
-    if (perm_epoch != epoch) {
-      auto gen = at::detail::createCPUGenerator(DeriveSeed(static_cast<uint64_t>(c.seed), static_cast<uint64_t>(epoch)));
-      perm = train.EpochOrder(gen);
-      perm_epoch = epoch;
-    }
-    const auto step_start = Clock::now();
-    std::optional<SampleChoice::WeightedSamples> weighted;
-    if (chooser) weighted = chooser->SamplesOf(global_step, b);
-    torch::Tensor indices;
-    if (weighted) {
-      indices = weighted->indices;
-    } else {
-      const BatchSlice slice = ReplicaSlice(exchange, global_batch);
-      const int64_t begin = (step - 1) * global_batch + slice.offset;
-      indices = perm.slice(0, begin, std::min(n, begin + slice.count));
-    }
-    TENAX_ASSIGN_OR_RETURN(Batch batch, train.Read(indices));
-    batch.images = ToDeviceAhead(batch.images, device, copy_stream);
-    batch.labels = ToDeviceAhead(batch.labels, device, copy_stream);
-    exchange.BeginStep();
-    torch::Tensor loss;  // what is reported: the mean loss of the samples read
-    if (weighted) {
-      auto per_sample = torch::nn::functional::cross_entropy(
-          model->Forward(batch.images), batch.labels,
-          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
-      (per_sample * weighted->weights).sum().backward();
-      loss = per_sample.detach().mean();
-    } else {
-      loss = torch::nn::functional::cross_entropy(model->Forward(batch.images), batch.labels);
-      loss.backward();
-    }
-    if (Status st = exchange.FinishStep(); !st.ok()) {
-      if (st.code() == StatusCode::kAborted) continue;  // not applied: back to the boundary
-      return st;
-    }
-    if (!elsewhere || elsewhere->AppliesUpdatesLocally()) optimizer->step();
-    const bool log_step = (global_step + 1) % c.log_every_steps == 0 || step == steps_per_epoch ||
-                          global_step + 1 == total_steps;
-    double local_loss = 0;
-    if (read_loss_each_step) {
-      local_loss = loss.item<double>();
-    } else {
-      interval_loss_on_device =
-          interval_loss_on_device.defined() ? interval_loss_on_device + loss.detach() : loss.detach().clone();
-      if (log_step) {  // the interval's sum, read once (the host waits for the device here)
-        local_loss = interval_loss_on_device.item<double>();
-        interval_loss_on_device = torch::Tensor();
-      }
-    }
-    const double step_seconds = SecondsSince(step_start);
+    TENAX_ASSIGN_OR_RETURN(bool more, Step());
+    if (!more) break;
+  }
+  return Finish();
+}
 
-    const int64_t step_samples = std::min(global_batch, n - (step - 1) * global_batch);
-    ++global_step;
-    samples += step_samples;
-    train_seconds += step_seconds;
-    if (global_step > options.warmup_steps) {
-      steady_seconds += step_seconds;
-      steady_samples += step_samples;
-    }
-    if (!std::isfinite(local_loss)) {
-      return InvalidArgument("loss became " + std::to_string(local_loss) +
-                             (read_loss_each_step ? " at step " : " by step ") + std::to_string(global_step) +
-                             (world > 1 ? " on rank " + std::to_string(exchange.rank()) : "") + "; lower train.lr (now " +
-                             std::to_string(c.lr) + ")");
-    }
-    interval_loss += local_loss;
-    ++interval_steps;
+torch::Tensor TrainingRun::IndicesOf(int64_t step, const std::optional<SampleChoice::WeightedSamples>& weighted) {
+  if (weighted) return weighted->indices;
+  const BatchSlice slice = ReplicaSlice(exchange_, global_batch_);
+  const int64_t begin = (step - 1) * global_batch_ + slice.offset;
+  return perm_.slice(0, begin, std::min(n_, begin + slice.count));
+}
 
-    TrainProgress p = MakeProgress({epoch, epochs, step, steps_per_epoch, global_step, total_steps, c.log_every_steps,
-                                    samples, train_seconds, interval_loss, interval_steps, wall_start});
-    p.step_seconds = step_seconds;
-    if (!read_loss_each_step && !p.log_point) p.loss = outcome.final_train_loss;  // the last one read
-    const bool epoch_done = step == steps_per_epoch || global_step == total_steps;
-    if (p.log_point) {
-      // The mean loss over every replica's samples (same steps everywhere);
-      // this replica's own when a member was lost meanwhile.
-      auto mean = exchange.MeanOverReplicas(p.loss);
-      if (!mean.ok() && mean.status().code() != StatusCode::kAborted) return mean.status();
-      if (mean.ok()) p.loss = *mean;
-      outcome.final_train_loss = p.loss;
-      if (first_interval) outcome.first_train_loss = p.loss, first_interval = false;
-      TENAX_RETURN_IF_ERROR(
-          record(records::ToJson(records::Train{epoch, global_step, p.loss, p.samples_per_second, p.elapsed_seconds})));
-      interval_loss = 0;
-      interval_steps = 0;
-    }
-    if (epoch_done && !elsewhere) {  // a model elsewhere is not this replica's to evaluate
-      // Each replica evaluates its share of the test set; the counts add up.
-      // A membership change in between: re-form, and count again.
-      while (true) {
-        const int r = exchange.rank(), w = exchange.world();
-        TENAX_ASSIGN_OR_RETURN(int64_t correct, CountCorrect(*model, test, t * r / w, t * (r + 1) / w));
-        auto all_correct = exchange.SumOverReplicas(static_cast<double>(correct));
-        if (all_correct.ok()) {
-          test_accuracy = t == 0 ? 0.0 : *all_correct / static_cast<double>(t);
-          break;
-        }
-        if (all_correct.status().code() != StatusCode::kAborted) return all_correct.status();
-        TENAX_ASSIGN_OR_RETURN(int64_t applied, exchange.AtStepBoundary(global_step));
-        if (applied != global_step) {
-          return Internal("the membership moved from step " + std::to_string(global_step) + " to " +
-                          std::to_string(applied) + " during an evaluation");
-        }
-      }
-      p.test_accuracy = test_accuracy;
-      TENAX_RETURN_IF_ERROR(record(records::ToJson(records::Epoch{
-          epoch, global_step, outcome.final_train_loss, test_accuracy, SecondsSince(wall_start)})));
-    }
-    if (options.on_progress) options.on_progress(p);
+torch::Tensor TrainingRun::ForwardBackward(const Batch& batch,
+                                           const std::optional<SampleChoice::WeightedSamples>& weighted) {
+  if (!weighted) {
+    torch::Tensor loss = torch::nn::functional::cross_entropy(model_->Forward(batch.images), batch.labels);
+    loss.backward();
+    return loss;
   }
-  exchange.Detach();
-  bool final_model = false;
-  if (elsewhere) {
-    TENAX_ASSIGN_OR_RETURN(final_model, elsewhere->LoadFinalModel());
-  }
-  if (final_model && exchange.rank() == 0) {
-    TENAX_ASSIGN_OR_RETURN(int64_t correct, CountCorrect(*model, test, 0, t));
-    test_accuracy = t == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(t);
-    TENAX_RETURN_IF_ERROR(
-        record(records::ToJson(records::Final{global_step, test_accuracy, SecondsSince(wall_start)})));
-  }
+  auto per_sample =
+      torch::nn::functional::cross_entropy(model_->Forward(batch.images), batch.labels,
+                                           torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  (per_sample * weighted->weights).sum().backward();
+  return per_sample.detach().mean();
+}
 
-  outcome.final_test_accuracy = test_accuracy;
-  {
-    uint64_t h = StateChecksum(nullptr, 0);
-    for (const auto& p : model->Parameters()) {
-      const torch::Tensor host = p.detach().to(torch::kCPU).contiguous();
-      h = StateChecksum(static_cast<const uint8_t*>(host.data_ptr()), host.nbytes(), h);
-    }
-    outcome.parameter_hash = h;
-    spdlog::info("{}: final parameters fnv1a {:016x}", exchange.Describe(), h);
+double TrainingRun::ReadLoss(const torch::Tensor& loss, bool log_step) {
+  if (read_loss_each_step_) return loss.item<double>();
+  interval_loss_on_device_ =
+      interval_loss_on_device_.defined() ? interval_loss_on_device_ + loss.detach() : loss.detach().clone();
+  if (!log_step) return 0;
+  const double sum = interval_loss_on_device_.item<double>();  // the host waits for the device here
+  interval_loss_on_device_ = torch::Tensor();
+  return sum;
+}
+
+Result<bool> TrainingRun::Step() {
+  // The step boundary: an elastic exchange may re-form here and move us.
+  TENAX_ASSIGN_OR_RETURN(global_step_, exchange_.AtStepBoundary(global_step_));
+  if (global_step_ >= total_steps_ || (elsewhere_ && elsewhere_->Finished())) return false;
+  const int64_t epoch = global_step_ / steps_per_epoch_ + 1, step = global_step_ % steps_per_epoch_ + 1;
+  if (perm_epoch_ != epoch) {
+    auto gen = at::detail::createCPUGenerator(DeriveSeed(static_cast<uint64_t>(c_.seed), static_cast<uint64_t>(epoch)));
+    perm_ = train_.EpochOrder(gen);
+    perm_epoch_ = epoch;
   }
-  outcome.samples_per_second = samples / std::max(train_seconds, 1e-9);
-  outcome.steady_samples_per_second =
-      steady_samples > 0 ? steady_samples / std::max(steady_seconds, 1e-9) : outcome.samples_per_second;
-  outcome.summary = {
-      {"mode", c.mode},
-      {"model", model->Describe()},
-      {"epochs", epochs},
-      {"steps", global_step},
-      {"batch_size", b},
-      {"optimizer", c.optimizer},
-      {"lr", c.lr},
-      {"seed", c.seed},
-      {"threads", threads},
-      {"device", DescribeDevice(device)},
-      {"parameter_hash", fmt::format("{:016x}", outcome.parameter_hash)},
-      {"train_samples", n},
-      {"test_samples", t},
-      {"sample_shape", train.info().sample_shape},
-      {"classes", train.info().classes},
-      {"final_test_accuracy", outcome.final_test_accuracy},
-      {"final_train_loss", outcome.final_train_loss},
-      {"wall_seconds", SecondsSince(wall_start)},
-      {"train_seconds", train_seconds},
-      {"samples_per_second", outcome.samples_per_second},
-      {"steady_samples_per_second", outcome.steady_samples_per_second},
+  const auto step_start = Clock::now();
+  std::optional<SampleChoice::WeightedSamples> weighted;
+  if (chooser_) weighted = chooser_->SamplesOf(global_step_, b_);
+  TENAX_ASSIGN_OR_RETURN(Batch batch, train_.Read(IndicesOf(step, weighted)));
+  batch.images = ToDeviceAhead(batch.images, device_, copy_stream_);
+  batch.labels = ToDeviceAhead(batch.labels, device_, copy_stream_);
+  exchange_.BeginStep();
+  const torch::Tensor loss = ForwardBackward(batch, weighted);  // what is reported: the mean loss of the samples read
+  if (Status st = exchange_.FinishStep(); !st.ok()) {
+    if (st.code() == StatusCode::kAborted) return true;  // not applied: back to the boundary
+    return st;
+  }
+  if (!elsewhere_ || elsewhere_->AppliesUpdatesLocally()) optimizer_->step();
+  const bool log_step =
+      (global_step_ + 1) % c_.log_every_steps == 0 || step == steps_per_epoch_ || global_step_ + 1 == total_steps_;
+  const double local_loss = ReadLoss(loss, log_step);
+  const double step_seconds = SecondsSince(step_start);
+
+  const int64_t step_samples = std::min(global_batch_, n_ - (step - 1) * global_batch_);
+  ++global_step_;
+  samples_ += step_samples;
+  train_seconds_ += step_seconds;
+  if (global_step_ > options_.warmup_steps) {
+    steady_seconds_ += step_seconds;
+    steady_samples_ += step_samples;
+  }
+  if (!std::isfinite(local_loss)) {
+    return InvalidArgument("loss became " + std::to_string(local_loss) +
+                           (read_loss_each_step_ ? " at step " : " by step ") + std::to_string(global_step_) +
+                           (exchange_.world() > 1 ? " on rank " + std::to_string(exchange_.rank()) : "") +
+                           "; lower train.lr (now " + std::to_string(c_.lr) + ")");
+  }
+  interval_loss_ += local_loss;
+  ++interval_steps_;
+
+  TrainProgress p = MakeProgress({epoch, epochs_, step, steps_per_epoch_, global_step_, total_steps_,
+                                  c_.log_every_steps, samples_, train_seconds_, interval_loss_, interval_steps_,
+                                  wall_start_});
+  p.step_seconds = step_seconds;
+  if (!read_loss_each_step_ && !p.log_point) p.loss = outcome_.final_train_loss;  // the last one read
+  if (p.log_point) TENAX_RETURN_IF_ERROR(AtLogPoint(p, epoch));
+  const bool epoch_done = step == steps_per_epoch_ || global_step_ == total_steps_;
+  if (epoch_done && !elsewhere_) TENAX_RETURN_IF_ERROR(EvaluateEpoch(p, epoch));  // a model elsewhere is not ours
+  if (options_.on_progress) options_.on_progress(p);
+  return true;
+}
+
+Status TrainingRun::AtLogPoint(TrainProgress& p, int64_t epoch) {
+  // The mean loss over every replica's samples (same steps everywhere);
+  // this replica's own when a member was lost meanwhile.
+  auto mean = exchange_.MeanOverReplicas(p.loss);
+  if (!mean.ok() && mean.status().code() != StatusCode::kAborted) return mean.status();
+  if (mean.ok()) p.loss = *mean;
+  outcome_.final_train_loss = p.loss;
+  if (first_interval_) outcome_.first_train_loss = p.loss, first_interval_ = false;
+  TENAX_RETURN_IF_ERROR(
+      Record(records::ToJson(records::Train{epoch, global_step_, p.loss, p.samples_per_second, p.elapsed_seconds})));
+  interval_loss_ = 0;
+  interval_steps_ = 0;
+  return Status::Ok();
+}
+
+Status TrainingRun::EvaluateEpoch(TrainProgress& p, int64_t epoch) {
+  while (true) {
+    const int r = exchange_.rank(), w = exchange_.world();
+    TENAX_ASSIGN_OR_RETURN(int64_t correct, CountCorrect(*model_, test_, t_ * r / w, t_ * (r + 1) / w));
+    auto all_correct = exchange_.SumOverReplicas(static_cast<double>(correct));
+    if (all_correct.ok()) {
+      test_accuracy_ = t_ == 0 ? 0.0 : *all_correct / static_cast<double>(t_);
+      break;
+    }
+    if (all_correct.status().code() != StatusCode::kAborted) return all_correct.status();
+    TENAX_ASSIGN_OR_RETURN(int64_t applied, exchange_.AtStepBoundary(global_step_));
+    if (applied != global_step_) {
+      return Internal("the membership moved from step " + std::to_string(global_step_) + " to " +
+                      std::to_string(applied) + " during an evaluation");
+    }
+  }
+  p.test_accuracy = test_accuracy_;
+  return Record(records::ToJson(
+      records::Epoch{epoch, global_step_, outcome_.final_train_loss, test_accuracy_, SecondsSince(wall_start_)}));
+}
+
+uint64_t TrainingRun::ParameterHash() const {
+  uint64_t h = StateChecksum(nullptr, 0);
+  for (const auto& p : model_->Parameters()) {
+    const torch::Tensor host = p.detach().to(torch::kCPU).contiguous();
+    h = StateChecksum(static_cast<const uint8_t*>(host.data_ptr()), host.nbytes(), h);
+  }
+  return h;
+}
+
+nlohmann::json TrainingRun::Summary() const {
+  int64_t parameters = 0;
+  for (const auto& p : model_->Parameters()) parameters += p.numel();
+  return {
+      {"mode", c_.mode},
+      {"model", model_->Describe()},
+      {"epochs", epochs_},
+      {"steps", global_step_},
+      {"batch_size", b_},
+      {"optimizer", c_.optimizer},
+      {"lr", c_.lr},
+      {"seed", c_.seed},
+      {"threads", threads_},
+      {"device", DescribeDevice(device_)},
+      {"parameter_hash", fmt::format("{:016x}", outcome_.parameter_hash)},
+      {"train_samples", n_},
+      {"test_samples", t_},
+      {"sample_shape", train_.info().sample_shape},
+      {"classes", train_.info().classes},
+      {"final_test_accuracy", outcome_.final_test_accuracy},
+      {"final_train_loss", outcome_.final_train_loss},
+      {"wall_seconds", SecondsSince(wall_start_)},
+      {"train_seconds", train_seconds_},
+      {"samples_per_second", outcome_.samples_per_second},
+      {"steady_samples_per_second", outcome_.steady_samples_per_second},
       {"tenax_version", kTenaxVersion},
-      {"parameters", [&] {
-         int64_t count = 0;
-         for (const auto& t : model->Parameters()) count += t.numel();
-         return count;
-       }()},
+      {"parameters", parameters},
   };
-  exchange.DescribeInSummary(outcome.summary);
-  train.AddToSummary(outcome.summary);
-  if (exchange.rank() == 0) {
-    TENAX_RETURN_IF_ERROR(out.BecomeWriter());
-    TENAX_RETURN_IF_ERROR(model->Save(out.model_path()));
-    outcome.summary["model_path"] = out.model_path();
-    TENAX_RETURN_IF_ERROR(WriteFileAtomic(out.summary_path(), outcome.summary.dump(2) + "\n"));
+}
+
+Result<TrainOutcome> TrainingRun::Finish() {
+  exchange_.Detach();
+  bool final_model = false;
+  if (elsewhere_) {
+    TENAX_ASSIGN_OR_RETURN(final_model, elsewhere_->LoadFinalModel());
   }
-  return outcome;
+  if (final_model && exchange_.rank() == 0) {
+    TENAX_ASSIGN_OR_RETURN(int64_t correct, CountCorrect(*model_, test_, 0, t_));
+    test_accuracy_ = t_ == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(t_);
+    TENAX_RETURN_IF_ERROR(Record(records::ToJson(records::Final{global_step_, test_accuracy_, SecondsSince(wall_start_)})));
+  }
+  outcome_.final_test_accuracy = test_accuracy_;
+  outcome_.parameter_hash = ParameterHash();
+  spdlog::info("{}: final parameters fnv1a {:016x}", exchange_.Describe(), outcome_.parameter_hash);
+  outcome_.samples_per_second = samples_ / std::max(train_seconds_, 1e-9);
+  outcome_.steady_samples_per_second =
+      steady_samples_ > 0 ? steady_samples_ / std::max(steady_seconds_, 1e-9) : outcome_.samples_per_second;
+  outcome_.summary = Summary();
+  exchange_.DescribeInSummary(outcome_.summary);
+  train_.AddToSummary(outcome_.summary);
+  if (exchange_.rank() == 0) {
+    TENAX_RETURN_IF_ERROR(out_.BecomeWriter());
+    TENAX_RETURN_IF_ERROR(model_->Save(out_.model_path()));
+    outcome_.summary["model_path"] = out_.model_path();
+    TENAX_RETURN_IF_ERROR(WriteFileAtomic(out_.summary_path(), outcome_.summary.dump(2) + "\n"));
+  }
+  return outcome_;
+}
+
+Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_config, const std::string& out_dir,
+                          const TrainingParts& parts, const TrainRunOptions& options) {
+  TrainingRun run(c, parts, options);
+  TENAX_RETURN_IF_ERROR(run.Setup(effective_config, out_dir));
+  return run.Run();
 }
 
 }  // namespace
