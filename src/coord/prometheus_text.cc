@@ -5,13 +5,17 @@
 
 namespace tenax::coord {
 
-std::string EscapeLabelValue(std::string_view value) {
+namespace {
+
+// The format's escapes: backslash and newline everywhere, and the double
+// quote in label values too (help text is not quoted).
+std::string Escape(std::string_view text, bool escape_quote) {
   std::string out;
-  out.reserve(value.size());
-  for (char c : value) {
+  out.reserve(text.size());
+  for (char c : text) {
     if (c == '\\') {
       out += "\\\\";
-    } else if (c == '"') {
+    } else if (c == '"' && escape_quote) {
       out += "\\\"";
     } else if (c == '\n') {
       out += "\\n";
@@ -22,20 +26,11 @@ std::string EscapeLabelValue(std::string_view value) {
   return out;
 }
 
-std::string EscapeHelp(std::string_view help) {
-  std::string out;
-  out.reserve(help.size());
-  for (char c : help) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+}  // namespace
+
+std::string EscapeLabelValue(std::string_view value) { return Escape(value, /*escape_quote=*/true); }
+
+std::string EscapeHelp(std::string_view help) { return Escape(help, /*escape_quote=*/false); }
 
 std::string FormatMetricValue(double value) {
   if (std::isnan(value)) return "NaN";

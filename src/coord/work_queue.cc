@@ -360,6 +360,111 @@ Status WorkQueue::Release(int64_t unit, int64_t attempt, const std::string& why,
   });
 }
 
+namespace {
+
+// The range checks of a reported check against its unit: InvalidArgument
+// naming `what` (the unit and attempt) and the bad value.
+Status CheckReportInRange(const std::string& what, const UnitRow& row, int64_t attempt, int shard, int shards,
+                          int64_t steps_done) {
+  if (attempt < 1 || attempt > row.attempts) {
+    return InvalidArgument(what + " was never issued (highest " + std::to_string(row.attempts) + ")");
+  }
+  if (shard < 0 || shard >= shards) {
+    return InvalidArgument(what + ": shard " + std::to_string(shard) + " of " + std::to_string(shards));
+  }
+  if (steps_done < 1 || steps_done > row.steps) {
+    return InvalidArgument(what + ": " + std::to_string(steps_done) + " steps done of " + std::to_string(row.steps));
+  }
+  return Status::Ok();
+}
+
+// Stores one shard's check of (unit, attempt), logged "checked".
+Status RecordCheck(WorkQueueSql& q, sqlite3* db, int64_t unit, int64_t attempt, int shard, bool valid,
+                   const std::string& reason, int64_t steps_done, int64_t now_ms) {
+  Stmt ins(db,
+           "INSERT OR IGNORE INTO wq_check (unit, attempt, shard, valid, reason, steps_done) VALUES (?, ?, ?, ?, ?, ?)");
+  ins.Bind(1, unit).Bind(2, attempt).Bind(3, int64_t{shard}).Bind(4, int64_t{valid ? 1 : 0}).Bind(5, reason)
+      .Bind(6, steps_done);
+  TENAX_RETURN_IF_ERROR(q.Run(ins, "cannot record a check"));
+  return q.Event(now_ms, unit, attempt, shard, "checked",
+                 (valid ? "valid, " : "invalid: " + reason + ", ") + std::to_string(steps_done) + " step(s)");
+}
+
+// Every check of an attempt so far: by shard, {valid, steps_done}; and the
+// reason of the first invalid one read.
+struct AttemptChecks {
+  std::map<int, std::pair<bool, int64_t>> by_shard;
+  std::string first_reason;
+};
+
+Result<AttemptChecks> ChecksOf(WorkQueueSql& q, sqlite3* db, int64_t unit, int64_t attempt) {
+  AttemptChecks out;
+  Stmt s(db, "SELECT shard, valid, steps_done, reason FROM wq_check WHERE unit = ? AND attempt = ?");
+  if (!s.ok()) return q.Error("cannot read checks");
+  s.Bind(1, unit).Bind(2, attempt);
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) {
+    out.by_shard[static_cast<int>(s.Int(0))] = {s.Int(1) != 0, s.Int(2)};
+    if (s.Int(1) == 0 && out.first_reason.empty()) out.first_reason = s.Text(3);
+  }
+  if (rc != SQLITE_DONE) return q.Error("cannot read checks");
+  return out;
+}
+
+// Rejects attempt v.attempt of `row` (its lease, if it still holds it,
+// cleared; a failed copy counted) with `why` as the verdict's reason.
+Result<UnitVerdict> RejectAttempt(WorkQueueSql& q, const UnitRow& row, UnitVerdict v, const std::string& why,
+                                  int64_t now_ms) {
+  TENAX_RETURN_IF_ERROR(q.SetAttemptState(v.unit, v.attempt, "rejected"));
+  if (row.lease_attempt == v.attempt) TENAX_RETURN_IF_ERROR(q.ClearLease(v.unit));
+  TENAX_RETURN_IF_ERROR(q.Count("rejected"));
+  TENAX_RETURN_IF_ERROR(q.Event(now_ms, v.unit, v.attempt, -1, "rejected", why));
+  TENAX_RETURN_IF_ERROR(q.FailedCopy(v.unit, v.attempt, now_ms));
+  v.kind = UnitVerdict::Kind::kRejected;
+  v.reason = why;
+  return v;
+}
+
+// A partial result covers its first steps_done steps; the rest of `row`
+// becomes a new unit needed by the same shards.
+Status SplitOffTheRest(WorkQueueSql& q, sqlite3* db, const UnitRow& row, int64_t attempt, int64_t steps_done,
+                       const std::vector<int>& shards, int64_t now_ms) {
+  Stmt next(db, "SELECT COALESCE(MAX(unit), -1) + 1 FROM wq_unit");
+  if (!next.ok() || next.Step() != SQLITE_ROW) return q.Error("cannot number a unit");
+  const int64_t rest = next.Int(0);
+  Stmt shrink(db, "UPDATE wq_unit SET steps = ? WHERE unit = ?");
+  shrink.Bind(1, steps_done).Bind(2, row.unit);
+  TENAX_RETURN_IF_ERROR(q.Run(shrink, "cannot shrink a unit"));
+  TENAX_RETURN_IF_ERROR(q.AddUnit(rest, row.start_step + steps_done, row.steps - steps_done, shards));
+  TENAX_RETURN_IF_ERROR(q.Count("partial"));
+  return q.Event(now_ms, row.unit, attempt, -1, "split",
+                 "steps [" + std::to_string(row.start_step + steps_done) + ", " +
+                     std::to_string(row.start_step + row.steps) + ") became unit " + std::to_string(rest));
+}
+
+// Accepts `attempt` of `row`: one decision for every shard of the attempt;
+// another attempt still leased is cancelled.
+Status AcceptAttempt(WorkQueueSql& q, sqlite3* db, const UnitRow& row, int64_t attempt, int64_t steps_done,
+                     const std::vector<int>& shards, int64_t now_ms) {
+  const int64_t unit = row.unit;
+  for (int s : shards) TENAX_RETURN_IF_ERROR(q.SetNeed(unit, s, "accepted", attempt, 0));
+  TENAX_RETURN_IF_ERROR(q.SetAttemptState(unit, attempt, "accepted"));
+  if (row.lease_attempt != 0) {
+    if (row.lease_attempt != attempt) {
+      TENAX_RETURN_IF_ERROR(q.Event(now_ms, unit, row.lease_attempt, -1, "cancelled",
+                                    "attempt " + std::to_string(attempt) + " was accepted first"));
+    }
+    TENAX_RETURN_IF_ERROR(q.ClearLease(unit));
+  }
+  TENAX_RETURN_IF_ERROR(q.Count("accepted"));
+  TENAX_RETURN_IF_ERROR(q.Event(now_ms, unit, attempt, -1, "accepted",
+                                std::to_string(steps_done) + " step(s), shard(s) " + JoinInts(shards)));
+  if (steps_done < row.steps) TENAX_RETURN_IF_ERROR(SplitOffTheRest(q, db, row, attempt, steps_done, shards, now_ms));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<UnitVerdict> WorkQueue::ReportCheck(int64_t unit, int64_t attempt, int shard, bool valid,
                                            const std::string& reason, int64_t steps_done, int64_t now_ms) {
   WorkQueueSql q(*sqlite_, options_);
@@ -370,15 +475,7 @@ Result<UnitVerdict> WorkQueue::ReportCheck(int64_t unit, int64_t attempt, int sh
     const std::string what = "unit " + std::to_string(unit) + " attempt " + std::to_string(attempt);
     TENAX_ASSIGN_OR_RETURN(auto row, q.Unit(unit));
     if (!row) return InvalidArgument(what + ": no such unit");
-    if (attempt < 1 || attempt > row->attempts) {
-      return InvalidArgument(what + " was never issued (highest " + std::to_string(row->attempts) + ")");
-    }
-    if (shard < 0 || shard >= options_.shards) {
-      return InvalidArgument(what + ": shard " + std::to_string(shard) + " of " + std::to_string(options_.shards));
-    }
-    if (steps_done < 1 || steps_done > row->steps) {
-      return InvalidArgument(what + ": " + std::to_string(steps_done) + " steps done of " + std::to_string(row->steps));
-    }
+    TENAX_RETURN_IF_ERROR(CheckReportInRange(what, *row, attempt, shard, options_.shards, steps_done));
     TENAX_ASSIGN_OR_RETURN(auto att, q.Attempt(unit, attempt));
     if (!att) return InvalidArgument(what + " has no record");
     if (std::find(att->shards.begin(), att->shards.end(), shard) == att->shards.end()) {
@@ -402,80 +499,27 @@ Result<UnitVerdict> WorkQueue::ReportCheck(int64_t unit, int64_t attempt, int sh
       v.reason = what + " was " + att->state;
       return v;
     }
-    Stmt ins(db_,
-             "INSERT OR IGNORE INTO wq_check (unit, attempt, shard, valid, reason, steps_done) VALUES (?, ?, ?, ?, ?, ?)");
-    ins.Bind(1, unit).Bind(2, attempt).Bind(3, int64_t{shard}).Bind(4, int64_t{valid ? 1 : 0}).Bind(5, reason)
-        .Bind(6, steps_done);
-    TENAX_RETURN_IF_ERROR(q.Run(ins, "cannot record a check"));
-    TENAX_RETURN_IF_ERROR(q.Event(now_ms, unit, attempt, shard, "checked",
-                                  (valid ? "valid, " : "invalid: " + reason + ", ") + std::to_string(steps_done) +
-                                      " step(s)"));
-    // Every check of this attempt so far.
-    std::map<int, std::pair<bool, int64_t>> checks;
-    std::string first_reason;
-    {
-      Stmt s(db_, "SELECT shard, valid, steps_done, reason FROM wq_check WHERE unit = ? AND attempt = ?");
-      if (!s.ok()) return q.Error("cannot read checks");
-      s.Bind(1, unit).Bind(2, attempt);
-      int rc;
-      while ((rc = s.Step()) == SQLITE_ROW) {
-        checks[static_cast<int>(s.Int(0))] = {s.Int(1) != 0, s.Int(2)};
-        if (s.Int(1) == 0 && first_reason.empty()) first_reason = s.Text(3);
-      }
-      if (rc != SQLITE_DONE) return q.Error("cannot read checks");
-    }
+    TENAX_RETURN_IF_ERROR(RecordCheck(q, db_, unit, attempt, shard, valid, reason, steps_done, now_ms));
+    TENAX_ASSIGN_OR_RETURN(AttemptChecks checks, ChecksOf(q, db_, unit, attempt));
     std::set<int64_t> steps_seen;
     bool all_valid = true;
-    for (const auto& [s, c] : checks) {
+    for (const auto& [s, c] : checks.by_shard) {
       all_valid &= c.first;
       steps_seen.insert(c.second);
     }
-    auto reject = [&](const std::string& why) -> Result<UnitVerdict> {
-      TENAX_RETURN_IF_ERROR(q.SetAttemptState(unit, attempt, "rejected"));
-      if (row->lease_attempt == attempt) TENAX_RETURN_IF_ERROR(q.ClearLease(unit));
-      TENAX_RETURN_IF_ERROR(q.Count("rejected"));
-      TENAX_RETURN_IF_ERROR(q.Event(now_ms, unit, attempt, -1, "rejected", why));
-      TENAX_RETURN_IF_ERROR(q.FailedCopy(unit, attempt, now_ms));
-      v.kind = UnitVerdict::Kind::kRejected;
-      v.reason = why;
-      return v;
-    };
-    if (!all_valid) return reject(first_reason.empty() ? "invalid" : first_reason);
-    if (steps_seen.size() > 1) return reject("the shards' parts of the result cover different step counts");
+    if (!all_valid) {
+      return RejectAttempt(q, *row, v, checks.first_reason.empty() ? "invalid" : checks.first_reason, now_ms);
+    }
+    if (steps_seen.size() > 1) {
+      return RejectAttempt(q, *row, v, "the shards' parts of the result cover different step counts", now_ms);
+    }
     for (int s : att->shards) {
-      if (!checks.count(s)) {
+      if (!checks.by_shard.count(s)) {
         v.kind = UnitVerdict::Kind::kPending;
         return v;
       }
     }
-    // Accepted: one decision for every shard of the attempt.
-    for (int s : att->shards) TENAX_RETURN_IF_ERROR(q.SetNeed(unit, s, "accepted", attempt, 0));
-    TENAX_RETURN_IF_ERROR(q.SetAttemptState(unit, attempt, "accepted"));
-    if (row->lease_attempt != 0) {
-      if (row->lease_attempt != attempt) {
-        TENAX_RETURN_IF_ERROR(q.Event(now_ms, unit, row->lease_attempt, -1, "cancelled",
-                                      "attempt " + std::to_string(attempt) + " was accepted first"));
-      }
-      TENAX_RETURN_IF_ERROR(q.ClearLease(unit));
-    }
-    TENAX_RETURN_IF_ERROR(q.Count("accepted"));
-    TENAX_RETURN_IF_ERROR(q.Event(now_ms, unit, attempt, -1, "accepted",
-                                  std::to_string(steps_done) + " step(s), shard(s) " + JoinInts(att->shards)));
-    if (steps_done < row->steps) {
-      // A partial result: it covers its steps; the rest is a new unit.
-      Stmt next(db_, "SELECT COALESCE(MAX(unit), -1) + 1 FROM wq_unit");
-      if (!next.ok() || next.Step() != SQLITE_ROW) return q.Error("cannot number a unit");
-      const int64_t rest = next.Int(0);
-      Stmt shrink(db_, "UPDATE wq_unit SET steps = ? WHERE unit = ?");
-      shrink.Bind(1, steps_done).Bind(2, unit);
-      TENAX_RETURN_IF_ERROR(q.Run(shrink, "cannot shrink a unit"));
-      TENAX_RETURN_IF_ERROR(q.AddUnit(rest, row->start_step + steps_done, row->steps - steps_done, att->shards));
-      TENAX_RETURN_IF_ERROR(q.Count("partial"));
-      TENAX_RETURN_IF_ERROR(q.Event(now_ms, unit, attempt, -1, "split",
-                                    "steps [" + std::to_string(row->start_step + steps_done) + ", " +
-                                        std::to_string(row->start_step + row->steps) + ") became unit " +
-                                        std::to_string(rest)));
-    }
+    TENAX_RETURN_IF_ERROR(AcceptAttempt(q, db_, *row, attempt, steps_done, att->shards, now_ms));
     v.kind = UnitVerdict::Kind::kAccepted;
     v.merge_shards = att->shards;
     return v;

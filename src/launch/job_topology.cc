@@ -27,6 +27,130 @@ nlohmann::json LinkJson(const sched::LinkMetrics& l) {
           {"reachable", l.reachable}};
 }
 
+// Starts a `tenax probe` on every host, reporting to `coordinator`, each
+// logging to logs/probe-<host>.log.
+Status StartProbes(const sched::EmulatedNetwork& network, const std::vector<sched::HostSpec>& hosts,
+                   const std::string& self, const std::string& coordinator, const std::string& logs,
+                   std::vector<std::unique_ptr<ChildProcess>>& probes) {
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    std::vector<std::string> argv = {self, "probe", "--node", hosts[i].name, "--zone", hosts[i].zone, "--listen",
+                                     network.HostAddress(i) + ":0", "--coordinator", coordinator, "--interval",
+                                     "1", "--timeout", "0.5", "--pings", "5", "--throughput-kib", "1024"};
+    const std::string log_path = logs + "/probe-" + hosts[i].name + ".log";
+    TENAX_ASSIGN_OR_RETURN(auto child, ChildProcess::StartLogged(network.OnHost(i, argv), log_path));
+    probes.push_back(std::move(child));
+  }
+  return Status::Ok();
+}
+
+struct ProbeProgress {
+  size_t pairs = 0;     // host pairs
+  size_t measured = 0;  // pairs the link matrix has
+  size_t reported = 0;  // probes reporting
+};
+
+// Polls the coordinator's link matrix into `snapshot` until every pair is
+// measured, `probe_seconds` after every probe reported, 60 s after the
+// start, or a stop. Unavailable when a probe exits.
+Result<ProbeProgress> PollLinkMatrix(net::Node& node, net::PeerId coord, const std::vector<sched::HostSpec>& hosts,
+                                     const std::vector<std::unique_ptr<ChildProcess>>& probes, const std::string& logs,
+                                     double probe_seconds, std::optional<sched::LinkSnapshot>& snapshot) {
+  const Deadline join = Deadline::After(60s);
+  std::optional<Deadline> measure;
+  ProbeProgress p;
+  p.pairs = hosts.size() * (hosts.size() - 1) / 2;
+  while (true) {
+    for (size_t i = 0; i < probes.size(); ++i) {
+      if (auto code = probes[i]->TryWait()) {
+        return Unavailable("the probe on host " + hosts[i].name + " exited with code " + std::to_string(*code) +
+                           " (its log: " + logs + "/probe-" + hosts[i].name + ".log)");
+      }
+    }
+    auto s = sched::QueryLinks(node, coord, Deadline::After(5s));
+    if (!s.ok()) return s.status().WithContext("the coordinator's link matrix");
+    p.measured = 0;
+    for (size_t i = 0; i < hosts.size(); ++i) {
+      for (size_t j = i + 1; j < hosts.size(); ++j) p.measured += s->links.Link(hosts[i].name, hosts[j].name) ? 1 : 0;
+    }
+    p.reported = s->agents.size();
+    snapshot = std::move(s).value();
+    if (!measure && p.reported >= hosts.size()) {
+      measure = Deadline::After(std::chrono::milliseconds(static_cast<int64_t>(probe_seconds * 1000)));
+    }
+    if (p.measured == p.pairs || (measure && measure->Expired()) || join.Expired() || StopRequested()) break;
+    std::this_thread::sleep_for(100ms);  // polling the coordinator's matrix as the probes fill it
+  }
+  return p;
+}
+
+// "network_aware": the gang placer on the measured links.
+Result<sched::Placement> PlaceByLinks(const TrainConfig& config, const std::vector<sched::NodeState>& nodes,
+                                      const sched::LinkView& links, int workers, int servers) {
+  sched::GangRequest req;
+  req.job = config.cluster.job_id;
+  req.workers = workers;
+  req.servers = servers;
+  req.zone = config.placement.zone;
+  sched::PlacerOptions po;
+  po.weights = config.placement.weights;
+  return sched::PlaceGang(nodes, links, req, po);
+}
+
+// The host of each of `slots` slots. "spread": round-robin over zones
+// (hosts in their listed order within a zone); "pack": hosts in listed
+// order, each filled before the next.
+std::vector<size_t> PlaceInListedOrder(const std::vector<sched::HostSpec>& hosts, int slots,
+                                       const std::string& policy) {
+  std::map<std::string, std::vector<size_t>> by_zone;
+  std::vector<std::string> zone_order;
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    if (!by_zone.count(hosts[i].zone)) zone_order.push_back(hosts[i].zone);
+    by_zone[hosts[i].zone].push_back(i);
+  }
+  std::vector<int> used(hosts.size(), 0);
+  std::map<std::string, size_t> next_in_zone;
+  std::vector<size_t> host_of_slot;
+  size_t z = 0, h = 0;
+  for (int s = 0; s < slots; ++s) {
+    size_t host = 0;
+    if (policy == "pack") {
+      while (used[h] >= hosts[h].slots) ++h;
+      host = h;
+    } else {
+      for (size_t tries = 0;; ++tries, z = (z + 1) % zone_order.size()) {
+        const auto& members = by_zone[zone_order[z]];
+        size_t& k = next_in_zone[zone_order[z]];
+        bool found = false;
+        for (size_t m = 0; m < members.size() && !found; ++m) {
+          const size_t cand = members[(k + m) % members.size()];
+          if (used[cand] < hosts[cand].slots) {
+            host = cand;
+            k = (k + m + 1) % members.size();
+            found = true;
+          }
+        }
+        if (found) break;
+      }
+      z = (z + 1) % zone_order.size();
+    }
+    ++used[host];
+    host_of_slot.push_back(host);
+  }
+  return host_of_slot;
+}
+
+// "worker 0 on h1@zone-a, server 0 on h2@zone-b" for the log.
+std::string PlacementLine(const std::vector<sched::HostSpec>& hosts, const std::vector<size_t>& host_of_slot,
+                          const std::vector<std::string>& slot_roles, int workers) {
+  std::string line;
+  for (size_t s = 0; s < host_of_slot.size(); ++s) {
+    const size_t index = s < static_cast<size_t>(workers) ? s : s - workers;
+    line += (line.empty() ? "" : ", ") + slot_roles[s] + " " + std::to_string(index) + " on " +
+            hosts[host_of_slot[s]].name + "@" + hosts[host_of_slot[s]].zone;
+  }
+  return line;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<sched::EmulatedNetwork>> MakeEmulatedNetwork(
@@ -123,14 +247,7 @@ Status JobTopology::ProbeAndPlace(const std::string& self, const std::string& co
   const auto& hosts = config_.topology.hosts;
   const std::string coordinator = coordinator_host + ":" + std::to_string(coordinator_port);
   const auto start = SteadyClock::now();
-  for (size_t i = 0; i < hosts.size(); ++i) {
-    std::vector<std::string> argv = {self, "probe", "--node", hosts[i].name, "--zone", hosts[i].zone, "--listen",
-                                     network_->HostAddress(i) + ":0", "--coordinator", coordinator, "--interval",
-                                     "1", "--timeout", "0.5", "--pings", "5", "--throughput-kib", "1024"};
-    TENAX_ASSIGN_OR_RETURN(auto child,
-                           ChildProcess::StartLogged(network_->OnHost(i, argv), logs + "/probe-" + hosts[i].name + ".log"));
-    probes_.push_back(std::move(child));
-  }
+  TENAX_RETURN_IF_ERROR(StartProbes(*network_, hosts, self, coordinator, logs, probes_));
   // Every probe must first report (starting them takes seconds on a loaded
   // machine); then the probes get placement.probe_seconds to measure every
   // pair. Pairs still unmeasured are scored by their zones' defaults.
@@ -141,109 +258,38 @@ Status JobTopology::ProbeAndPlace(const std::string& self, const std::string& co
   // 30 s, not 10: a loaded 2-core machine (ctest -j2 beside another cluster
   // test) once took longer than 10 s to answer this connect.
   TENAX_ASSIGN_OR_RETURN(net::PeerId coord, node->Connect(coordinator_host, coordinator_port, Deadline::After(30s)));
-  const Deadline join = Deadline::After(60s);
-  std::optional<Deadline> measure;
-  const size_t pairs = hosts.size() * (hosts.size() - 1) / 2;
-  size_t measured = 0, reported = 0;
-  while (true) {
-    for (size_t i = 0; i < probes_.size(); ++i) {
-      if (auto code = probes_[i]->TryWait()) {
-        return Unavailable("the probe on host " + hosts[i].name + " exited with code " + std::to_string(*code) +
-                           " (its log: " + logs + "/probe-" + hosts[i].name + ".log)");
-      }
-    }
-    auto s = sched::QueryLinks(*node, coord, Deadline::After(5s));
-    if (!s.ok()) return s.status().WithContext("the coordinator's link matrix");
-    measured = 0;
-    for (size_t i = 0; i < hosts.size(); ++i) {
-      for (size_t j = i + 1; j < hosts.size(); ++j) measured += s->links.Link(hosts[i].name, hosts[j].name) ? 1 : 0;
-    }
-    reported = s->agents.size();
-    snapshot_ = std::move(s).value();
-    if (!measure && reported >= hosts.size()) {
-      measure = Deadline::After(std::chrono::milliseconds(static_cast<int64_t>(config_.placement.probe_seconds * 1000)));
-    }
-    if (measured == pairs || (measure && measure->Expired()) || join.Expired() || StopRequested()) break;
-    std::this_thread::sleep_for(100ms);  // polling the coordinator's matrix as the probes fill it
-  }
+  TENAX_ASSIGN_OR_RETURN(ProbeProgress progress, PollLinkMatrix(*node, coord, hosts, probes_, logs,
+                                                                config_.placement.probe_seconds, snapshot_));
   node->Disconnect(coord, Deadline::After(200ms));
   if (StopRequested()) return Cancelled("stopped while probing");
   probe_seconds_ = std::chrono::duration<double>(SteadyClock::now() - start).count();
-  if (measured < pairs) {
+  if (progress.measured < progress.pairs) {
     spdlog::warn("probes ({} of {} reporting) measured {} of {} host pairs in time; the others are scored by their zones",
-                 reported, hosts.size(), measured, pairs);
+                 progress.reported, hosts.size(), progress.measured, progress.pairs);
   }
 
   for (const auto& h : hosts) nodes_.push_back(sched::NodeState{h.name, h.zone, h.slots, 0, static_cast<int>(nodes_.size())});
-  const int slots = workers + servers;
   const std::string& policy = config_.placement.policy;
+  sched::LinkMatrix empty;
+  const sched::LinkView& links = snapshot_ ? static_cast<const sched::LinkView&>(snapshot_->links) : empty;
   if (policy == "network_aware") {
-    sched::GangRequest req;
-    req.job = config_.cluster.job_id;
-    req.workers = workers;
-    req.servers = servers;
-    req.zone = config_.placement.zone;
-    sched::PlacerOptions po;
-    po.weights = config_.placement.weights;
-    sched::LinkMatrix empty;
-    const sched::LinkView& links = snapshot_ ? static_cast<const sched::LinkView&>(snapshot_->links) : empty;
-    TENAX_ASSIGN_OR_RETURN(sched::Placement p, sched::PlaceGang(nodes_, links, req, po));
+    TENAX_ASSIGN_OR_RETURN(sched::Placement p, PlaceByLinks(config_, nodes_, links, workers, servers));
     for (const auto& s : p.slots) {
       host_of_slot_.push_back(static_cast<size_t>(s.node));
       slot_roles_.push_back(s.role);
     }
     worst_link_ = p.worst_link;
   } else {
-    // "spread": round-robin over zones (hosts in their listed order within
-    // a zone); "pack": hosts in listed order, each filled before the next.
-    std::map<std::string, std::vector<size_t>> by_zone;
-    std::vector<std::string> zone_order;
-    for (size_t i = 0; i < hosts.size(); ++i) {
-      if (!by_zone.count(hosts[i].zone)) zone_order.push_back(hosts[i].zone);
-      by_zone[hosts[i].zone].push_back(i);
-    }
-    std::vector<int> used(hosts.size(), 0);
-    std::map<std::string, size_t> next_in_zone;
-    size_t z = 0, h = 0;
-    for (int s = 0; s < slots; ++s) {
-      size_t host = 0;
-      if (policy == "pack") {
-        while (used[h] >= hosts[h].slots) ++h;
-        host = h;
-      } else {
-        for (size_t tries = 0;; ++tries, z = (z + 1) % zone_order.size()) {
-          const auto& members = by_zone[zone_order[z]];
-          size_t& k = next_in_zone[zone_order[z]];
-          bool found = false;
-          for (size_t m = 0; m < members.size() && !found; ++m) {
-            const size_t cand = members[(k + m) % members.size()];
-            if (used[cand] < hosts[cand].slots) {
-              host = cand;
-              k = (k + m + 1) % members.size();
-              found = true;
-            }
-          }
-          if (found) break;
-        }
-        z = (z + 1) % zone_order.size();
-      }
-      ++used[host];
-      host_of_slot_.push_back(host);
-      slot_roles_.push_back(s < workers ? "worker" : "server");
-    }
+    const std::vector<size_t> placed = PlaceInListedOrder(hosts, workers + servers, policy);
+    host_of_slot_.insert(host_of_slot_.end(), placed.begin(), placed.end());
+    for (int s = 0; s < workers + servers; ++s) slot_roles_.push_back(s < workers ? "worker" : "server");
     std::vector<int> worker_nodes;
     for (int s = 0; s < workers; ++s) worker_nodes.push_back(static_cast<int>(host_of_slot_[s]));
-    sched::LinkMatrix empty;
-    worst_link_ = sched::WorstLinkAmong(nodes_, worker_nodes,
-                                        snapshot_ ? static_cast<const sched::LinkView&>(snapshot_->links) : empty);
+    worst_link_ = sched::WorstLinkAmong(nodes_, worker_nodes, links);
   }
   for (size_t h : host_of_slot_) nodes_[h].used += 1;
-  std::string line;
-  for (size_t s = 0; s < host_of_slot_.size(); ++s) {
-    line += (line.empty() ? "" : ", ") + slot_roles_[s] + " " + std::to_string(s < static_cast<size_t>(workers) ? s : s - workers) +
-            " on " + hosts[host_of_slot_[s]].name + "@" + hosts[host_of_slot_[s]].zone;
-  }
-  spdlog::info("placement ({}, zone {}): {}", policy, sched::ZoneConstraintName(config_.placement.zone), line);
+  spdlog::info("placement ({}, zone {}): {}", policy, sched::ZoneConstraintName(config_.placement.zone),
+               PlacementLine(hosts, host_of_slot_, slot_roles_, workers));
   return Status::Ok();
 }
 
