@@ -11,6 +11,8 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
 #include <cerrno>
 #include <climits>
 #include <filesystem>
@@ -226,47 +228,60 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, std::chrono::mill
   return r;
 }
 
-Child::Child(const std::vector<std::string>& argv) : command_(CommandLine(argv)) {
+struct Child::Shared {
+  std::mutex mu;
+  std::condition_variable changed;
+  std::string received;  // every byte read so far
+  size_t consumed = 0;   // received[0, consumed) is in err_
+  bool eof = false;
+};
+
+Child::Child(const std::vector<std::string>& argv) : command_(CommandLine(argv)), shared_(std::make_unique<Shared>()) {
   int err_pipe[2];
-  if (::pipe2(err_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+  if (::pipe2(err_pipe, O_CLOEXEC) != 0 || ::pipe2(wake_, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
   int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   pid_ = Spawn(argv, devnull, err_pipe[1]);
   ::close(devnull);
   ::close(err_pipe[1]);
   err_fd_ = err_pipe[0];
+  reader_ = std::thread([this] { Drain(); });
 }
 
 Child::~Child() {
   if (pid_ > 0) KillAndReap(pid_);
-  if (err_fd_ >= 0) ::close(err_fd_);
-}
-
-Child::ReadOutcome Child::ReadSome(Clock::time_point deadline) {
-  if (err_fd_ < 0) return ReadOutcome::kEof;
-  char buf[4096];
-  while (true) {
-    pollfd p = {err_fd_, POLLIN, 0};
-    const int ready = ::poll(&p, 1, MillisUntil(deadline));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready == 0) {
-      if (Clock::now() < deadline) continue;
-      return ReadOutcome::kTimeout;
-    }
-    ssize_t n = ready < 0 ? -1 : ::read(err_fd_, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      ::close(err_fd_);
-      err_fd_ = -1;
-      return ReadOutcome::kEof;
-    }
-    pending_.append(buf, static_cast<size_t>(n));
-    return ReadOutcome::kData;
+  char one = 1;
+  (void)!::write(wake_[1], &one, 1);  // a grandchild may still hold the pipe open
+  if (reader_.joinable()) reader_.join();
+  for (int fd : {err_fd_, wake_[0], wake_[1]}) {
+    if (fd >= 0) ::close(fd);
   }
 }
 
+void Child::Drain() {
+  char buf[4096];
+  while (true) {
+    pollfd p[2] = {{err_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
+    const int ready = ::poll(p, 2, -1);
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready > 0 && (p[1].revents & POLLIN)) break;
+    ssize_t n = ready < 0 ? -1 : ::read(err_fd_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->received.append(buf, static_cast<size_t>(n));
+    shared_->changed.notify_all();
+  }
+  std::lock_guard<std::mutex> lock(shared_->mu);
+  shared_->eof = true;
+  shared_->changed.notify_all();
+}
+
 void Child::Expire(const std::string& what, std::chrono::milliseconds timeout) {
-  err_ += pending_;
-  pending_.clear();
+  {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    err_ += shared_->received.substr(shared_->consumed);
+    shared_->consumed = shared_->received.size();
+  }
   if (pid_ > 0) {
     exit_code_ = KillAndReap(pid_);
     pid_ = -1;
@@ -277,22 +292,21 @@ void Child::Expire(const std::string& what, std::chrono::milliseconds timeout) {
 
 bool Child::WaitForStderrLine(const std::string& needle, std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(shared_->mu);
   while (true) {
     size_t nl;
-    while ((nl = pending_.find('\n')) != std::string::npos) {
-      std::string line = pending_.substr(0, nl + 1);
-      pending_.erase(0, nl + 1);
+    while ((nl = shared_->received.find('\n', shared_->consumed)) != std::string::npos) {
+      std::string line = shared_->received.substr(shared_->consumed, nl + 1 - shared_->consumed);
+      shared_->consumed = nl + 1;
       err_ += line;
       if (line.find(needle) != std::string::npos) return true;
     }
-    switch (ReadSome(deadline)) {
-      case ReadOutcome::kData:
-        break;
-      case ReadOutcome::kEof:
-        return false;
-      case ReadOutcome::kTimeout:
-        Expire("no stderr line containing '" + needle + "'", timeout);
-        return false;
+    if (shared_->eof) return false;
+    if (shared_->changed.wait_until(lock, deadline) == std::cv_status::timeout &&
+        shared_->received.find('\n', shared_->consumed) == std::string::npos && !shared_->eof) {
+      lock.unlock();
+      Expire("no stderr line containing '" + needle + "'", timeout);
+      return false;
     }
   }
 }
@@ -303,14 +317,16 @@ void Child::Signal(int sig) {
 
 int Child::Wait(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
-  ReadOutcome outcome;
-  while ((outcome = ReadSome(deadline)) == ReadOutcome::kData) {
-  }
-  err_ += pending_;
-  pending_.clear();
-  if (outcome == ReadOutcome::kTimeout) {
-    Expire("did not close stderr", timeout);
-    return exit_code_;
+  {
+    std::unique_lock<std::mutex> lock(shared_->mu);
+    const bool ended = shared_->changed.wait_until(lock, deadline, [&] { return shared_->eof; });
+    err_ += shared_->received.substr(shared_->consumed);
+    shared_->consumed = shared_->received.size();
+    if (!ended) {
+      lock.unlock();
+      Expire("did not close stderr", timeout);
+      return exit_code_;
+    }
   }
   if (pid_ > 0) {
     std::optional<int> code = WaitExitUntil(pid_, deadline);

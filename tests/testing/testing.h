@@ -7,7 +7,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -59,9 +61,13 @@ struct ProcessResult {
 ProcessResult RunProcess(const std::vector<std::string>& argv, std::chrono::milliseconds timeout = kChildTimeout);
 
 // A running child whose stderr is read line by line (stdout is discarded).
-// The destructor kills (SIGKILL) and reaps the child if it is still running.
-// Every wait has a deadline; on expiry the child is killed and reaped and a
-// test failure naming the command and what it had written is recorded.
+// A thread of its own drains the child's stderr all the time, so a child
+// that logs a lot never blocks on a full pipe while the test waits on
+// something else (a blocked write stalls its event loop: peers then see it
+// as silent). The destructor kills (SIGKILL) and reaps the child if it is
+// still running. Every wait has a deadline; on expiry the child is killed
+// and reaped and a test failure naming the command and what it had
+// written is recorded.
 class Child {
  public:
   explicit Child(const std::vector<std::string>& argv);
@@ -69,28 +75,30 @@ class Child {
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
 
-  // Reads stderr until a line containing `needle` arrives (true), the stream
-  // ends (false) or `timeout` passes (false; the child is killed). Lines
-  // read are kept in stderr_text().
+  // Waits until a line containing `needle` arrives (true), the stream ends
+  // (false) or `timeout` passes (false; the child is killed). Lines up to
+  // it are kept in stderr_text().
   bool WaitForStderrLine(const std::string& needle, std::chrono::milliseconds timeout = kChildTimeout);
   void Signal(int sig);
-  // Drains the remaining output and waits for exit within `timeout`; returns
+  // Waits for the end of the output and the exit within `timeout`; returns
   // the exit code (128 + SIGKILL if the deadline killed it).
   int Wait(std::chrono::milliseconds timeout = kChildTimeout);
   const std::string& stderr_text() const { return err_; }
   pid_t pid() const { return pid_; }
 
  private:
-  enum class ReadOutcome { kData, kEof, kTimeout };
-  ReadOutcome ReadSome(std::chrono::steady_clock::time_point deadline);
+  void Drain();  // the reader thread
   void Expire(const std::string& what, std::chrono::milliseconds timeout);
 
   std::string command_;
   pid_t pid_ = -1;
   int err_fd_ = -1;
-  std::string err_;
-  std::string pending_;
+  int wake_[2] = {-1, -1};  // the destructor's way to stop the reader
+  std::string err_;         // what the test has consumed
   int exit_code_ = -1;
+  struct Shared;            // the reader's bytes, guarded
+  std::unique_ptr<Shared> shared_;
+  std::thread reader_;
 };
 
 // Store records as `tenax store put` makes them from an idx pair: each
