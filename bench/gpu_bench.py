@@ -189,7 +189,7 @@ def section_sync2(a, work, results):
                                                              model_path=model_path, workers=2))
     pargs = ["--model", "resnet18", "--batch-size", "128", "--steps", str(steps), "--npy-dir", npy,
              "--device", a.device, "--warmup-steps", str(min(30, steps // 3))]
-    ddp = ddp_peer(a.python, pargs, 2)
+    ddp = ddp_peer(a.python, pargs + ["--eval", "--test-limit", "2000"], 2)  # tenax's job evaluates 2000 too
     one = next((r["pytorch"] for r in results.get("single", []) if r["case"] == "resnet18 batch 128"), None)
     if one is None:
         one = peer(a.python, pargs)["samples_per_second"]
@@ -197,11 +197,13 @@ def section_sync2(a, work, results):
     row = {"tenax": t, "ddp_gloo": ddp["samples_per_second"], "one_process": one,
            "vs_ddp": t / ddp["samples_per_second"], "vs_one_process": t / one, "worker_hashes": hashes,
            "hashes_equal": len(set(hashes.values())) == 1 and len(hashes) == 2,
-           "staging": summary.get("staging"), "test_accuracy": summary.get("final_test_accuracy")}
+           "staging": summary.get("staging"), "test_accuracy": summary.get("final_test_accuracy"),
+           "ddp_test_accuracy": ddp.get("test_accuracy")}
     results["sync2"] = row
     print(f"sync2   resnet18 2x128 on one GPU: tenax {t:.0f}/s, DDP-Gloo {ddp['samples_per_second']:.0f}/s "
           f"({row['vs_ddp']:.2f}x, target >= 1.5), one process {one:.0f}/s ({row['vs_one_process']:.2f}x, target >= 0.65); "
-          f"hashes equal: {row['hashes_equal']}; staging {row['staging']}", flush=True)
+          f"hashes equal: {row['hashes_equal']}; staging {row['staging']}; test accuracy tenax {row['test_accuracy']} "
+          f"vs DDP {row['ddp_test_accuracy']} (target: within 1 point)", flush=True)
 
 
 def section_staging(a, work, results):

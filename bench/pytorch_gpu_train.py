@@ -136,6 +136,7 @@ def main():
     p.add_argument("--ddp", action="store_true")
     p.add_argument("--backend", default="gloo")
     p.add_argument("--eval", action="store_true")
+    p.add_argument("--test-limit", type=int, default=0, help="evaluate the first N test samples (0 = all)")
     a = p.parse_args()
 
     torch.manual_seed(a.seed)
@@ -193,6 +194,8 @@ def main():
     result["parameter_sha256"] = h.hexdigest()[:16]
     if a.eval and rank == 0:
         xt, yt = load(a, "test")
+        if a.test_limit:
+            xt, yt = xt[:a.test_limit], yt[:a.test_limit]
         inner.eval()
         correct = 0
         with torch.no_grad():
