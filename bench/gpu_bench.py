@@ -102,25 +102,25 @@ def job_text(mode, model, batch, steps, device, npy=None, model_path=None, worke
     return "\n".join(lines) + "\n"
 
 
-def tenax_train(work, name, text):
+def write_job(work, name, text):
+    """work/name/job.toml holding `text`; returns (job file, output folder)."""
     d = os.path.join(work, name)
     os.makedirs(d, exist_ok=True)
     job = os.path.join(d, "job.toml")
     with open(job, "w") as f:
         f.write(text)
-    out = os.path.join(d, "out")
+    return job, os.path.join(d, "out")
+
+
+def tenax_train(work, name, text):
+    job, out = write_job(work, name, text)
     run([tenax_binary(), "train", "--config", job, "--out", out], 900)
     with open(os.path.join(out, "summary.json")) as f:
         return json.load(f)
 
 
 def tenax_run(work, name, text, timeout=900):
-    d = os.path.join(work, name)
-    os.makedirs(d, exist_ok=True)
-    job = os.path.join(d, "job.toml")
-    with open(job, "w") as f:
-        f.write(text)
-    out = os.path.join(d, "out")
+    job, out = write_job(work, name, text)
     run([tenax_binary(), "run", job, "--out", out], timeout)
     with open(os.path.join(out, "summary.json")) as f:
         summary = json.load(f)

@@ -16,7 +16,6 @@ Prints one JSON object: samples/s over the steps after --warmup-steps
 GPU really did), and with --eval the test accuracy.
 """
 import argparse
-import gzip
 import hashlib
 import json
 import os
@@ -28,32 +27,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-MEAN, STD = 0.2860, 0.3530
-
-
-class Cnn(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 5, padding=2)
-        self.conv2 = nn.Conv2d(16, 32, 5)
-        self.fc1 = nn.Linear(32 * 5 * 5, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        x = F.relu(self.fc1(x.flatten(1)))
-        return self.fc2(x)
-
-
-def read_idx(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    rank = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(rank)]
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
+# The cnn and the idx reader are those of the CPU peer (same folder).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pytorch_train_single import MEAN, STD, Cnn, read_idx  # noqa: E402
 
 
 def load(a, split):
