@@ -128,17 +128,28 @@ void TenaxEngine::Start(Job connect, const std::string& what) {
 
 void TenaxEngine::SetGroup(std::unique_ptr<comm::Group> group) {
   sum_.reset();  // its buffers are registered with the old group's peers
+  ForgetCrossMemory();
   group_ = std::move(group);
-  kept_.clear();
+  DropKeptBefore(group_ ? group_->generation() : 0);
   broken_ = Status();
   rank_ = group_ ? group_->rank() : -1;
   world_ = group_ ? group_->world() : 0;
 }
 
+// Keeps only rounds of `generation` or later (a peer may be a generation
+// ahead); everything else was meant for a group that is gone.
+void TenaxEngine::DropKeptBefore(uint64_t generation) {
+  for (auto it = kept_.begin(); it != kept_.end();) {
+    const uint64_t key = it->first.second;
+    const bool keep = (key >> 32) == (kGenerationTag >> 32) && static_cast<uint32_t>(key) >= (generation & 0xffffffffu);
+    it = keep ? std::next(it) : kept_.erase(it);
+  }
+}
+
 std::unique_ptr<comm::Group> TenaxEngine::TakeGroup() {
   sum_.reset();
-  kept_.clear();
-  return std::move(group_);
+  ForgetCrossMemory();
+  return std::move(group_);  // kept_ waits for the next group (SetGroup)
 }
 
 Status TenaxEngine::TakeTolerated() {
@@ -227,25 +238,70 @@ Status TenaxEngine::Send(int to, uint64_t key, const std::string& bytes) {
 }
 
 Result<std::string> TenaxEngine::Receive(int from, uint64_t key) {
-  auto& kept = kept_[{from, key}];
+  const net::PeerId peer = group_->peer(from);
+  auto& kept = kept_[{peer, key}];
   if (!kept.empty()) {
     std::string m = std::move(kept.front());
     kept.pop_front();
     return m;
   }
-  for (;;) {
-    Result<net::BulkMessage> m = node_->ReceiveBulk(OpDeadline(), group_->peer(from));
+  const Deadline deadline = OpDeadline();
+  const Deadline now = Deadline::At(SteadyClock::time_point::min());
+  for (uint32_t idle = 0;;) {
+    // Polled without blocking, so that a long wait can sleep: with more
+    // processes than cores, a waiter that spins (even yielding) burns the
+    // core that the rank it waits for needs. A peer lost meanwhile is
+    // reported at once.
+    node_->Progress();
+    Result<net::BulkMessage> m = node_->ReceiveBulk(now, group_->peer(from));
+    if (!m.ok() && m.status().code() == StatusCode::kDeadlineExceeded) {
+      if (deadline.Expired()) return Named(node_->ReceiveBulk(deadline, group_->peer(from)).status(), from);
+      if (++idle > 4096) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      continue;
+    }
+    idle = 0;
     if (!m.ok()) return Named(m.status(), from);
     if (m->data.size() < 8) return ProtocolError("rank " + std::to_string(from) + " sent a message without its key");
     uint64_t got = 0;
     std::memcpy(&got, m->data.data(), 8);
     std::string body(reinterpret_cast<const char*>(m->data.data()) + 8, m->data.size() - 8);
     if (got == key) return body;
-    kept_[{from, got}].push_back(std::move(body));
+    // A generation-tagged round of an older generation is stale: drop it.
+    if ((got >> 32) == (kGenerationTag >> 32) && static_cast<uint32_t>(got) < static_cast<uint32_t>(GenerationKey())) {
+      continue;
+    }
+    kept_[{peer, got}].push_back(std::move(body));
   }
 }
 
+void TenaxEngine::ForgetCrossMemory() {
+  cross_.reset();
+  cross_probed_ = false;
+  std::lock_guard<std::mutex> lock(mu_);
+  cross_why_not_.clear();
+}
+
+std::string TenaxEngine::cross_memory_state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cross_why_not_;
+}
+
 Status TenaxEngine::FastSum(float* data, size_t count, float scale) {
+  if (world_ > 1 && count * sizeof(float) >= kCrossMemoryMinBytes) {
+    if (!cross_probed_) {
+      std::string why_not;
+      TENAX_ASSIGN_OR_RETURN(cross_, CrossMemorySum::Probe(*this, why_not));
+      cross_probed_ = true;
+      std::lock_guard<std::mutex> lock(mu_);
+      cross_why_not_ = cross_ ? "on" : "off: " + why_not;
+    }
+    if (cross_) {
+      TENAX_RETURN_IF_ERROR(cross_->Run(*this, data, count, scale));
+      ++cross_count_;
+      ++fast_;
+      return Status();
+    }
+  }
   if (!sum_ || sum_->count() < count) {
     sum_.reset();  // every rank sees the same sizes in the same order, so all re-create together
     TENAX_ASSIGN_OR_RETURN(sum_, comm::Allreduce::Create(*group_, std::max<size_t>(count, size_t{1} << 18),

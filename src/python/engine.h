@@ -29,6 +29,7 @@
 #include "tenax/comm/group.h"
 #include "tenax/core/status.h"
 #include "tenax/net/node.h"
+#include "cross_memory_sum.h"
 
 namespace tenax::python {
 
@@ -96,8 +97,11 @@ class TenaxEngine {
   // The next message from `from` under `key`; others are kept for their readers.
   Result<std::string> Receive(int from, uint64_t key);
   // In-place float32 sum of a contiguous tensor over every rank, times
-  // `scale`, on comm::Allreduce's registered buffers.
+  // `scale`: read straight out of the peers' memory when every rank is on
+  // this host and the tensor is at least kCrossMemoryMinBytes
+  // (cross_memory_sum.h), else on comm::Allreduce's registered buffers.
   Status FastSum(float* data, size_t count, float scale);
+  static constexpr size_t kCrossMemoryMinBytes = size_t{1} << 18;
 
   // The Node and the group collectives run on (elastic members replace
   // the group at every generation; SetGroup drops what the old one kept).
@@ -110,11 +114,19 @@ class TenaxEngine {
 
   int64_t fast() const { return fast_; }
   int64_t bulk() const { return bulk_; }
+  int64_t cross_memory() const { return cross_count_; }
+  // "" until the current group's first large sum; then "on", or "off: why".
+  std::string cross_memory_state() const;
   void CountBulk() { ++bulk_; }
 
   static constexpr uint64_t kCollectiveKey = 0;
   // send/recv travel under their tag, apart from collectives.
   static uint64_t P2pKey(int tag) { return (uint64_t{1} << 32) | static_cast<uint32_t>(tag); }
+  // The cross-memory sum's rounds travel under the group's generation: an
+  // elastic member's connections outlive a generation, and a round a peer
+  // sent before the group broke must not be read as one of the next.
+  static constexpr uint64_t kGenerationTag = uint64_t{2} << 32;
+  uint64_t GenerationKey() const { return kGenerationTag | (group_->generation() & 0xffffffffu); }
 
  private:
   struct Pending {
@@ -125,7 +137,8 @@ class TenaxEngine {
     bool runs_when_broken = false;
   };
 
-  Status Named(const Status& st, int peer) const;  // "rank R (name): ..."
+  Status Named(const Status& st, int peer) const;
+  void ForgetCrossMemory();  // "rank R (name): ..."
   void Start(Job connect, const std::string& what);
   void Run(const Job& connect, std::promise<Status>& ready);
   Status Connect(const c10::intrusive_ptr<c10d::Store>& store);
@@ -136,7 +149,17 @@ class TenaxEngine {
   std::unique_ptr<net::Node> node_;
   std::unique_ptr<comm::Group> group_;
   std::unique_ptr<comm::Allreduce> sum_;
-  std::map<std::pair<int, uint64_t>, std::deque<std::string>> kept_;
+  // The current group's cross-memory sum: probed at its first large sum
+  // (every rank reaches it in the same call), nullptr when not possible.
+  std::unique_ptr<CrossMemorySum> cross_;
+  bool cross_probed_ = false;
+  std::string cross_why_not_;  // under mu_
+  std::atomic<int64_t> cross_count_{0};
+  // Messages that arrived before their reader asked, by sender and key.
+  // Keyed by PeerId, not rank: an elastic member's ranks renumber between
+  // generations while its connections stay.
+  std::map<std::pair<net::PeerId, uint64_t>, std::deque<std::string>> kept_;
+  void DropKeptBefore(uint64_t generation);
   // Buffers of sends abandoned after a failure (the transport may still
   // read them); freed with the engine.
   std::vector<std::unique_ptr<std::string>> orphans_;
@@ -144,7 +167,7 @@ class TenaxEngine {
   std::atomic<int64_t> fast_{0}, bulk_{0};
   Status broken_;
   Status tolerated_;  // under mu_
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Pending> queue_;
   // Jobs done, dropped by the next Submit or the destructor, never by the

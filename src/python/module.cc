@@ -103,9 +103,13 @@ PYBIND11_MODULE(_tenax, m) {
         auto* t = dynamic_cast<tenax::python::ProcessGroupTenax*>(pg.get());
         if (!t) throw py::type_error("not a tenax process group");
         return py::dict(py::arg("fast_allreduces") = t->fast_allreduces(),
-                        py::arg("bulk_collectives") = t->bulk_collectives());
+                        py::arg("bulk_collectives") = t->bulk_collectives(),
+                        py::arg("cross_memory_sums") = t->cross_memory_sums(),
+                        py::arg("cross_memory") = t->cross_memory());
       },
       py::arg("group"),
       "How many float32 sum/avg allreduces took the one-sided path and how many collectives moved bulk "
-      "messages, for a group created by the tenax backend.");
+      "messages, for a group created by the tenax backend; of the one-sided ones, how many read the peers' "
+      "memory directly (cross_memory_sums) and whether that path is on for the group (cross_memory: '' before "
+      "its first large sum, 'on', or 'off: why').");
 }

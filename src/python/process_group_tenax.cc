@@ -238,6 +238,8 @@ ProcessGroupTenax::~ProcessGroupTenax() = default;
 
 int64_t ProcessGroupTenax::fast_allreduces() const { return engine_->fast(); }
 int64_t ProcessGroupTenax::bulk_collectives() const { return engine_->bulk(); }
+int64_t ProcessGroupTenax::cross_memory_sums() const { return engine_->cross_memory(); }
+std::string ProcessGroupTenax::cross_memory() const { return engine_->cross_memory_state(); }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupTenax::allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) {
   const ReduceOp::RedOpType op = opts.reduceOp;

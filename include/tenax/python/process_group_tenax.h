@@ -89,6 +89,11 @@ class ProcessGroupTenax final : public c10d::ProcessGroup {
   // many collectives the bulk path (tests and the bench read them).
   int64_t fast_allreduces() const;
   int64_t bulk_collectives() const;
+  // Of the fast ones, how many read the peers' memory directly, and whether
+  // that path is on for this group ("" before its first large sum; "on";
+  // "off: why").
+  int64_t cross_memory_sums() const;
+  std::string cross_memory() const;
 
  private:
   std::unique_ptr<TenaxEngine> engine_;

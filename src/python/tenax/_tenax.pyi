@@ -1,5 +1,5 @@
 from datetime import timedelta
-from typing import Dict, Tuple
+from typing import Dict, Tuple, Union
 
 import torch
 
@@ -10,7 +10,7 @@ __version__: str
 def create_process_group(
     store: torch.distributed.Store, rank: int, world_size: int, timeout: timedelta
 ) -> torch.distributed.ProcessGroup: ...
-def backend_counters(group: torch.distributed.ProcessGroup) -> Dict[str, int]: ...
+def backend_counters(group: torch.distributed.ProcessGroup) -> Dict[str, Union[int, str]]: ...
 
 class MembershipChanged(RuntimeError): ...
 

@@ -18,6 +18,8 @@ DTYPES = {
     "bool": torch.bool,
 }
 FLOATS = ("float32", "float64", "float16", "bfloat16")
+# float32 sums large enough for the cross-memory path, not divisible among 2-4 ranks.
+BIG_SIZES = (65537, (1 << 20) + 3)
 
 
 def ops_for(dtype):

@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 
 import tenax.torch  # noqa: F401  registers the backend
-from cases import DTYPES, case_input, ops_for
+from cases import BIG_SIZES, DTYPES, case_input, ops_for
 
 OPS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.AVG, "product": dist.ReduceOp.PRODUCT,
        "min": dist.ReduceOp.MIN, "max": dist.ReduceOp.MAX, "band": dist.ReduceOp.BAND,
@@ -130,11 +130,38 @@ def lost_peer(rank, world):
     return {"errors": errors}
 
 
+def big_sums(rank, world):
+    """float32 sums and averages large enough for the cross-memory path, of
+    sizes that do not divide among the ranks. With TEST_KILL_BIG set, the
+    last rank SIGKILLs itself after the first sum; the others' next two
+    large sums must fail naming it."""
+    out = {}
+    for n in BIG_SIZES:
+        for op in ("sum", "avg"):
+            t = case_input(f"big{n}", "float32", op, rank, shape=(n,))
+            dist.all_reduce(t, op=dist.ReduceOp.SUM if op == "sum" else dist.ReduceOp.AVG)
+            out[f"{n}/{op}"] = t
+            if os.environ.get("TEST_KILL_BIG"):
+                if rank == world - 1:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                errors = []
+                for _ in range(2):
+                    try:
+                        dist.all_reduce(torch.ones(n))
+                        errors.append(None)
+                    except RuntimeError as e:
+                        errors.append(str(e))
+                return {"errors": errors}
+    out["counters"] = tenax.torch.counters()
+    return out
+
+
 def main():
     scenario, out_path = sys.argv[1], sys.argv[2]
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("tenax", timeout=timedelta(seconds=float(os.environ.get("TEST_TIMEOUT", "60"))))
-    result = {"collectives": collectives, "mismatch": mismatch, "refused": refused, "lost_peer": lost_peer}[scenario](
+    result = {"collectives": collectives, "mismatch": mismatch, "refused": refused, "lost_peer": lost_peer,
+              "big_sums": big_sums}[scenario](
         rank, world)
     torch.save(result, out_path)
     dist.destroy_process_group()

@@ -40,6 +40,17 @@ def test_a_sigkilled_peer_fails_the_next_collectives_naming_it_without_a_hang(tm
         assert second is not None and "the group broke" in second and "rank 2" in second, second
 
 
+def test_a_peer_sigkilled_between_large_sums_fails_the_next_ones_naming_it(tmp_path):
+    # Sums this large read the peers' memory; the dead rank's must not hang them.
+    codes, results = run_ranks(tmp_path, "big_sums", 3, timeout=90, env={"TEST_KILL_BIG": "1"})
+    assert codes[:2] == [0, 0], logs(tmp_path, 3)
+    assert codes[2] == -9, logs(tmp_path, 3)
+    for r in (0, 1):
+        first, second = results[r]["errors"]
+        assert first is not None and "rank 2" in first, first
+        assert second is not None and "the group broke" in second and "rank 2" in second, second
+
+
 def test_a_wrong_secret_is_refused_at_init(tmp_path):
     codes, results = run_ranks(tmp_path, "refused", 2, timeout=90, env={"TEST_TIMEOUT": "8"},
                                per_rank_env={0: {"TENAX_SECRET": "a" * 32}, 1: {"TENAX_SECRET": "b" * 32}})

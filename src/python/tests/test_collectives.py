@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from cases import DTYPES, FLOATS, as_numpy, case_input, ops_for, reference, tolerance
+from cases import BIG_SIZES, DTYPES, FLOATS, as_numpy, case_input, ops_for, reference, tolerance
 from harness import logs, run_ranks
 
 
@@ -64,6 +64,40 @@ def test_every_collective_matches_numpy_and_every_rank_gets_the_same_bits(tmp_pa
         want = reference([case_input("subgroup", "int32", "sum", r).numpy() for r in (0, 1)], "sum", "int32")
         for r in (0, 1):
             check(results[r]["subgroup/int32/sum"], want, "int32", f"new_group([0, 1]) on rank {r}")
-        # float32 sums went one-sided; the rest as bulk messages.
+        # float32 sums went one-sided (the 4 MiB one straight out of the
+        # peers' memory); the rest as bulk messages.
         assert results[0]["counters"]["fast_allreduces"] >= 3, results[0]["counters"]
+        assert results[0]["counters"]["cross_memory"] == "on", results[0]["counters"]
+        assert results[0]["counters"]["cross_memory_sums"] >= 1, results[0]["counters"]
         assert results[0]["counters"]["bulk_collectives"] > 0, results[0]["counters"]
+
+
+def check_big_sums(results, world):
+    for n in BIG_SIZES:
+        for op in ("sum", "avg"):
+            key = f"{n}/{op}"
+            inputs = [case_input(f"big{n}", "float32", op, r, shape=(n,)).numpy() for r in range(world)]
+            want = reference(inputs, op, "float32")
+            for r in range(world):
+                check(results[r][key], want, "float32", f"{key} on rank {r}")
+                assert torch.equal(results[r][key], results[0][key]), f"{key}: rank {r} differs from rank 0"
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_large_sums_read_the_peers_memory_and_match_numpy(tmp_path, world):
+    codes, results = run_ranks(tmp_path, "big_sums", world)
+    assert codes == [0] * world, logs(tmp_path, world)
+    check_big_sums(results, world)
+    for r in range(world):
+        c = results[r]["counters"]
+        assert c["cross_memory"] == "on" and c["cross_memory_sums"] == 2 * len(BIG_SIZES), c
+
+
+def test_one_rank_refusing_cross_memory_attach_puts_every_rank_on_the_ring(tmp_path):
+    codes, results = run_ranks(tmp_path, "big_sums", 3, per_rank_env={1: {"TENAX_CROSS_MEMORY": "0"}})
+    assert codes == [0] * 3, logs(tmp_path, 3)
+    check_big_sums(results, 3)
+    for r in range(3):
+        c = results[r]["counters"]
+        assert c["cross_memory"] == "off: TENAX_CROSS_MEMORY=0 on rank 1", c
+        assert c["cross_memory_sums"] == 0 and c["fast_allreduces"] >= 2 * len(BIG_SIZES), c

@@ -28,7 +28,7 @@ never a hang.
 """
 
 import atexit
-from typing import Dict, Optional
+from typing import Dict, Optional, Union
 
 import torch.distributed as _dist
 
@@ -53,10 +53,13 @@ def _close_at_exit():
         _dist.destroy_process_group()
 
 
-def counters(group: Optional[_dist.ProcessGroup] = None) -> Dict[str, int]:
+def counters(group: Optional[_dist.ProcessGroup] = None) -> Dict[str, Union[int, str]]:
     """How many float32 sum/avg allreduces of ``group`` (the default group
-    when None) took tenax's one-sided path, and how many collectives moved
-    bulk messages."""
+    when None) took tenax's one-sided path (``fast_allreduces``), how many
+    of those read the peers' memory directly (``cross_memory_sums``; large
+    tensors when every rank is on one host), whether that path is on
+    (``cross_memory``: "" before the first large sum, "on", or "off: why"),
+    and how many collectives moved bulk messages (``bulk_collectives``)."""
     pg = group if group is not None else _dist.distributed_c10d._get_default_group()
     return _tenax.backend_counters(pg)
 

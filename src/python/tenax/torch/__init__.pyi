@@ -1,10 +1,10 @@
-from typing import Dict, Optional
+from typing import Union, Dict, Optional
 
 import torch.distributed
 
 BACKEND: str
 
-def counters(group: Optional[torch.distributed.ProcessGroup] = ...) -> Dict[str, int]: ...
+def counters(group: Optional[torch.distributed.ProcessGroup] = ...) -> Dict[str, Union[int, str]]: ...
 
 from .elastic import DistributedDataParallel as DistributedDataParallel
 from .elastic import Manager as Manager
