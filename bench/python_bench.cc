@@ -22,6 +22,8 @@ struct PythonArgs {
   std::string json_path;
   std::string python = "/usr/bin/python3";
   std::string package_dir;  // default: <build>/python beside <build>/src/tenax
+  std::string sections, models;  // passed through ("" = the driver's default)
+  int rounds = 0;
 };
 
 // <build>/python: where the build puts the tenax package (src/python/CMakeLists.txt).
@@ -51,6 +53,9 @@ Status RunPython(const PythonArgs& a) {
   std::vector<std::string> args = {script};
   if (a.quick) args.push_back("--quick");
   if (!a.json_path.empty()) args.insert(args.end(), {"--json", a.json_path});
+  if (!a.sections.empty()) args.insert(args.end(), {"--sections", a.sections});
+  if (!a.models.empty()) args.insert(args.end(), {"--models", a.models});
+  if (a.rounds > 0) args.insert(args.end(), {"--rounds", std::to_string(a.rounds)});
   return ExecPython(a.python, args);
 }
 
@@ -65,6 +70,22 @@ void AddPythonBenchmark(CLI::App& bench, int& exit_code) {
       "One round and fewer steps (about 4 minutes)", a->quick, a->json_path, [a] { return RunPython(*a); }, exit_code);
   cmd->add_option("--python", a->python, "Python interpreter with torch")->capture_default_str();
   cmd->add_option("--package-dir", a->package_dir, "Folder holding the tenax package (default: <build>/python)");
+  cmd->add_option("--sections", a->sections, "Parts to run, comma-separated: ddp, manager, elastic, allreduce (default: all)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            for (size_t at = 0; at <= v.size();) {
+              const size_t comma = std::min(v.find(',', at), v.size());
+              const std::string one = v.substr(at, comma - at);
+              if (one != "ddp" && one != "manager" && one != "elastic" && one != "allreduce") {
+                return "unknown section '" + one + "' (pick from ddp, manager, elastic, allreduce)";
+              }
+              at = comma + 1;
+            }
+            return "";
+          },
+          "LIST"));
+  cmd->add_option("--models", a->models, "The DDP section's models, comma-separated: cnn, big, wide (default: all)");
+  cmd->add_option("--rounds", a->rounds, "Rounds per section (default 3; 1 with --quick)")->check(CLI::Range(1, 100));
 }
 
 }  // namespace tenax::bench

@@ -270,8 +270,19 @@ def main():
     p.add_argument("--json", help="write every number here")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--timeout", type=float, default=600, help="seconds per run before it is killed")
+    p.add_argument("--sections", default="ddp,manager,elastic,allreduce",
+                   help="which parts to run, comma-separated (default: all four)")
+    p.add_argument("--models", default="cnn,big,wide", help="the DDP section's models, comma-separated")
+    p.add_argument("--rounds", type=int, help="rounds per section (default 3; 1 with --quick)")
     a = p.parse_args()
-    a.rounds = 1 if a.quick else 3
+    sections = set(a.sections.split(","))
+    unknown = sections - {"ddp", "manager", "elastic", "allreduce"}
+    if unknown:
+        p.error(f"unknown section(s) {sorted(unknown)}: pick from ddp, manager, elastic, allreduce")
+    models = a.models.split(",")
+    if set(models) - {"cnn", "big", "wide"}:
+        p.error(f"unknown model(s) in --models {a.models}: pick from cnn, big, wide")
+    a.rounds = a.rounds or (1 if a.quick else 3)
     a.warmup = 10
     a.test_limit = 2000 if a.quick else 0
     a.max_bytes = 64 << 20
@@ -279,7 +290,7 @@ def main():
     steps = {"cnn": 160 if a.quick else 400, "big": 60 if a.quick else 150, "wide": 60 if a.quick else 150}
 
     report = {"benchmark": "python", "quick": a.quick, "ddp": {}, "allreduce": {}}
-    for model in ("cnn", "big", "wide"):
+    for model in models if "ddp" in sections else []:
         rows = {"tenax": [], "gloo": []}
         for rnd in range(a.rounds):
             order = ("gloo", "tenax") if rnd % 2 == 0 else ("tenax", "gloo")
@@ -297,14 +308,14 @@ def main():
             "ceiling": 1.0 / (1.0 - exposed) if exposed < 1 else None,
             "accuracy": {b: [x["test_accuracy"] for x in rows[b]] for b in rows}}
     report["manager"] = {"rounds": []}
-    for rnd in range(a.rounds):
+    for rnd in range(a.rounds if "manager" in sections else 0):
         managed, stock = manager_overhead(a, 200 if a.quick else 500)
         report["manager"]["rounds"].append({"manager": managed, "stock_ddp_tenax": stock})
         print(f"[bench] manager round {rnd + 1}/{a.rounds}: {managed:.1f} steps/s, stock DDP on tenax "
               f"{stock:.1f} steps/s", flush=True)
     report["elastic"] = {"rounds": []}
     el_steps = 240 if a.quick else 450
-    for rnd in range(a.rounds):
+    for rnd in range(a.rounds if "elastic" in sections else 0):
         row = {}
         for side, fn in (("tenax", elastic_tenax), ("torchrun", elastic_torchrun)):
             clean, acc_clean = fn(a, el_steps, False)
@@ -315,55 +326,60 @@ def main():
                   f"join {faulty:.1f} s, lost {faulty - clean:.1f} s; accuracy {acc_clean} -> {acc_faulty}", flush=True)
         report["elastic"]["rounds"].append(row)
     er = report["elastic"]["rounds"]
-    lost = {s: statistics.median(x[s]["lost_seconds"] for x in er) for s in ("tenax", "torchrun")}
-    report["elastic"]["median_lost_seconds"] = lost
-    report["elastic"]["ratio"] = lost["tenax"] / lost["torchrun"] if lost["torchrun"] > 0 else None
+    if er:
+        lost = {s: statistics.median(x[s]["lost_seconds"] for x in er) for s in ("tenax", "torchrun")}
+        report["elastic"]["median_lost_seconds"] = lost
+        report["elastic"]["ratio"] = lost["tenax"] / lost["torchrun"] if lost["torchrun"] > 0 else None
     mr = report["manager"]["rounds"]
-    report["manager"]["overhead"] = statistics.median(x["stock_ddp_tenax"] for x in mr) / statistics.median(
-        x["manager"] for x in mr) - 1.0
-    for world in (2, 4):
+    if mr:
+        report["manager"]["overhead"] = statistics.median(x["stock_ddp_tenax"] for x in mr) / statistics.median(
+            x["manager"] for x in mr) - 1.0
+    for world in (2, 4) if "allreduce" in sections else ():
         per = {b: collectives(a, b, world) for b in ("gloo", "tenax")}
         report["allreduce"][str(world)] = per
         print(f"[bench] allreduce, {world} processes: done", flush=True)
 
     print()
-    print(f"{'DDP, 2 processes':24} {'tenax/s':>10} {'gloo/s':>10} {'ratio':>7} {'gloo exposed':>13} {'ceiling':>8}"
-          f" {'acc tenax':>10} {'acc gloo':>9}")
+    if report["ddp"]:
+        print(f"{'DDP, 2 processes':24} {'tenax/s':>10} {'gloo/s':>10} {'ratio':>7} {'gloo exposed':>13}"
+              f" {'ceiling':>8} {'acc tenax':>10} {'acc gloo':>9}")
     for model, d in report["ddp"].items():
         m = d["median_samples_per_second"]
         print(f"{model:24} {m['tenax']:10.0f} {m['gloo']:10.0f} {d['ratio']:7.2f} {d['gloo_exposed_share']:13.2f}"
               f" {d['ceiling'] or float('inf'):8.2f} {statistics.median(d['accuracy']['tenax']):10.4f}"
               f" {statistics.median(d['accuracy']['gloo']):9.4f}")
-    print()
-    print(f"{'all_reduce float32':24} " + " ".join(f"{'tenax ' + str(w) + 'p':>10} {'gloo ' + str(w) + 'p':>10} "
-                                                   f"{'ratio':>6}" for w in (2, 4)))
-    sizes = report["allreduce"]["2"]["tenax"]["seconds"].keys()
-    for size in sizes:
-        cells = []
-        for w in ("2", "4"):
-            t, g = report["allreduce"][w]["tenax"]["seconds"][size], report["allreduce"][w]["gloo"]["seconds"][size]
-            cells.append(f"{t * 1e3:9.3f}ms {g * 1e3:9.3f}ms {t / g:6.2f}")
-        print(f"{int(size) // 1024:>20} KiB " + " ".join(cells))
-    m = report["manager"]
-    print()
-    print(f"Manager (2 members, cnn, global batch 96): "
-          f"{statistics.median(x['manager'] for x in m['rounds']):.1f} steps/s; stock DDP on tenax "
-          f"{statistics.median(x['stock_ddp_tenax'] for x in m['rounds']):.1f} steps/s; "
-          f"overhead {m['overhead'] * 100:.1f}%")
-    e = report["elastic"]
-    print(f"Elastic, 4 workers, a kill at 1/3 and a join at 2/3, {el_steps} steps: lost seconds tenax "
-          f"{e['median_lost_seconds']['tenax']:.1f}, torchrun {e['median_lost_seconds']['torchrun']:.1f}")
     big = str(a.max_bytes)
-    targets = {
-        "manager_overhead": (m["overhead"], "<=", 0.10),
-        "elastic_lost_ratio": (e["ratio"] if e["ratio"] is not None else float("inf"), "<=", 0.25),
-        "ddp_big_ratio": (report["ddp"]["big"]["ratio"], ">=", 1.2),
-        "ddp_cnn_ratio": (report["ddp"]["cnn"]["ratio"], ">=", 1.0),
-        "allreduce_64MiB_2p": (report["allreduce"]["2"]["tenax"]["seconds"][big]
-                               / report["allreduce"]["2"]["gloo"]["seconds"][big], "<=", 0.5),
-        "allreduce_64MiB_4p": (report["allreduce"]["4"]["tenax"]["seconds"][big]
-                               / report["allreduce"]["4"]["gloo"]["seconds"][big], "<=", 0.5),
-    }
+    targets = {}
+    if report["allreduce"]:
+        print()
+        print(f"{'all_reduce float32':24} " + " ".join(f"{'tenax ' + str(w) + 'p':>10} {'gloo ' + str(w) + 'p':>10} "
+                                                       f"{'ratio':>6}" for w in (2, 4)))
+        for size in report["allreduce"]["2"]["tenax"]["seconds"].keys():
+            cells = []
+            for w in ("2", "4"):
+                t, g = report["allreduce"][w]["tenax"]["seconds"][size], report["allreduce"][w]["gloo"]["seconds"][size]
+                cells.append(f"{t * 1e3:9.3f}ms {g * 1e3:9.3f}ms {t / g:6.2f}")
+            print(f"{int(size) // 1024:>20} KiB " + " ".join(cells))
+        for w in ("2", "4"):
+            targets[f"allreduce_64MiB_{w}p"] = (report["allreduce"][w]["tenax"]["seconds"][big]
+                                                / report["allreduce"][w]["gloo"]["seconds"][big], "<=", 0.5)
+    m = report["manager"]
+    if m["rounds"]:
+        print()
+        print(f"Manager (2 members, cnn, global batch 96): "
+              f"{statistics.median(x['manager'] for x in m['rounds']):.1f} steps/s; stock DDP on tenax "
+              f"{statistics.median(x['stock_ddp_tenax'] for x in m['rounds']):.1f} steps/s; "
+              f"overhead {m['overhead'] * 100:.1f}%")
+        targets["manager_overhead"] = (m["overhead"], "<=", 0.10)
+    e = report["elastic"]
+    if e["rounds"]:
+        print(f"Elastic, 4 workers, a kill at 1/3 and a join at 2/3, {el_steps} steps: lost seconds tenax "
+              f"{e['median_lost_seconds']['tenax']:.1f}, torchrun {e['median_lost_seconds']['torchrun']:.1f}")
+        targets["elastic_lost_ratio"] = (e["ratio"] if e["ratio"] is not None else float("inf"), "<=", 0.25)
+    if "big" in report["ddp"]:
+        targets["ddp_big_ratio"] = (report["ddp"]["big"]["ratio"], ">=", 1.2)
+    if "cnn" in report["ddp"]:
+        targets["ddp_cnn_ratio"] = (report["ddp"]["cnn"]["ratio"], ">=", 1.0)
     report["targets"] = {}
     print()
     for name, (value, cmp, limit) in targets.items():

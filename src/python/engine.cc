@@ -247,19 +247,24 @@ Result<std::string> TenaxEngine::Receive(int from, uint64_t key) {
   }
   const Deadline deadline = OpDeadline();
   const Deadline now = Deadline::At(SteadyClock::time_point::min());
-  for (uint32_t idle = 0;;) {
+  // A peer on its own core answers within microseconds; past this, it is
+  // computing or descheduled.
+  constexpr auto kSpin = std::chrono::milliseconds(1);
+  for (SteadyClock::time_point idle_since{};;) {
     // Polled without blocking, so that a long wait can sleep: with more
     // processes than cores, a waiter that spins (even yielding) burns the
-    // core that the rank it waits for needs. A peer lost meanwhile is
-    // reported at once.
+    // core that the rank it waits for needs, or this rank's own compute
+    // thread. A peer lost meanwhile is reported at once.
     node_->Progress();
     Result<net::BulkMessage> m = node_->ReceiveBulk(now, group_->peer(from));
     if (!m.ok() && m.status().code() == StatusCode::kDeadlineExceeded) {
       if (deadline.Expired()) return Named(node_->ReceiveBulk(deadline, group_->peer(from)).status(), from);
-      if (++idle > 4096) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      const auto t = SteadyClock::now();
+      if (idle_since == SteadyClock::time_point{}) idle_since = t;
+      if (t - idle_since > kSpin) std::this_thread::sleep_for(std::chrono::microseconds(50));
       continue;
     }
-    idle = 0;
+    idle_since = {};
     if (!m.ok()) return Named(m.status(), from);
     if (m->data.size() < 8) return ProtocolError("rank " + std::to_string(from) + " sent a message without its key");
     uint64_t got = 0;
