@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <c10/util/Exception.h>
@@ -249,7 +250,11 @@ Result<std::string> TenaxEngine::Receive(int from, uint64_t key) {
   const Deadline now = Deadline::At(SteadyClock::time_point::min());
   // A peer on its own core answers within microseconds; past this, it is
   // computing or descheduled.
-  constexpr auto kSpin = std::chrono::milliseconds(1);
+  // Spinning longer would take the core from a rank (or this rank's own
+  // training thread) that needs it; the engine thread's timer slack is
+  // 1 µs (Run), so a sleep is not stretched to the default 50 µs slack.
+  constexpr auto kSpin = std::chrono::microseconds(200);
+  constexpr auto kSleep = std::chrono::microseconds(50);
   for (SteadyClock::time_point idle_since{};;) {
     // Polled without blocking, so that a long wait can sleep: with more
     // processes than cores, a waiter that spins (even yielding) burns the
@@ -261,7 +266,7 @@ Result<std::string> TenaxEngine::Receive(int from, uint64_t key) {
       if (deadline.Expired()) return Named(node_->ReceiveBulk(deadline, group_->peer(from)).status(), from);
       const auto t = SteadyClock::now();
       if (idle_since == SteadyClock::time_point{}) idle_since = t;
-      if (t - idle_since > kSpin) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (t - idle_since > kSpin) std::this_thread::sleep_for(kSleep);
       continue;
     }
     idle_since = {};
@@ -366,6 +371,7 @@ Status TenaxEngine::Named(const Status& st, int peer) const {
 }
 
 void TenaxEngine::Run(const Job& connect, std::promise<Status>& ready) {
+  ::prctl(PR_SET_TIMERSLACK, 1000UL);  // ns: the short sleeps of Receive's waits stay short
   Status st;
   try {
     st = connect(*this);
