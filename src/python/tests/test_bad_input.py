@@ -30,25 +30,26 @@ def test_refused_inputs_name_what_is_supported_and_the_ranks_stay_in_step(tmp_pa
         assert torch.equal(results[r]["after"], torch.full((4,), 3.0)), results[r]["after"]
 
 
-def test_a_sigkilled_peer_fails_the_next_collectives_naming_it_without_a_hang(tmp_path):
-    codes, results = run_ranks(tmp_path, "lost_peer", 3, timeout=90)
+def check_rank_2_sigkilled_and_named(tmp_path, codes, results):
+    """Rank 2 died of SIGKILL; ranks 0 and 1 exited 0, their next collective
+    failed naming rank 2 and the one after said the group broke."""
     assert codes[:2] == [0, 0], logs(tmp_path, 3)
     assert codes[2] == -9, logs(tmp_path, 3)
     for r in (0, 1):
         first, second = results[r]["errors"]
         assert first is not None and "rank 2" in first, first
         assert second is not None and "the group broke" in second and "rank 2" in second, second
+
+
+def test_a_sigkilled_peer_fails_the_next_collectives_naming_it_without_a_hang(tmp_path):
+    codes, results = run_ranks(tmp_path, "lost_peer", 3, timeout=90)
+    check_rank_2_sigkilled_and_named(tmp_path, codes, results)
 
 
 def test_a_peer_sigkilled_between_large_sums_fails_the_next_ones_naming_it(tmp_path):
     # Sums this large read the peers' memory; the dead rank's must not hang them.
     codes, results = run_ranks(tmp_path, "big_sums", 3, timeout=90, env={"TEST_KILL_BIG": "1"})
-    assert codes[:2] == [0, 0], logs(tmp_path, 3)
-    assert codes[2] == -9, logs(tmp_path, 3)
-    for r in (0, 1):
-        first, second = results[r]["errors"]
-        assert first is not None and "rank 2" in first, first
-        assert second is not None and "the group broke" in second and "rank 2" in second, second
+    check_rank_2_sigkilled_and_named(tmp_path, codes, results)
 
 
 def test_a_wrong_secret_is_refused_at_init(tmp_path):
