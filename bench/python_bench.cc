@@ -24,6 +24,7 @@ struct PythonArgs {
   std::string package_dir;  // default: <build>/python beside <build>/src/tenax
   std::string sections, models;  // passed through ("" = the driver's default)
   int rounds = 0;
+  bool keep_blas_core = false;
 };
 
 // <build>/python: where the build puts the tenax package (src/python/CMakeLists.txt).
@@ -56,6 +57,7 @@ Status RunPython(const PythonArgs& a) {
   if (!a.sections.empty()) args.insert(args.end(), {"--sections", a.sections});
   if (!a.models.empty()) args.insert(args.end(), {"--models", a.models});
   if (a.rounds > 0) args.insert(args.end(), {"--rounds", std::to_string(a.rounds)});
+  if (a.keep_blas_core) args.push_back("--keep-blas-core");
   return ExecPython(a.python, args);
 }
 
@@ -86,6 +88,9 @@ void AddPythonBenchmark(CLI::App& bench, int& exit_code) {
           "LIST"));
   cmd->add_option("--models", a->models, "The DDP section's models, comma-separated: cnn, big, wide (default: all)");
   cmd->add_option("--rounds", a->rounds, "Rounds per section (default 3; 1 with --quick)")->check(CLI::Range(1, 100));
+  cmd->add_flag("--keep-blas-core", a->keep_blas_core,
+                "Keep the OpenBLAS kernels OpenBLAS picks itself (by default, where it fell back to SSE3 kernels "
+                "on a CPU it does not know, both sides run the kernels the CPU's flags support)");
 }
 
 }  // namespace tenax::bench

@@ -25,6 +25,10 @@ against Gloo, in the same run, on the same scripts.
    same loop, data and slices on stock DDP with backend="tenax"
    (elastic.py --stock-ddp), steps per second after 10 warm-up steps.
 
+Every process of every side runs the same OpenBLAS kernels: where OpenBLAS
+fell back below what the CPU's flags support (a CPU model it does not know),
+the bench sets OPENBLAS_CORETYPE for all of them (--keep-blas-core: don't).
+
 Prints a table and, with --json FILE, writes every number. The tenax
 package must be importable (PYTHONPATH=build/python; `tenax bench python`
 sets it).
@@ -42,6 +46,71 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # examples/python's elastic.py, ddp.py and elastic.toml: copied beside this
 # file into bench-files/, or in the source tree.
 EXAMPLES = HERE if os.path.exists(os.path.join(HERE, "elastic.py")) else os.path.join(HERE, "..", "examples", "python")
+
+
+# OpenBLAS picks its kernels from the CPU's family and model. Cloud VMs that
+# report a generic "Intel(R) Xeon(R) Processor" with a model OpenBLAS 0.3.21
+# does not know get its SSE3 kernels (Prescott): every matmul of both
+# backends runs about 3.7x slower than the CPU can, and communication looks
+# cheaper than it is. The bench names the kernels its peers will use and,
+# unless told to keep them, picks the ones the CPU's flags support, for
+# every process of every side alike.
+_PROBE_CORE = ("import ctypes, ctypes.util, sys\n"
+               "import torch  # loads the OpenBLAS that torch uses\n"
+               "for name in ('libopenblas.so.0', 'libopenblasp-r0.3.21.so'):\n"
+               "    try:\n"
+               "        f = ctypes.CDLL(name).openblas_get_corename\n"
+               "    except (OSError, AttributeError):\n"
+               "        continue\n"
+               "    f.restype = ctypes.c_char_p\n"
+               "    print(f().decode())\n"
+               "    break\n")
+
+
+def _cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def blas_core(keep):
+    """{"detected": OpenBLAS's own pick, "used": what the runs use, "why": ...}.
+    Sets OPENBLAS_CORETYPE in os.environ (inherited by every run) when
+    OpenBLAS fell back below what the CPU supports and `keep` is false."""
+    if os.environ.get("OPENBLAS_CORETYPE"):
+        return {"detected": None, "used": os.environ["OPENBLAS_CORETYPE"], "why": "OPENBLAS_CORETYPE was set by the caller"}
+    try:
+        detected = subprocess.run([sys.executable, "-c", _PROBE_CORE], capture_output=True, text=True,
+                                  timeout=120).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        detected = None
+    flags = _cpu_flags()
+    best = ("SkylakeX" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
+            else "Haswell" if {"avx2", "fma"} <= flags else None)
+    if detected is None or best is None or detected.lower() not in ("prescott", "core2", "penryn", "dunnington", "nehalem", "sandybridge"):
+        return {"detected": detected, "used": detected, "why": "OpenBLAS's own pick"}
+    if keep:
+        return {"detected": detected, "used": detected,
+                "why": f"kept by --keep-blas-core (the CPU could run {best})"}
+    os.environ["OPENBLAS_CORETYPE"] = best
+    return {"detected": detected, "used": best,
+            "why": f"OpenBLAS fell back to {detected} on this CPU ({_cpu_model()}); its flags run {best}"}
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown model"
 
 
 def free_port():
@@ -274,6 +343,8 @@ def main():
                    help="which parts to run, comma-separated (default: all four)")
     p.add_argument("--models", default="cnn,big,wide", help="the DDP section's models, comma-separated")
     p.add_argument("--rounds", type=int, help="rounds per section (default 3; 1 with --quick)")
+    p.add_argument("--keep-blas-core", action="store_true",
+                   help="run on the OpenBLAS kernels OpenBLAS picks itself, even where it fell back below the CPU")
     a = p.parse_args()
     sections = set(a.sections.split(","))
     unknown = sections - {"ddp", "manager", "elastic", "allreduce"}
@@ -289,7 +360,9 @@ def main():
     a.op_seconds = 0.5 if a.quick else 1.5
     steps = {"cnn": 160 if a.quick else 400, "big": 60 if a.quick else 150, "wide": 60 if a.quick else 150}
 
-    report = {"benchmark": "python", "quick": a.quick, "ddp": {}, "allreduce": {}}
+    blas = blas_core(a.keep_blas_core)
+    print(f"[bench] OpenBLAS kernels for both sides: {blas['used']} ({blas['why']})", flush=True)
+    report = {"benchmark": "python", "quick": a.quick, "blas_core": blas, "ddp": {}, "allreduce": {}}
     for model in models if "ddp" in sections else []:
         rows = {"tenax": [], "gloo": []}
         for rnd in range(a.rounds):
