@@ -18,6 +18,7 @@
 #include "run_storage.h"
 #include "run_summary.h"
 #include "tenax/coord/job_watcher.h"
+#include "tenax/core/blas_kernels.h"
 #include "tenax/core/files.h"
 #include "tenax/core/log.h"
 #include "tenax/core/metrics.h"
@@ -507,6 +508,9 @@ class LocalLaunch {
     spdlog::debug("started the coordinator (pid {}) and {} workers", children_->pid(0), k.workers);
     monitor_->Notice("job " + k.job_id + ": coordinator on " + coordinator_ + ", " + std::to_string(k.workers) +
                      (coded() ? " workers and a decoder" : " workers") + "; logs in " + run_.logs());
+    // The workers load the same OpenBLAS with the same environment as this
+    // process: if it fell back to slow kernels here, so did theirs.
+    if (const std::string advice = OpenBlasAdviceForThisProcess(); !advice.empty()) Notice("note: " + advice);
     if (!k.metrics_listen.empty()) {
       std::ifstream port_file(run_.coordinator_metrics_port());
       int metrics_port = 0;

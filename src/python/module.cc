@@ -6,6 +6,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "elastic_member.h"
+#include "tenax/core/blas_kernels.h"
 #include "tenax/python/process_group_tenax.h"
 #include "tenax/version.h"
 
@@ -97,6 +98,10 @@ PYBIND11_MODULE(_tenax, m) {
           py::arg("step"), py::arg("total_steps"), py::arg("loss"), py::arg("test_accuracy"),
           py::arg("samples_per_second"), py::arg("elapsed_seconds"), py::arg("step_seconds"))
       .def("finish", &ElasticMember::Finish, py::arg("summary_json"), py::call_guard<py::gil_scoped_release>());
+  m.def("openblas_advice", &tenax::OpenBlasAdviceForThisProcess,
+        "One line when the OpenBLAS loaded in this process (torch's) runs pre-AVX2 fallback kernels on a CPU "
+        "that supports better ones, naming the OPENBLAS_CORETYPE that fixes it; '' otherwise, or when "
+        "OPENBLAS_CORETYPE is set.");
   m.def(
       "backend_counters",
       [](const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {

@@ -149,6 +149,15 @@ def test_the_job_files_faults_run_on_python_workers_and_the_outputs_are_the_scri
     # The live view showed the script's progress against the job file's steps.
     assert re.search(rf"step \d+/{STEPS} loss", text), text
 
+    # The launcher passes OpenBLAS's advice on: its workers load the same
+    # library in the same environment. (The launcher links torch too.)
+    from tenax import _tenax
+    advice = _tenax.openblas_advice()
+    if advice:
+        assert "note: " + advice in text, text
+    else:
+        assert "OPENBLAS_CORETYPE" not in text, text
+
 
 def test_a_script_that_fails_is_named_with_its_logs_last_line(tmp_path):
     command = [sys.executable, "-c",

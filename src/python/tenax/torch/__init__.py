@@ -44,6 +44,16 @@ def _create(store, rank, world_size, timeout):
 if not hasattr(_dist.Backend, BACKEND.upper()):
     _dist.Backend.register_backend(BACKEND, _create)
 
+# torch has loaded OpenBLAS by now. On a CPU model OpenBLAS does not know
+# (common on cloud VMs) it falls back to kernels several times slower than
+# the CPU can run, and only OPENBLAS_CORETYPE set before start-up fixes it:
+# say so once, at import.
+_OPENBLAS_ADVICE = _tenax.openblas_advice()
+if _OPENBLAS_ADVICE:
+    import warnings as _warnings
+
+    _warnings.warn("tenax: " + _OPENBLAS_ADVICE, RuntimeWarning, stacklevel=2)
+
 
 @atexit.register
 def _close_at_exit():
