@@ -81,20 +81,22 @@ Status FirstFailure(const std::vector<std::string>& verdicts, const char* during
 
 }  // namespace
 
-std::string CrossMemorySum::Read(int rank, void* local, uintptr_t remote, size_t bytes, bool& peer_gone) const {
-  auto* out = static_cast<char*>(local);
+std::string CrossMemorySum::Copy(int rank, void* local, uintptr_t remote, size_t bytes, bool write,
+                                 bool& peer_gone) const {
+  auto* here = static_cast<char*>(local);
+  const pid_t pid = pids_[static_cast<size_t>(rank)];
   while (bytes > 0) {
-    iovec l{out, bytes};
+    iovec l{here, bytes};
     iovec r{reinterpret_cast<void*>(remote), bytes};
-    const ssize_t n = ::process_vm_readv(pids_[static_cast<size_t>(rank)], &l, 1, &r, 1, 0);
+    const ssize_t n = write ? ::process_vm_writev(pid, &l, 1, &r, 1, 0) : ::process_vm_readv(pid, &l, 1, &r, 1, 0);
     if (n <= 0) {
       const int err = n < 0 ? errno : EFAULT;
       if (err == EINTR) continue;
       if (err == ESRCH) peer_gone = true;
-      return "could not read rank " + std::to_string(rank) + "'s tensor (pid " +
-             std::to_string(pids_[static_cast<size_t>(rank)]) + "): " + std::strerror(err);
+      return std::string("could not ") + (write ? "write into" : "read") + " rank " + std::to_string(rank) +
+             "'s tensor (pid " + std::to_string(pid) + "): " + std::strerror(err);
     }
-    out += n;
+    here += n;
     remote += static_cast<uintptr_t>(n);
     bytes -= static_cast<size_t>(n);
   }
@@ -126,7 +128,7 @@ Result<std::unique_ptr<CrossMemorySum>> CrossMemorySum::Probe(TenaxEngine& e, st
     uint64_t got[2] = {0, 0};
     bool gone = false;
     const CrossMemoryProbe& theirs = probes[static_cast<size_t>(r)];
-    why = sum->Read(r, got, theirs.token_address, sizeof(got), gone);
+    why = sum->Copy(r, got, theirs.token_address, sizeof(got), /*write=*/false, gone);
     if (why.empty() && (got[0] != theirs.token[0] || got[1] != theirs.token[1])) {
       why = "rank " + std::to_string(r) + "'s probe token read back different bytes";
     }
@@ -151,17 +153,27 @@ std::string CrossMemorySum::Reduce(TenaxEngine& e, float* data, const std::vecto
   std::vector<const float*> src(static_cast<size_t>(p));
   for (size_t off = begin; off < end; off += kPiece) {
     const size_t n = std::min(kPiece, end - off);
+    const uintptr_t at = off * sizeof(float);
     for (int s = 0; s < p; ++s) {
       if (s == me) {
         src[static_cast<size_t>(s)] = data + off;
         continue;
       }
       float* into = scratch_.data() + kPiece * static_cast<size_t>(s);
-      std::string why = Read(s, into, addrs[static_cast<size_t>(s)] + off * sizeof(float), n * sizeof(float), peer_gone);
+      std::string why = Copy(s, into, addrs[static_cast<size_t>(s)] + at, n * sizeof(float), false, peer_gone);
       if (!why.empty()) return why;
       src[static_cast<size_t>(s)] = into;
     }
     SumInOrder(data + off, src.data(), static_cast<size_t>(p), n, scale);
+    // The piece is final and still in this core's cache: hand it to every
+    // peer now rather than have each read it back from memory later. Only
+    // this rank touches chunk `me` of any tensor, and it has read this
+    // piece of theirs already.
+    for (int s = 0; s < p; ++s) {
+      if (s == me) continue;
+      std::string why = Copy(s, data + off, addrs[static_cast<size_t>(s)] + at, n * sizeof(float), true, peer_gone);
+      if (!why.empty()) return why;
+    }
   }
   return "";
 }
@@ -185,19 +197,11 @@ Status CrossMemorySum::Run(TenaxEngine& e, float* data, size_t count, float scal
   }
   bool gone = false;
   const auto [begin, end] = ChunkOf(count, p, me);
-  std::string why = Reduce(e, data, addrs, begin, end, scale, gone);
-  // Round B: every chunk is final; nobody reads an input any more.
-  TENAX_ASSIGN_OR_RETURN(std::vector<std::string> reduced,
-                         e.AllGather(e.GenerationKey(), Verdict(why, gone)));
-  TENAX_RETURN_IF_ERROR(FirstFailure(reduced, "could not reduce its chunk"));
-  for (int s = 0; s < p && why.empty(); ++s) {
-    const auto [b, en] = ChunkOf(count, p, s);
-    if (s == me || b == en) continue;
-    why = Read(s, data + b, addrs[static_cast<size_t>(s)] + b * sizeof(float), (en - b) * sizeof(float), gone);
-  }
-  // Round C: nobody reads this rank's tensor any more.
+  const std::string why = Reduce(e, data, addrs, begin, end, scale, gone);
+  // Round B: every chunk is final in every tensor, and nobody touches a
+  // peer's tensor any more: the caller may use its own again.
   TENAX_ASSIGN_OR_RETURN(std::vector<std::string> done, e.AllGather(e.GenerationKey(), Verdict(why, gone)));
-  return FirstFailure(done, "could not gather the sum");
+  return FirstFailure(done, "could not sum its chunk");
 }
 
 }  // namespace tenax::python
