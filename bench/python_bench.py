@@ -458,7 +458,8 @@ def main():
     for name, (value, cmp, limit) in targets.items():
         met = value >= limit if cmp == ">=" else value <= limit
         report["targets"][name] = {"value": value, "target": f"{cmp} {limit}", "met": met}
-        print(f"target {name}: {value:.2f} {cmp} {limit}: {'met' if met else 'NOT met'}")
+        # Three decimals: 1.195 must not print as a "1.20 >= 1.2" that is not met.
+        print(f"target {name}: {value:.3f} {cmp} {limit}: {'met' if met else 'NOT met'}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(report, f, indent=1)
