@@ -52,30 +52,14 @@ EXAMPLES = HERE if os.path.exists(os.path.join(HERE, "elastic.py")) else os.path
 # report a generic "Intel(R) Xeon(R) Processor" with a model OpenBLAS 0.3.21
 # does not know get its SSE3 kernels (Prescott): every matmul of both
 # backends runs about 3.7x slower than the CPU can, and communication looks
-# cheaper than it is. The bench names the kernels its peers will use and,
-# unless told to keep them, picks the ones the CPU's flags support, for
-# every process of every side alike.
-_PROBE_CORE = ("import ctypes, ctypes.util, sys\n"
-               "import torch  # loads the OpenBLAS that torch uses\n"
-               "for name in ('libopenblas.so.0', 'libopenblasp-r0.3.21.so'):\n"
-               "    try:\n"
-               "        f = ctypes.CDLL(name).openblas_get_corename\n"
-               "    except (OSError, AttributeError):\n"
-               "        continue\n"
-               "    f.restype = ctypes.c_char_p\n"
-               "    print(f().decode())\n"
-               "    break\n")
-
-
-def _cpu_flags():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
+# cheaper than it is. The bench asks tenax's own check (src/core/
+# blas_kernels.h, the one behind `tenax run`'s note and tenax.torch's
+# warning) in a child that has loaded torch's OpenBLAS and, unless told to
+# keep them, gives every process of every side the kernels the CPU supports.
+_PROBE_CORE = ("import json, torch\n"
+               "from tenax import _tenax\n"
+               "print(json.dumps({'loaded': _tenax.loaded_openblas_core(), 'best': _tenax.best_openblas_core(),\n"
+               "                  'advice': _tenax.openblas_advice()}))\n")
 
 
 def blas_core(keep):
@@ -85,33 +69,18 @@ def blas_core(keep):
     if os.environ.get("OPENBLAS_CORETYPE"):
         return {"detected": None, "used": os.environ["OPENBLAS_CORETYPE"], "why": "OPENBLAS_CORETYPE was set by the caller"}
     try:
-        detected = subprocess.run([sys.executable, "-c", _PROBE_CORE], capture_output=True, text=True,
-                                  timeout=120).stdout.strip() or None
-    except (OSError, subprocess.SubprocessError):
-        detected = None
-    flags = _cpu_flags()
-    best = ("SkylakeX" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
-            else "Haswell" if {"avx2", "fma"} <= flags else None)
-    if detected is None or best is None or detected.lower() not in ("prescott", "core2", "penryn", "dunnington", "nehalem", "sandybridge"):
+        out = subprocess.run([sys.executable, "-c", _PROBE_CORE], capture_output=True, text=True, timeout=120)
+        probe = json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return {"detected": None, "used": None, "why": "could not ask OpenBLAS which kernels it runs"}
+    detected, best = probe["loaded"] or None, probe["best"]
+    if not probe["advice"]:
         return {"detected": detected, "used": detected, "why": "OpenBLAS's own pick"}
     if keep:
         return {"detected": detected, "used": detected,
                 "why": f"kept by --keep-blas-core (the CPU could run {best})"}
     os.environ["OPENBLAS_CORETYPE"] = best
-    return {"detected": detected, "used": best,
-            "why": f"OpenBLAS fell back to {detected} on this CPU ({_cpu_model()}); its flags run {best}"}
-
-
-def _cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown model"
-
+    return {"detected": detected, "used": best, "why": f"OpenBLAS fell back to {detected} on this CPU; its flags run {best}"}
 
 def free_port():
     with socket.socket() as s:

@@ -16,7 +16,8 @@ std::string LoadedOpenBlasCore() {
     if (lib == nullptr) continue;
     using CoreName = char* (*)();
     auto fn = reinterpret_cast<CoreName>(::dlsym(lib, "openblas_get_corename"));
-    std::string core = fn != nullptr && fn() != nullptr ? std::string(fn()) : "";
+    const char* name_of_core = fn != nullptr ? fn() : nullptr;
+    std::string core = name_of_core != nullptr ? name_of_core : "";
     ::dlclose(lib);  // drops the reference NOLOAD took; the library stays
     if (!core.empty()) return core;
   }

@@ -98,6 +98,10 @@ PYBIND11_MODULE(_tenax, m) {
           py::arg("step"), py::arg("total_steps"), py::arg("loss"), py::arg("test_accuracy"),
           py::arg("samples_per_second"), py::arg("elapsed_seconds"), py::arg("step_seconds"))
       .def("finish", &ElasticMember::Finish, py::arg("summary_json"), py::call_guard<py::gil_scoped_release>());
+  m.def("loaded_openblas_core", &tenax::LoadedOpenBlasCore,
+        "The kernels the OpenBLAS loaded in this process (torch's) runs, e.g. 'Prescott'; '' if none is loaded.");
+  m.def("best_openblas_core", &tenax::BestOpenBlasCoreForCpu,
+        "The best OPENBLAS_CORETYPE this CPU's flags support: 'SkylakeX', 'Haswell' or ''.");
   m.def("openblas_advice", &tenax::OpenBlasAdviceForThisProcess,
         "One line when the OpenBLAS loaded in this process (torch's) runs pre-AVX2 fallback kernels on a CPU "
         "that supports better ones, naming the OPENBLAS_CORETYPE that fixes it; '' otherwise, or when "

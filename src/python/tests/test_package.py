@@ -66,6 +66,8 @@ def test_importing_the_backend_warns_when_openblas_runs_fallback_kernels_the_cpu
     flags = _cpu_flags()
     best = ("SkylakeX" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags
             else "Haswell" if {"avx2", "fma"} <= flags else None)
+    from tenax import _tenax
+    assert _tenax.best_openblas_core() == (best or "")
     if best is None:
         assert warned == []
     else:
