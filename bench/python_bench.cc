@@ -25,6 +25,7 @@ struct PythonArgs {
   std::string sections, models;  // passed through ("" = the driver's default)
   int rounds = 0;
   bool keep_blas_core = false;
+  bool keep_malloc = false;
 };
 
 // <build>/python: where the build puts the tenax package (src/python/CMakeLists.txt).
@@ -58,6 +59,7 @@ Status RunPython(const PythonArgs& a) {
   if (!a.models.empty()) args.insert(args.end(), {"--models", a.models});
   if (a.rounds > 0) args.insert(args.end(), {"--rounds", std::to_string(a.rounds)});
   if (a.keep_blas_core) args.push_back("--keep-blas-core");
+  if (a.keep_malloc) args.push_back("--keep-malloc");
   return ExecPython(a.python, args);
 }
 
@@ -91,6 +93,9 @@ void AddPythonBenchmark(CLI::App& bench, int& exit_code) {
   cmd->add_flag("--keep-blas-core", a->keep_blas_core,
                 "Keep the OpenBLAS kernels OpenBLAS picks itself (by default, where it fell back to SSE3 kernels "
                 "on a CPU it does not know, both sides run the kernels the CPU's flags support)");
+  cmd->add_flag("--keep-malloc", a->keep_malloc,
+                "Keep glibc malloc's defaults (by default both sides run with mmap and trimming off, so that tensors "
+                "above 32 MiB are not unmapped and faulted in again every step)");
 }
 
 }  // namespace tenax::bench

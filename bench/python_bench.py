@@ -28,6 +28,9 @@ against Gloo, in the same run, on the same scripts.
 Every process of every side runs the same OpenBLAS kernels: where OpenBLAS
 fell back below what the CPU's flags support (a CPU model it does not know),
 the bench sets OPENBLAS_CORETYPE for all of them (--keep-blas-core: don't).
+Every process of every side also runs glibc malloc with mmap and trimming
+off (GLIBC_TUNABLES), so that the big model's 37.7 MB gradient is not
+unmapped and faulted in again every step (--keep-malloc: glibc's defaults).
 
 Prints a table and, with --json FILE, writes every number. The tenax
 package must be importable (PYTHONPATH=build/python; `tenax bench python`
@@ -81,6 +84,30 @@ def blas_core(keep):
                 "why": f"kept by --keep-blas-core (the CPU could run {best})"}
     os.environ["OPENBLAS_CORETYPE"] = best
     return {"detected": detected, "used": best, "why": f"OpenBLAS fell back to {detected} on this CPU; its flags run {best}"}
+
+# glibc serves every allocation above 32 MiB (its largest mmap threshold)
+# with a fresh mmap and unmaps it on free. Autograd allocates the big
+# model's 37.7 MB fc2 gradient on every backward, so every step of every
+# process, on both sides, faults in and zeroes it again (about 10,500 page
+# faults a step per process, measured with /usr/bin/time):
+# a tenth of the CPU time in a perf profile. PyTorch's CPU tuning guide
+# advises an allocator that keeps such memory (jemalloc, tcmalloc); glibc
+# does the same when told not to mmap and not to trim. Unless told to
+# keep glibc's defaults, the bench gives every process of every side
+# these tunables, as it gives them the same OpenBLAS kernels.
+MALLOC_TUNABLES = "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967296"
+
+
+def malloc_tunables(keep):
+    """{"used": GLIBC_TUNABLES of every run or None, "why": ...}; sets it in
+    os.environ (inherited by every run) unless `keep` or the caller set one."""
+    if os.environ.get("GLIBC_TUNABLES"):
+        return {"used": os.environ["GLIBC_TUNABLES"], "why": "GLIBC_TUNABLES was set by the caller"}
+    if keep:
+        return {"used": None, "why": "glibc's defaults, kept by --keep-malloc"}
+    os.environ["GLIBC_TUNABLES"] = MALLOC_TUNABLES
+    return {"used": MALLOC_TUNABLES, "why": "big tensors stay mapped between steps instead of faulting in every step"}
+
 
 def free_port():
     with socket.socket() as s:
@@ -314,6 +341,8 @@ def main():
     p.add_argument("--rounds", type=int, help="rounds per section (default 3; 1 with --quick)")
     p.add_argument("--keep-blas-core", action="store_true",
                    help="run on the OpenBLAS kernels OpenBLAS picks itself, even where it fell back below the CPU")
+    p.add_argument("--keep-malloc", action="store_true",
+                   help="run on glibc malloc's defaults (big tensors unmapped on free and faulted in again every step)")
     a = p.parse_args()
     sections = set(a.sections.split(","))
     unknown = sections - {"ddp", "manager", "elastic", "allreduce"}
@@ -331,7 +360,10 @@ def main():
 
     blas = blas_core(a.keep_blas_core)
     print(f"[bench] OpenBLAS kernels for both sides: {blas['used']} ({blas['why']})", flush=True)
-    report = {"benchmark": "python", "quick": a.quick, "blas_core": blas, "ddp": {}, "allreduce": {}}
+    malloc = malloc_tunables(a.keep_malloc)
+    print(f"[bench] malloc for both sides: GLIBC_TUNABLES={malloc['used'] or '(glibc defaults)'} ({malloc['why']})",
+          flush=True)
+    report = {"benchmark": "python", "quick": a.quick, "blas_core": blas, "malloc": malloc, "ddp": {}, "allreduce": {}}
     for model in models if "ddp" in sections else []:
         rows = {"tenax": [], "gloo": []}
         for rnd in range(a.rounds):
