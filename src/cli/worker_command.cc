@@ -47,6 +47,13 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
       ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--out", a->out_dir, "Output directory of rank 0 (default: runs/<job_id>)")->type_name("DIR");
   cmd->add_option("--set", a->overrides, "Override a job key (repeatable)")->type_name("KEY=VALUE");
+  cmd->add_option("--allreduce-zones", a->allreduce_zones,
+                  "Zone of every rank, comma-separated in rank order (set by 'tenax run' from its placement): "
+                  "the summary counts bytes by link class")
+      ->delimiter(',')
+      ->type_name("ZONE,...");
+  cmd->add_flag("--hierarchical-allreduce", a->hierarchical_allreduce,
+                "Sum the gradients zone by zone (every rank must be given the same; needs --allreduce-zones)");
   cmd->footer("Exit status: 0 done, 2 bad input or refused, 3 another rank or the network failed, 130 stopped.");
   cmd->callback([a, &exit_code] {
     Status st = RunWorkerCommand(*a);

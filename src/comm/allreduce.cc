@@ -58,8 +58,10 @@ void AddArrays(float* out, const float* a, const float* b, size_t n) {
 
 // Shares the regions' keys with `peer` only (see net::Node::Share).
 Result<std::string> EncodeOffer(net::Node& node, net::PeerId peer, size_t count, int rank, uint64_t generation,
-                                const net::MemoryRegion& buffer, const net::MemoryRegion& scratch) {
+                                const std::string& algorithm, const net::MemoryRegion& buffer,
+                                const net::MemoryRegion& scratch) {
   wire::CollectiveOffer m;
+  m.set_algorithm(algorithm);
   m.set_count(count);
   m.set_rank(static_cast<uint32_t>(rank));
   m.set_generation(generation);
@@ -92,6 +94,7 @@ Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count,
   a->remote_buffer_.resize(static_cast<size_t>(p));
   a->remote_scratch_.resize(static_cast<size_t>(p));
   a->tx_messages_.assign(static_cast<size_t>(p), 0);
+  a->bytes_to_.assign(static_cast<size_t>(p), 0);
   a->rx_messages_.assign(static_cast<size_t>(p), 0);
   a->ring_op_to_.assign(static_cast<size_t>(p), 0);
   a->direct_op_to_.assign(static_cast<size_t>(p), {0, 0});
@@ -101,8 +104,8 @@ Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count,
   for (int r = 0; r < p; ++r) {
     if (r == group.rank()) continue;
     TENAX_ASSIGN_OR_RETURN(std::string offer,
-                           EncodeOffer(node, group.peer(r), count, group.rank(), group.generation(), a->buffer_,
-                                                       a->scratch_));
+                           EncodeOffer(node, group.peer(r), count, group.rank(), group.generation(), options.algorithm,
+                                       a->buffer_, a->scratch_));
     TENAX_RETURN_IF_ERROR(node.SendControl(group.peer(r), kCollectiveOfferKind, offer, deadline));
   }
   for (int r = 0; r < p; ++r) {
@@ -126,6 +129,11 @@ Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count,
         return Aborted("allreduce setup: " + group.Describe(r) + " is already at membership generation " +
                        std::to_string(o.generation()) + " (this group: " + std::to_string(group.generation()) + ")");
       }
+    }
+    if (o.algorithm() != options.algorithm) {
+      auto name = [](const std::string& a) { return a.empty() ? std::string("the flat ring") : "'" + a + "'"; };
+      return FailedPrecondition("allreduce setup: " + group.Describe(r) + " runs " + name(o.algorithm()) +
+                                ", this rank " + name(options.algorithm) + " (the members chose differently)");
     }
     if (o.count() != count) {
       return FailedPrecondition("allreduce setup: " + group.Describe(r) + " reduces " + std::to_string(o.count()) +
@@ -179,11 +187,36 @@ std::string Allreduce::Where(const Segment& s, int waiting_for) const {
          (waiting_for >= 0 ? ", waiting for " + group_.Describe(waiting_for) : "");
 }
 
-Status Allreduce::Start(size_t offset, size_t count, float scale, const float* input) {
+Allreduce::Span Allreduce::ReducedChunk(size_t count, int world, int rank) {
+  const Chunk c = ChunkOf(count, world, Mod(rank + 1, world));
+  return {c.begin, c.length};
+}
+
+Status Allreduce::StartPhase(RingPhase phase, size_t offset, size_t count, float scale, const float* input) {
   if (!failed_.ok()) return failed_;
   if (offset > count_ || count > count_ - offset) {
     return InvalidArgument("allreduce segment [" + std::to_string(offset) + ", +" + std::to_string(count) +
                            ") outside the buffer of " + std::to_string(count_) + " floats");
+  }
+  const int p = group_.world();
+  if (phase != RingPhase::kWhole) {
+    Segment s;
+    s.offset = offset;
+    s.count = count;
+    s.ring = true;
+    s.op = next_op_++;
+    if (phase == RingPhase::kReduceScatter) {
+      s.scale = scale;
+      s.input = input;
+      s.first_step = 0;
+      s.end_step = p - 1;
+    } else {
+      s.first_step = p - 1;
+      s.end_step = 2 * (p - 1);
+    }
+    s.step = s.first_step;
+    queue_.push_back(s);
+    return Status::Ok();
   }
   const bool ring = count * sizeof(float) > options_.direct_max_bytes;
   const size_t piece =
@@ -197,6 +230,7 @@ Status Allreduce::Start(size_t offset, size_t count, float scale, const float* i
     s.input = input ? input + queued : nullptr;
     s.op = next_op_++;
     s.ring = ring;
+    s.end_step = 2 * (p - 1);
     queued += s.count;
     s.last = queued == count;
     queue_.push_back(s);
@@ -223,6 +257,8 @@ Status Allreduce::Send(int to, const void* src, size_t bytes, bool into_buffer, 
   net::Node& node = group_.node();
   const net::PeerId peer = group_.peer(to);
   const size_t t = static_cast<size_t>(to);
+  bytes_sent_ += bytes;
+  bytes_to_[t] += bytes;
   if (mapped_) {
     if (bytes > 0) std::memcpy((into_buffer ? mapped_buffer_[t] : mapped_scratch_[t]) + remote_offset, src, bytes);
     return Signal(to, SignalOffset(group_.rank()), ++tx_messages_[t]);
@@ -269,8 +305,7 @@ Result<bool> Allreduce::OutgoingDone() {
 Result<bool> Allreduce::AdvanceRing(Segment& s) {
   const int p = group_.world(), r = group_.rank();
   const int right = Mod(r + 1, p), left = Mod(r - 1, p);
-  const int steps = 2 * (p - 1);
-  while (s.step < steps) {
+  while (s.step < s.end_step) {
     const bool reduce = s.step < p - 1;
     const int k = reduce ? s.step : s.step - (p - 1);
     if (!s.sent) {
@@ -294,7 +329,7 @@ Result<bool> Allreduce::AdvanceRing(Segment& s) {
       }
       s.sent = true;
     }
-    if (!Arrived(left, s.rx_base + static_cast<uint64_t>(s.step) + 1)) {
+    if (!Arrived(left, s.rx_base + static_cast<uint64_t>(s.step - s.first_step) + 1)) {
       waiting_for_ = left;
       return false;
     }
@@ -317,7 +352,7 @@ Result<bool> Allreduce::AdvanceRing(Segment& s) {
     ++s.step;
     s.sent = false;
   }
-  rx_messages_[static_cast<size_t>(left)] = s.rx_base + static_cast<uint64_t>(steps);
+  rx_messages_[static_cast<size_t>(left)] = s.rx_base + static_cast<uint64_t>(s.end_step - s.first_step);
   return OutgoingDone();
 }
 
@@ -389,7 +424,10 @@ Result<bool> Allreduce::Advance(Segment& s) {
     return true;
   }
   if (s.ring) {
-    if (s.step == 0 && !s.sent) s.rx_base = rx_messages_[static_cast<size_t>(Mod(group_.rank() - 1, group_.world()))];
+    if (!s.based) {
+      s.rx_base = rx_messages_[static_cast<size_t>(Mod(group_.rank() - 1, group_.world()))];
+      s.based = true;
+    }
     return AdvanceRing(s);
   }
   return AdvanceDirect(s);
@@ -454,11 +492,6 @@ Status Allreduce::Wait(Deadline deadline) {
       return Fail(DeadlineExceeded(Where(s, waiting_for_) + ": no progress before the deadline"));
     }
   }
-}
-
-Status Allreduce::Run(size_t offset, size_t count, float scale, Deadline deadline) {
-  TENAX_RETURN_IF_ERROR(Start(offset, count, scale));
-  return Wait(deadline);
 }
 
 }  // namespace tenax::comm

@@ -44,8 +44,8 @@ Status Group::Barrier(Deadline deadline) {
 }
 
 std::unique_ptr<Group> Group::FromPeers(net::Node& node, int rank, std::vector<net::PeerId> peers,
-                                        std::vector<GroupMember> members) {
-  return std::unique_ptr<Group>(new Group(node, rank, std::move(peers), std::move(members)));
+                                        std::vector<GroupMember> members, uint64_t generation) {
+  return std::unique_ptr<Group>(new Group(node, rank, std::move(peers), std::move(members), generation));
 }
 
 std::optional<net::ControlMessage> Group::TakeEarly(net::PeerId from, uint32_t kind) {

@@ -265,6 +265,9 @@ void CheckDeviceForMode(ConfigReader& r, TrainConfig& c) {
                                "\" trains on the CPU only (GPUs: modes \"single\" and \"sync\"); use \"cpu\" or \"auto\"");
   }
   if (!gpu_mode) c.device = "cpu";
+  if ((c.mode != "sync" || c.cluster.elastic) && r.has("train.allreduce")) {
+    r.Fail("train.allreduce", "only applies to mode = \"sync\" without cluster.elastic (elastic jobs run the flat ring)");
+  }
   if (c.mode != "sync" && r.has("train.staging")) {
     r.Fail("train.staging", "only applies to mode = \"sync\" (gradients staged for the allreduce)");
   }
@@ -296,6 +299,7 @@ void ParseModelAndTraining(ConfigReader& r, TrainConfig& c) {
     r.Fail("train.device", "is \"" + c.device + "\"; use \"cpu\", \"cuda\", \"cuda:N\" (N a GPU index) or \"auto\"");
   }
   c.staging = r.Choice("train.staging", c.staging, {"auto", "always"});
+  c.allreduce = r.Choice("train.allreduce", c.allreduce, {"auto", "ring", "hierarchical"});
   c.log_every_steps = r.Int("log.every_steps", c.log_every_steps, 1, int64_t{1} << 40);
   c.log_level = r.Choice("log.level", c.log_level, {"trace", "debug", "info", "warn", "error"});
 

@@ -89,6 +89,27 @@ TEST(TrainConfigTest, TheDeviceIsCheckedForItsSpellingAndItsMode) {
   EXPECT_EQ("always", staged->staging);
 }
 
+TEST(TrainConfigTest, AllreduceChoiceIsForFixedSyncJobsOnly) {
+  auto def = Parse("mode = \"sync\"\n");
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ("auto", def->allreduce);
+  auto ring = Parse("mode = \"sync\"\n[train]\nallreduce = \"ring\"\n");
+  ASSERT_TRUE(ring.ok()) << ring.status().ToString();
+  EXPECT_EQ("ring", ring->allreduce);
+  auto typo = Parse("mode = \"sync\"\n[train]\nallreduce = \"tree\"\n");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("train.allreduce"), std::string::npos) << typo.status().message();
+  EXPECT_NE(typo.status().message().find("hierarchical"), std::string::npos) << typo.status().message();
+  auto async = Parse("mode = \"async\"\n[train]\nallreduce = \"ring\"\n");
+  ASSERT_FALSE(async.ok());
+  EXPECT_NE(async.status().message().find("'train.allreduce' only applies to mode = \"sync\""), std::string::npos)
+      << async.status().message();
+  auto elastic = Parse("mode = \"sync\"\n[cluster]\nelastic = true\n[train]\nallreduce = \"hierarchical\"\n");
+  ASSERT_FALSE(elastic.ok());
+  EXPECT_NE(elastic.status().message().find("elastic jobs run the flat ring"), std::string::npos)
+      << elastic.status().message();
+}
+
 TEST(TrainConfigTest, ElasticKeysHaveTheirDefaults) {
   auto plain = Parse("mode = \"sync\"\n[cluster]\nworkers = 3\n");
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();

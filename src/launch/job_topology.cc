@@ -293,6 +293,29 @@ Status JobTopology::ProbeAndPlace(const std::string& self, const std::string& co
   return Status::Ok();
 }
 
+sched::AllreduceChoice JobTopology::ChooseAllreduce(int workers, const std::string& setting) {
+  std::vector<sched::NodeState> members;
+  for (int s = 0; s < workers && static_cast<size_t>(s) < host_of_slot_.size(); ++s) {
+    members.push_back(nodes_[host_of_slot_[static_cast<size_t>(s)]]);
+  }
+  sched::LinkMatrix empty;
+  const sched::LinkView& links = snapshot_ ? static_cast<const sched::LinkView&>(snapshot_->links) : empty;
+  // The launcher does not build the model: the estimate is for the
+  // placer's figure of gradient bytes (sched::GangRequest), which moves
+  // the round-trip terms only; the choice rarely depends on it.
+  const double bytes = sched::GangRequest{}.gradient_bytes;
+  sched::AllreduceChoice c = sched::ChooseAllreduce(members, links, bytes);
+  if (setting == "ring" && c.hierarchical) {
+    c.hierarchical = false;
+    c.reason = "flat ring: train.allreduce = \"ring\" (the cost model preferred hierarchical: " + c.reason + ")";
+  } else if (setting == "hierarchical" && !c.hierarchical && c.zone_count > 1 && c.zone_size > 0) {
+    c.hierarchical = true;
+    c.reason = "hierarchical: train.allreduce = \"hierarchical\" (" + c.reason + ")";
+  }
+  allreduce_ = c;
+  return c;
+}
+
 nlohmann::json JobTopology::Summary() const {
   const auto& hosts = config_.topology.hosts;
   nlohmann::json slots = nlohmann::json::array();
@@ -313,6 +336,13 @@ nlohmann::json JobTopology::Summary() const {
                    {"probe_seconds", probe_seconds_}};
   if (!network_->namespaces()) j["fallback_reason"] = network_->fallback_reason();
   if (snapshot_) j["links"] = nlohmann::json::parse(snapshot_->links.ToJson(), nullptr, false);
+  if (allreduce_) {
+    j["allreduce"] = {{"algorithm", allreduce_->hierarchical ? "hierarchical" : "ring"},
+                      {"reason", allreduce_->reason},
+                      {"estimated_ring_seconds", allreduce_->ring_seconds},
+                      {"estimated_hierarchical_seconds", allreduce_->hierarchical_seconds},
+                      {"worker_zones_by_rank", allreduce_->zones}};
+  }
   return j;
 }
 

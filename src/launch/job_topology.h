@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "tenax/core/status.h"
 #include "tenax/core/subprocess.h"
 #include "tenax/sched/emulate/emulated_network.h"
+#include "tenax/sched/place/allreduce_choice.h"
 #include "tenax/sched/probe/link_book.h"
 #include "tenax/job/train_config.h"
 
@@ -59,6 +61,13 @@ class JobTopology {
   // "h2 (zone-b)": the host process `slot` was placed on ("" if none).
   std::string HostOfSlot(int slot) const;
 
+  // The allreduce of a fixed sync job's first `workers` slots (after
+  // ProbeAndPlace), by train.allreduce: "auto" asks sched::ChooseAllreduce
+  // over the placed workers and the probes' links; "ring" keeps the flat
+  // ring; "hierarchical" takes the hierarchical one whenever the zones have
+  // equal sizes. Kept for Summary().
+  sched::AllreduceChoice ChooseAllreduce(int workers, const std::string& setting);
+
   nlohmann::json Summary() const;
 
  private:
@@ -74,6 +83,7 @@ class JobTopology {
   std::vector<std::string> slot_roles_;
   double probe_seconds_ = 0;
   sched::LinkMetrics worst_link_;
+  std::optional<sched::AllreduceChoice> allreduce_;
 };
 
 }  // namespace tenax

@@ -218,6 +218,12 @@ class LocalLaunch {
       std::vector<std::string> args = {"worker", "--job", options_.job_path, "--coordinator", coordinator_};
       if (rank >= 0) args.insert(args.end(), {"--rank", std::to_string(rank)});
       args.insert(args.end(), {"--out", options_.out_dir});
+      if (rank >= 0 && !allreduce_zones_.empty()) {
+        std::string zones;
+        for (const auto& z : allreduce_zones_) zones += (zones.empty() ? "" : ",") + z;
+        args.insert(args.end(), {"--allreduce-zones", zones});
+        if (hierarchical_allreduce_) args.push_back("--hierarchical-allreduce");
+      }
       return RoleArgv(args);
     }
     std::vector<std::string> argv = {"env"};
@@ -400,6 +406,13 @@ class LocalLaunch {
       placed += (r ? ", " : "") + ("worker " + std::to_string(r)) + " on " + topology_->HostOfSlot(r);
     }
     monitor_->Notice("placement (" + job_.config.placement.policy + "): " + placed);
+    if (job_.config.mode == "sync" && !elastic_ && !coded()) {
+      const sched::AllreduceChoice c =
+          topology_->ChooseAllreduce(static_cast<int>(cluster().workers), job_.config.allreduce);
+      allreduce_zones_ = c.zones;
+      hierarchical_allreduce_ = c.hierarchical;
+      monitor_->Notice("allreduce: " + c.reason);
+    }
     return Status::Ok();
   }
 
@@ -757,6 +770,8 @@ class LocalLaunch {
   bool async_ = false;
   bool elastic_ = false;
   bool inside_topology_ = false;  // the launcher re-run inside a topology's namespaces
+  std::vector<std::string> allreduce_zones_;  // fixed sync jobs with a topology: the workers' zones by rank
+  bool hierarchical_allreduce_ = false;       // and whether they sum zone by zone
   std::optional<PriceTable> prices_;
   std::string self_;
   std::optional<nlohmann::json> reference_;

@@ -300,6 +300,8 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   SyncRunOptions opts;
   opts.step_timeout_seconds = job.config.cluster.step_timeout_seconds;
   opts.straggler_id = requested_rank;  // [stragglers] names the launcher's workers; joiners (-1) are not slowed
+  opts.allreduce_zones = options.allreduce_zones;
+  opts.hierarchical_allreduce = options.hierarchical_allreduce;
   if (options.injected.sigstop_as_donor) {
     opts.before_state_offer = [] {
       spdlog::warn("injected fault: stopping this donor (SIGSTOP) before it offers its state");

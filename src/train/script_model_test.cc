@@ -284,34 +284,32 @@ TEST(ScriptModelTest, SyncTwoRanksMatchOneRankWithTwiceTheBatch) {
   EXPECT_GT(MaxDiff(two, ScriptParams(cnn_pt)), 1e-3) << "training did not move the parameters";
 }
 
-// Sync mode at the seam: two ranks each load a TorchScript model (rank 1's
-// file holds other weights), the allreduce exchange broadcasts rank 0's and
-// averages the gradients, and both ranks end with bitwise equal parameters.
-TEST(ScriptModelTest, SyncRanksEndWithEqualParameters) {
-  testing::ScratchDir dir;
-  std::string cnn_pt;
-  ASSERT_NO_FATAL_FAILURE(WriteScriptCnn(dir, kSeed, &cnn_pt));
-  {
-    auto other = ReadTorchScriptFile(cnn_pt);
-    ASSERT_TRUE(other.ok()) << other.status().ToString();
-    torch::NoGradGuard no_grad;
-    for (auto p : other->parameters()) p.add_(0.01);
-    other->save(dir / "other.pt");
-  }
+// Sync training at the seam: `world` ranks each load a TorchScript model
+// (rank 0 `cnn_pt`, the others `other_pt`, which holds other weights),
+// attach the allreduce exchange (which broadcasts rank 0's weights), train
+// `steps` steps of 16 samples each, and record their parameters after
+// Attach and at the end.
+std::vector<Status> TrainSyncRanks(int world, const AllreduceExchangeOptions& options, const std::string& cnn_pt,
+                                   const std::string& other_pt, int64_t steps,
+                                   std::vector<std::vector<torch::Tensor>>& initial,
+                                   std::vector<std::vector<torch::Tensor>>& trained,
+                                   std::vector<nlohmann::json>* summaries = nullptr) {
   TrainConfig data_config = SmallJob("");
-  std::vector<std::vector<torch::Tensor>> initial(2), trained(2);
-  auto ranks = testing::RunThreadGroup(2, "", [&](comm::Group& g) -> Status {
+  initial.assign(static_cast<size_t>(world), {});
+  trained.assign(static_cast<size_t>(world), {});
+  if (summaries) summaries->assign(static_cast<size_t>(world), nlohmann::json::object());
+  return testing::RunThreadGroup(world, "", [&](comm::Group& g) -> Status {
     const size_t rank = static_cast<size_t>(g.rank());
     TENAX_ASSIGN_OR_RETURN(std::unique_ptr<DataSource> data, OpenDataSource(data_config, Split::kTrain, 256));
     TENAX_ASSIGN_OR_RETURN(std::unique_ptr<TrainableModel> model,
-                           LoadScriptModel(rank == 0 ? cnn_pt : dir / "other.pt", data->info()));
-    auto exchange = MakeAllreduceExchange(g, {});
+                           LoadScriptModel(rank == 0 ? cnn_pt : other_pt, data->info()));
+    auto exchange = MakeAllreduceExchange(g, options);
     TENAX_RETURN_IF_ERROR(exchange->Attach(*model));
     for (const auto& p : model->Parameters()) initial[rank].push_back(p.detach().clone());
     torch::optim::SGD sgd(model->Parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
     model->SetTraining(true);
-    for (int64_t step = 0; step < 6; ++step) {
-      const int64_t begin = (2 * step + g.rank()) * 16;
+    for (int64_t step = 0; step < steps; ++step) {
+      const int64_t begin = (world * step + g.rank()) * 16;
       TENAX_ASSIGN_OR_RETURN(Batch batch, data->ReadRange(begin, begin + 16));
       exchange->BeginStep();
       torch::nn::functional::cross_entropy(model->Forward(batch.images), batch.labels).backward();
@@ -319,9 +317,30 @@ TEST(ScriptModelTest, SyncRanksEndWithEqualParameters) {
       sgd.step();
     }
     exchange->Detach();
+    if (summaries) exchange->DescribeInSummary((*summaries)[rank]);
     for (const auto& p : model->Parameters()) trained[rank].push_back(p.detach().clone());
     return g.Barrier(Deadline::After(std::chrono::seconds(20)));
   });
+}
+
+// The TorchScript cnn at `cnn_pt` and, at dir/other.pt, the same with every weight moved by 0.01.
+void WriteTwoScriptCnns(testing::ScratchDir& dir, std::string* cnn_pt, std::string* other_pt) {
+  ASSERT_NO_FATAL_FAILURE(WriteScriptCnn(dir, kSeed, cnn_pt));
+  auto other = ReadTorchScriptFile(*cnn_pt);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  torch::NoGradGuard no_grad;
+  for (auto p : other->parameters()) p.add_(0.01);
+  *other_pt = dir / "other.pt";
+  other->save(*other_pt);
+}
+
+// Two ranks on the flat ring end with bitwise equal parameters, starting from rank 0's.
+TEST(ScriptModelTest, SyncRanksEndWithEqualParameters) {
+  testing::ScratchDir dir;
+  std::string cnn_pt, other_pt;
+  ASSERT_NO_FATAL_FAILURE(WriteTwoScriptCnns(dir, &cnn_pt, &other_pt));
+  std::vector<std::vector<torch::Tensor>> initial, trained;
+  auto ranks = TrainSyncRanks(2, {}, cnn_pt, other_pt, 6, initial, trained);
   ASSERT_TRUE(ranks[0].ok()) << ranks[0].ToString();
   ASSERT_TRUE(ranks[1].ok()) << ranks[1].ToString();
   ASSERT_EQ(trained[0].size(), 8u);
@@ -330,6 +349,52 @@ TEST(ScriptModelTest, SyncRanksEndWithEqualParameters) {
     EXPECT_TRUE(torch::equal(trained[0][i], trained[1][i])) << "parameter " << i << " differs between the ranks";
   }
   EXPECT_GT(MaxDiff(trained[0], initial[0]), 1e-3) << "training did not move the parameters";
+}
+
+// The same over the zone-hierarchical allreduce: four ranks in two zones
+// (interleaved, so zone order is not rank order). All four start from rank
+// 0's weights and end bitwise equal, and within float rounding of four
+// ranks on the flat ring (the order of the additions differs).
+TEST(ScriptModelTest, SyncRanksInTwoZonesEndWithEqualParametersCloseToTheFlatRing) {
+  testing::ScratchDir dir;
+  std::string cnn_pt, other_pt;
+  ASSERT_NO_FATAL_FAILURE(WriteTwoScriptCnns(dir, &cnn_pt, &other_pt));
+  AllreduceExchangeOptions zoned_options;
+  zoned_options.zones = {"east", "west", "east", "west"};
+  zoned_options.hierarchical = true;
+  AllreduceExchangeOptions flat_options;
+  flat_options.zones = zoned_options.zones;  // known, for the byte counts; the flat ring
+  std::vector<std::vector<torch::Tensor>> initial, zoned, flat_initial, flat;
+  std::vector<nlohmann::json> zoned_summary, flat_summary;
+  auto zoned_ranks = TrainSyncRanks(4, zoned_options, cnn_pt, other_pt, 4, initial, zoned, &zoned_summary);
+  auto flat_ranks = TrainSyncRanks(4, flat_options, cnn_pt, other_pt, 4, flat_initial, flat, &flat_summary);
+  for (size_t r = 0; r < 4; ++r) {
+    ASSERT_TRUE(zoned_ranks[r].ok()) << "rank " << r << ": " << zoned_ranks[r].ToString();
+    ASSERT_TRUE(flat_ranks[r].ok()) << "rank " << r << ": " << flat_ranks[r].ToString();
+  }
+  ASSERT_EQ(zoned[0].size(), 8u);
+  for (size_t r = 1; r < 4; ++r) {
+    EXPECT_EQ(MaxDiff(initial[r], ScriptParams(cnn_pt)), 0.0) << "rank " << r << " did not start from rank 0's weights";
+    for (size_t i = 0; i < zoned[0].size(); ++i) {
+      EXPECT_TRUE(torch::equal(zoned[0][i], zoned[r][i])) << "parameter " << i << " differs between ranks 0 and " << r;
+    }
+  }
+  const double moved = MaxDiff(zoned[0], initial[0]);
+  EXPECT_GT(moved, 1e-3) << "training did not move the parameters";
+  EXPECT_LT(MaxDiff(zoned[0], flat[0]), 1e-4 * moved) << "the hierarchical sum strayed from the flat ring's";
+  // The summaries say which algorithm ran, and the bytes by link class:
+  // rank 0 (east) in the flat ring 0-1-2-3 writes its ring steps to rank 1
+  // (west), 1.5 gradient vectors a step; in the hierarchical one it writes
+  // to rank 2 (east) and half a vector to rank 1 (west).
+  const auto& z = zoned_summary[0]["allreduce"];
+  const auto& f = flat_summary[0]["allreduce"];
+  EXPECT_EQ(z.value("algorithm", ""), "hierarchical") << z.dump();
+  EXPECT_EQ(f.value("algorithm", ""), "ring") << f.dump();
+  const uint64_t z_cross = z["rank_bytes_sent"].value("cross_zone", uint64_t{0});
+  const uint64_t f_cross = f["rank_bytes_sent"].value("cross_zone", uint64_t{0});
+  EXPECT_GT(z["rank_bytes_sent"].value("same_zone", uint64_t{0}), 0u) << z.dump();
+  EXPECT_GT(z_cross, 0u) << z.dump();
+  EXPECT_LT(z_cross, f_cross) << "hierarchical " << z.dump() << " vs flat " << f.dump();
 }
 
 }  // namespace

@@ -36,6 +36,13 @@ Result<TrainOutcome> TrainSync(const TrainConfig& config, const ConfigDoc& effec
     xo.bucket_bytes = options.bucket_bytes;
     xo.interrupt = options.interrupt;
     xo.stage_gradients = config.staging == "always";
+    xo.zones = options.allreduce_zones;
+    xo.hierarchical = options.hierarchical_allreduce;
+    if (!xo.zones.empty() && xo.zones.size() != static_cast<size_t>(group.world())) {
+      return InvalidArgument("--allreduce-zones names " + std::to_string(xo.zones.size()) + " zones for " +
+                             std::to_string(group.world()) + " ranks");
+    }
+    if (xo.hierarchical && xo.zones.empty()) return InvalidArgument("--hierarchical-allreduce needs --allreduce-zones");
     auto exchange = MakeAllreduceExchange(group, xo);
     return RunTrainingLoop(config, effective_config, out_dir, {data.train.get(), data.test.get(), exchange.get()},
                            options.run);

@@ -34,11 +34,61 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tenax/comm/group.h"
 
 namespace tenax::comm {
+
+// Which part of the ring a segment runs (see Allreduce::Start).
+enum class RingPhase {
+  kWhole,          // reduce-scatter then allgather: every rank ends with the whole sum
+  kReduceScatter,  // only the reduce-scatter: rank r ends with the final sum of ReducedChunk(count, p, r)
+  kAllgather,      // only the allgather: rank r brings ReducedChunk(count, p, r) (already final in its
+                   // buffer), and every rank ends with every chunk
+};
+
+// An in-place float32 sum across a group, queued and advanced without
+// blocking: the flat ring and direct algorithms (Allreduce) or the
+// zone-hierarchical one (hierarchical_allreduce.h). Trainers hold this.
+class SumCollective {
+ public:
+  virtual ~SumCollective() = default;
+  // Queues an in-place sum of data[offset, offset + count) over all ranks,
+  // multiplied by `scale`. Every rank must queue the same segments in the
+  // same order. The segment must not be touched until it completes.
+  // With `input`, the segment's values are read from input[0, count)
+  // (caller memory, left unchanged) instead of data(), whose segment only
+  // receives the result: a caller whose values live elsewhere saves the
+  // copy into data(). `input` must stay valid and unchanged until the
+  // segment completes. Ranks may mix both forms.
+  virtual Status Start(size_t offset, size_t count, float scale = 1.0f, const float* input = nullptr) = 0;
+  // Advances the queue without blocking; returns how many segments have
+  // completed since creation.
+  virtual Result<uint64_t> Poll() = 0;
+  // Completes every queued segment.
+  virtual Status Wait(Deadline deadline) = 0;
+  // Start + Wait.
+  Status Run(size_t offset, size_t count, float scale, Deadline deadline) {
+    TENAX_RETURN_IF_ERROR(Start(offset, count, scale));
+    return Wait(deadline);
+  }
+  // Consulted while waiting: a non-OK status aborts the wait with that
+  // status (e.g. the coordinator announced a failed rank, or a stop signal).
+  virtual void SetInterrupt(std::function<Status()> interrupt) = 0;
+  virtual size_t count() const = 0;
+  virtual float* data() const = 0;
+  // After a DeadlineExceeded: the rank (of the whole group) the collective
+  // was waiting for (-1: none).
+  virtual int waiting_for() const = 0;
+  // "ring" or "hierarchical", for summaries.
+  virtual const char* algorithm() const = 0;
+  // Bytes this rank has written into rank `rank`'s memory (data, not
+  // signal words) since creation: with the ranks' zones, the bytes per
+  // link class of a run's summary.
+  virtual uint64_t bytes_sent_to(int rank) const = 0;
+};
 
 struct AllreduceOptions {
   size_t direct_max_bytes = 32 << 10;  // segments up to this size use the direct algorithm
@@ -47,9 +97,14 @@ struct AllreduceOptions {
   // chunk a peer just wrote into our scratch is summed while still in cache
   // (0 = one piece).
   size_t ring_piece_bytes = 1 << 20;
+  // Which allreduce this one is part of, sent with the setup offer: peers
+  // whose string differs are refused (FailedPrecondition naming both), so
+  // members that chose different algorithms fail at setup, not at a
+  // deadline. "" = the flat ring.
+  std::string algorithm;
 };
 
-class Allreduce {
+class Allreduce : public SumCollective {
  public:
   // Collective: every rank calls it with the same `count`. The buffer of
   // `count` floats is allocated here, by the transport, zeroed: memory the
@@ -58,34 +113,42 @@ class Allreduce {
   // Put the values to reduce there (data()), or make tensors views of it.
   static Result<std::unique_ptr<Allreduce>> Create(Group& group, size_t count, Deadline deadline,
                                                    AllreduceOptions options = {});
-  ~Allreduce();
+  ~Allreduce() override;
 
-  // Queues an in-place sum of data[offset, offset + count) over all ranks,
-  // multiplied by `scale`. Every rank must queue the same segments in the
-  // same order. The segment must not be touched until it completes.
-  // With `input`, the segment's values are read from input[0, count)
-  // (caller memory, left unchanged) instead of data(), whose segment only
-  // receives the result: a caller whose values live elsewhere saves the
-  // copy into data() (each value is read exactly once, in the same order
-  // as without it, so the bits are the same). `input` must stay valid and
-  // unchanged until the segment completes. Ranks may mix both forms.
-  Status Start(size_t offset, size_t count, float scale = 1.0f, const float* input = nullptr);
-  // Advances the queue without blocking; returns how many segments have
-  // completed since Create.
-  Result<uint64_t> Poll();
-  // Completes every queued segment.
-  Status Wait(Deadline deadline);
-  // Start + Wait.
-  Status Run(size_t offset, size_t count, float scale, Deadline deadline);
+  // SumCollective. With `input`, each value is read exactly once, in the
+  // same order as without it, so the bits are the same.
+  Status Start(size_t offset, size_t count, float scale = 1.0f, const float* input = nullptr) override {
+    return StartPhase(RingPhase::kWhole, offset, count, scale, input);
+  }
+  Result<uint64_t> Poll() override;
+  Status Wait(Deadline deadline) override;
+  void SetInterrupt(std::function<Status()> interrupt) override { interrupt_ = std::move(interrupt); }
+  const char* algorithm() const override { return "ring"; }
 
-  // Consulted while waiting: a non-OK status aborts the wait with that
-  // status (e.g. the coordinator announced a failed rank, or a stop signal).
-  void SetInterrupt(std::function<Status()> interrupt) { interrupt_ = std::move(interrupt); }
+  // `phase` other than kWhole runs half of the ring (always the ring, even
+  // for small segments, and never split into pieces: `count` floats are one
+  // segment): a reduce-scatter leaves rank r with the final sum (times
+  // `scale`) of ReducedChunk(count, world, r) only, the rest of its segment
+  // holding partial sums; an allgather (scale and input ignored) then
+  // copies each rank's chunk into every other rank. The hierarchical
+  // allreduce (hierarchical_allreduce.h) puts a cross-zone step between them.
+  Status StartPhase(RingPhase phase, size_t offset, size_t count, float scale = 1.0f, const float* input = nullptr);
 
-  size_t count() const { return count_; }
-  float* data() const { return data_; }
-  // After a DeadlineExceeded: the rank the collective was waiting for (-1: none).
-  int waiting_for() const { return waiting_for_; }
+  // The chunk [begin, begin + length) of a segment of `count` floats whose
+  // final sum rank `rank` of `world` holds after a reduce-scatter.
+  struct Span {
+    size_t begin = 0, length = 0;
+  };
+  static Span ReducedChunk(size_t count, int world, int rank);
+
+  // Bytes this rank has written into its peers' memory (data, not the
+  // signal words), since Create: in all, and to one rank.
+  uint64_t bytes_sent() const { return bytes_sent_; }
+  uint64_t bytes_sent_to(int rank) const override { return bytes_to_.at(static_cast<size_t>(rank)); }
+
+  size_t count() const override { return count_; }
+  float* data() const override { return data_; }
+  int waiting_for() const override { return waiting_for_; }
 
  private:
   struct Segment {
@@ -95,6 +158,9 @@ class Allreduce {
     uint64_t op = 0;  // 1-based sequence number, equal on every rank
     bool ring = false;
     int step = 0;       // ring: 0..2(p-1); direct: 0 = not sent, 1 = sent, 2 = summed
+    int first_step = 0;  // ring: the steps [first_step, end_step) run (the phase)
+    int end_step = 0;
+    bool based = false;  // ring: rx_base is set
     bool sent = false;  // ring: this step's message left
     uint64_t rx_base = 0;
     bool last = true;  // the last piece of what Start queued: completes it
@@ -157,6 +223,8 @@ class Allreduce {
   std::vector<const float*> sum_sources_;          // reused by the direct sum
   std::vector<Pending> pending_;
   std::deque<Segment> queue_;
+  uint64_t bytes_sent_ = 0;
+  std::vector<uint64_t> bytes_to_;  // by rank
   uint64_t next_op_ = 1;
   uint64_t completed_ = 0;
   int waiting_for_ = -1;

@@ -68,9 +68,11 @@ class Group {
   // This group's connections by member id (for Reform's `known`).
   std::map<uint32_t, net::PeerId> ConnectionsById() const;
 
-  // A group over connections that already exist (`peers[rank]` is unused).
+  // A group over connections that already exist (`peers[rank]` is unused),
+  // e.g. a sub-group of a Group (which must outlive it) at that group's
+  // `generation`.
   static std::unique_ptr<Group> FromPeers(net::Node& node, int rank, std::vector<net::PeerId> peers,
-                                          std::vector<GroupMember> members = {});
+                                          std::vector<GroupMember> members = {}, uint64_t generation = 0);
 
   net::Node& node() const { return node_; }
   int rank() const { return rank_; }

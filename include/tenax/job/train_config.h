@@ -141,6 +141,11 @@ struct TrainConfig {
   // ("auto": when the model is on a GPU; "always": on the CPU too, the
   // path the CPU tests and bench run).
   std::string staging = "auto";
+  // mode "sync": "auto" (the launcher picks the zone-hierarchical allreduce
+  // when the workers span zones and the cost model says it is cheaper),
+  // "ring" (always the flat ring) or "hierarchical" (whenever the workers
+  // span zones of equal size).
+  std::string allreduce = "auto";
   int64_t log_every_steps = 100;
   std::string log_level = "info";
   coord::ClusterConfig cluster;  // modes "sync", "async", "coded"

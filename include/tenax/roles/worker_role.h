@@ -32,6 +32,12 @@ struct WorkerOptions {
   // $OMPI_COMM_WORLD_SIZE must equal cluster.workers.
   int rank = -1;
   std::string out_dir;     // rank 0's outputs; "" = runs/<job_id>
+  // Mode "sync" (not elastic): the zone of every rank (index = rank), as
+  // `tenax run` placed them, for the summary's bytes by link class; with
+  // hierarchical_allreduce, the gradients are summed zone by zone
+  // (sched::ChooseAllreduce decided it in the launcher, once for all ranks).
+  std::vector<std::string> allreduce_zones;
+  bool hierarchical_allreduce = false;
   ProgressFn on_progress;  // this rank's progress after every step; may be empty
   // Faults a chaos test injects into this worker (the seam of
   // tests/async_cluster_test.cc and elastic_cluster_test.cc). Only the

@@ -40,6 +40,8 @@ struct SyncRunOptions {
   int straggler_id = -1;                 // elastic: the launcher's worker index for [stragglers] (-1: a joiner)
   bool joined_running_job = false;       // elastic: admitted after the first generation (it holds no model yet)
   std::function<void()> before_state_offer;  // elastic: AllreduceExchangeOptions' test seam; may be empty
+  std::vector<std::string> allreduce_zones;  // sync: AllreduceExchangeOptions::zones
+  bool hierarchical_allreduce = false;       // sync: AllreduceExchangeOptions::hierarchical
 };
 
 // Collective over `group`: every rank calls it with the same config.

@@ -21,4 +21,10 @@ double RingAllreduceSeconds(int n, double bytes, const LinkMetrics& worst) {
   return steps / n * bytes / bytes_per_second + steps * rtt_s;
 }
 
+double HierarchicalAllreduceSeconds(int zones, int zone_size, double bytes, const LinkMetrics& inside,
+                                    const LinkMetrics& across) {
+  if (zones < 1 || zone_size < 1) return 0.0;
+  return RingAllreduceSeconds(zone_size, bytes, inside) + RingAllreduceSeconds(zones, bytes / zone_size, across);
+}
+
 }  // namespace tenax::sched

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "allreduce_exchange_impl.h"
+#include "tenax/comm/hierarchical_allreduce.h"
 
 namespace tenax {
 namespace train_internal {
@@ -38,6 +39,15 @@ GradientLayout PlanGradients(const std::vector<torch::Tensor>& params, size_t bu
 
 Status AllreduceExchange::Attach(TrainableModel& model) { return Setup(model, true, 0); }
 
+Result<std::unique_ptr<comm::SumCollective>> AllreduceExchange::CreateSum(size_t count) {
+  if (!options_.hierarchical) {
+    TENAX_ASSIGN_OR_RETURN(auto flat, comm::Allreduce::Create(*group_, count, StepDeadline()));
+    return std::unique_ptr<comm::SumCollective>(std::move(flat));
+  }
+  TENAX_ASSIGN_OR_RETURN(auto h, comm::HierarchicalAllreduce::Create(*group_, options_.zones, count, StepDeadline()));
+  return std::unique_ptr<comm::SumCollective>(std::move(h));
+}
+
 Status AllreduceExchange::Setup(TrainableModel& model, bool broadcast, size_t control_floats) {
   const auto params = model.Parameters();
   for (const auto& p : params) {
@@ -54,7 +64,7 @@ Status AllreduceExchange::Setup(TrainableModel& model, bool broadcast, size_t co
   staged_ = options_.stage_gradients || !device_.is_cpu();
   hooks_start_transfers_ = device_.is_cpu();
   layout_ = PlanGradients(params, options_.bucket_bytes, control_floats);
-  TENAX_ASSIGN_OR_RETURN(allreduce_, comm::Allreduce::Create(*group_, layout_.total, StepDeadline()));
+  TENAX_ASSIGN_OR_RETURN(allreduce_, CreateSum(layout_.total));
   allreduce_->SetInterrupt(options_.interrupt);
   buffer_ = allreduce_->data();
   if (staged_) {
@@ -111,7 +121,7 @@ void AllreduceExchange::PointGradients() {
 Status AllreduceExchange::Rebind() {
   allreduce_.reset();  // its regions stay registered for peers still holding their keys (net::MemoryRegion)
   buffer_ = nullptr;
-  TENAX_ASSIGN_OR_RETURN(allreduce_, comm::Allreduce::Create(*group_, layout_.total, StepDeadline()));
+  TENAX_ASSIGN_OR_RETURN(allreduce_, CreateSum(layout_.total));
   allreduce_->SetInterrupt(options_.interrupt);
   buffer_ = allreduce_->data();
   PointGradients();
@@ -221,6 +231,24 @@ void AllreduceExchange::Detach() {
 void AllreduceExchange::DescribeInSummary(nlohmann::json& summary) const {
   summary["workers"] = world();
   summary["gradient_staging"] = staged_;
+  if (allreduce_) {
+    // This rank's bytes into its peers' memory by link class (zones known),
+    // else in all.
+    nlohmann::json a{{"algorithm", allreduce_->algorithm()}};
+    uint64_t same = 0, cross = 0;
+    for (int r = 0; r < world(); ++r) {
+      if (r == rank()) continue;
+      const uint64_t b = allreduce_->bytes_sent_to(r);
+      const bool known = options_.zones.size() == static_cast<size_t>(world());
+      (known && options_.zones[static_cast<size_t>(r)] != options_.zones[static_cast<size_t>(rank())] ? cross : same) += b;
+    }
+    if (options_.zones.size() == static_cast<size_t>(world())) {
+      a["rank_bytes_sent"] = {{"same_zone", same}, {"cross_zone", cross}};
+    } else {
+      a["rank_bytes_sent"] = {{"all", same}};
+    }
+    summary["allreduce"] = a;
+  }
   if (staged_ && staged_steps_ > 0) {
     // Bytes through host memory per step (each gradient out, its sum back)
     // and the host's wait, after backward, for the copies to land.

@@ -26,6 +26,8 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "tenax/coding/straggler_model.h"
 
@@ -43,6 +45,14 @@ struct AllreduceExchangeOptions {
   // for a model on a GPU): train.staging = "always". The results are
   // bitwise those of the unstaged path.
   bool stage_gradients = false;
+  // Zone of each rank (index = rank; empty: unknown): the summary counts
+  // the bytes sent inside and across zones. With `hierarchical`, the
+  // gradients are summed by the zone-hierarchical allreduce
+  // (comm/hierarchical_allreduce.h), which the launcher picks with
+  // sched::ChooseAllreduce. Sync mode only: the elastic exchange runs the
+  // flat ring (its ranks, and so their zones, change).
+  std::vector<std::string> zones;
+  bool hierarchical = false;
 };
 
 // `group` must outlive the exchange; every rank of it creates one.

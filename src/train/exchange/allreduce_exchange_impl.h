@@ -71,7 +71,9 @@ class AllreduceExchange : public GradientExchange {
   comm::Group* group_;
   AllreduceExchangeOptions options_;
   GradientLayout layout_;
-  std::unique_ptr<comm::Allreduce> allreduce_;
+  std::unique_ptr<comm::SumCollective> allreduce_;
+  // The flat ring, or the hierarchical allreduce when options_.zones says so.
+  Result<std::unique_ptr<comm::SumCollective>> CreateSum(size_t count);
   float* buffer_ = nullptr;
   bool prescale_ = false;  // LocalScale differs between ranks: scale before the sum
 

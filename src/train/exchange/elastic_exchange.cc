@@ -35,6 +35,8 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
   ElasticExchange(std::unique_ptr<comm::Group> group, ElasticExchangeOptions o)
       : AllreduceExchange(group.get(), o.base), owned_(std::move(group)), eo_(std::move(o)) {
     options_.interrupt = [this] { return Interrupt(); };
+    options_.zones.clear();  // ranks change with every generation: the flat ring (docs/architecture.md)
+    options_.hierarchical = false;
     prescale_ = true;
     joined_late_ = eo_.joined_late;
     has_state_ = !joined_late_;

@@ -55,4 +55,13 @@ struct UnmeasuredLinks {
 // +infinity.
 double RingAllreduceSeconds(int n, double bytes, const LinkMetrics& worst);
 
+// Its zone-hierarchical twin (comm/hierarchical_allreduce.h) over `zones`
+// zones of `zone_size` members: a ring allreduce inside each zone over
+// its worst link `inside` (the reduce-scatter and the allgather), plus a
+// ring allreduce of a 1/zone_size share across the zones over the worst
+// cross-zone link `across`, every member's link carrying one share at
+// once. Steps are summed, not overlapped: an upper bound of the pipeline.
+double HierarchicalAllreduceSeconds(int zones, int zone_size, double bytes, const LinkMetrics& inside,
+                                    const LinkMetrics& across);
+
 }  // namespace tenax::sched

@@ -1,0 +1,220 @@
+#include "tenax/comm/hierarchical_allreduce.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <thread>
+
+namespace tenax::comm {
+
+Result<std::unique_ptr<HierarchicalAllreduce>> HierarchicalAllreduce::Create(Group& group,
+                                                                             const std::vector<std::string>& zone_of_rank,
+                                                                             size_t count, Deadline deadline,
+                                                                             AllreduceOptions options) {
+  const int p = group.world();
+  if (zone_of_rank.size() != static_cast<size_t>(p)) {
+    return InvalidArgument("hierarchical allreduce: " + std::to_string(zone_of_rank.size()) +
+                           " zone names for a group of " + std::to_string(p));
+  }
+  // Zones in the order of their lowest rank; members of each in rank order.
+  std::vector<std::vector<int>> zones;
+  std::map<std::string, size_t> index;
+  for (int r = 0; r < p; ++r) {
+    auto [it, fresh] = index.emplace(zone_of_rank[static_cast<size_t>(r)], zones.size());
+    if (fresh) zones.emplace_back();
+    zones[it->second].push_back(r);
+  }
+  for (const auto& z : zones) {
+    if (z.size() != zones.front().size()) {
+      return InvalidArgument("hierarchical allreduce needs zones of equal size: zone '" +
+                             zone_of_rank[static_cast<size_t>(z.front())] + "' has " + std::to_string(z.size()) +
+                             " members, zone '" + zone_of_rank[0] + "' " + std::to_string(zones.front().size()));
+    }
+  }
+  const size_t my_zone = index.at(zone_of_rank[static_cast<size_t>(group.rank())]);
+  const auto& mine = zones[my_zone];
+  const int i = static_cast<int>(std::find(mine.begin(), mine.end(), group.rank()) - mine.begin());
+
+  auto sub = [&](const std::vector<int>& ranks, int my_index) {
+    std::vector<net::PeerId> peers;
+    std::vector<GroupMember> members;
+    for (int r : ranks) {
+      peers.push_back(r == group.rank() ? net::PeerId{} : group.peer(r));
+      members.push_back(static_cast<size_t>(r) < group.members().size() ? group.members()[static_cast<size_t>(r)]
+                                                                         : GroupMember{});
+      if (members.back().name.empty()) members.back().name = "rank " + std::to_string(r) + " of the job";
+    }
+    return Group::FromPeers(group.node(), my_index, std::move(peers), std::move(members), group.generation());
+  };
+  std::vector<int> cross;
+  for (const auto& z : zones) cross.push_back(z[static_cast<size_t>(i)]);
+
+  std::unique_ptr<HierarchicalAllreduce> h(new HierarchicalAllreduce());
+  h->zones_ = static_cast<int>(zones.size());
+  h->zone_size_ = static_cast<int>(mine.size());
+  h->piece_floats_ = options.ring_piece_bytes ? std::max<size_t>(options.ring_piece_bytes / sizeof(float), 1) : 0;
+  h->zone_ranks_ = mine;
+  h->cross_ranks_ = cross;
+  h->zone_group_ = sub(mine, i);
+  h->cross_group_ = sub(cross, static_cast<int>(my_zone));
+  // The two sub-groups share no peer, so their offers cannot be confused.
+  // Members that were given other zones refuse each other's offers.
+  options.algorithm = "hierarchical zones=";
+  for (int r = 0; r < p; ++r) options.algorithm += (r ? "," : "") + zone_of_rank[static_cast<size_t>(r)];
+  TENAX_ASSIGN_OR_RETURN(h->zone_, Allreduce::Create(*h->zone_group_, count, deadline, options));
+  TENAX_ASSIGN_OR_RETURN(h->cross_, Allreduce::Create(*h->cross_group_, count, deadline, options));
+  return h;
+}
+
+void HierarchicalAllreduce::SetInterrupt(std::function<Status()> interrupt) {
+  interrupt_ = interrupt;
+  zone_->SetInterrupt(interrupt);
+  cross_->SetInterrupt(std::move(interrupt));
+}
+
+Status HierarchicalAllreduce::Fail(Status st) {
+  if (failed_.ok()) failed_ = st;
+  return failed_;
+}
+
+Status HierarchicalAllreduce::Start(size_t offset, size_t count, float scale, const float* input) {
+  if (!failed_.ok()) return failed_;
+  if (offset > this->count() || count > this->count() - offset) {
+    return InvalidArgument("hierarchical allreduce segment [" + std::to_string(offset) + ", +" + std::to_string(count) +
+                           ") outside the buffer of " + std::to_string(this->count()) + " floats");
+  }
+  Job j;
+  j.scale = scale;
+  j.input = input;
+  const size_t piece = piece_floats_ ? piece_floats_ : std::max<size_t>(count, 1);
+  size_t done = 0;
+  do {  // every member cuts alike, so the sub-groups' op numbers stay equal
+    Piece pc;
+    pc.offset = offset + done;
+    pc.count = std::min(piece, count - done);
+    pc.mine = Allreduce::ReducedChunk(pc.count, zone_size_, zone_group_->rank());
+    j.pieces.push_back(pc);
+    done += pc.count;
+  } while (done < count);
+  jobs_.push_back(std::move(j));
+  return Status::Ok();
+}
+
+Status HierarchicalAllreduce::StartJob(Job& j) {
+  const size_t base = j.pieces.front().offset;
+  for (const Piece& pc : j.pieces) {
+    TENAX_RETURN_IF_ERROR(zone_->StartPhase(RingPhase::kReduceScatter, pc.offset, pc.count, 1.0f,
+                                            j.input ? j.input + (pc.offset - base) : nullptr));
+  }
+  j.started = true;
+  return Status::Ok();
+}
+
+Result<uint64_t> HierarchicalAllreduce::Poll() {
+  if (!failed_.ok()) return failed_;
+  // The zone queue must hold the same operations in the same order on
+  // every member of the zone: a job's reduce-scatters are queued only once
+  // the job before it has queued all its allgathers, and a job's
+  // allgathers follow its reduce-scatters in piece order.
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t k = 0; k < jobs_.size(); ++k) {
+      Job& j = jobs_[k];
+      if (!j.started) {
+        if (k > 0 && jobs_[k - 1].crossed < jobs_[k - 1].pieces.size()) break;
+        if (Status st = StartJob(j); !st.ok()) return Fail(st);
+        moved = true;
+      }
+      if (j.crossed < j.pieces.size()) break;
+    }
+    Result<uint64_t> zone_total = zone_->Poll();
+    if (!zone_total.ok()) return Fail(zone_total.status());
+    while (zone_done_ < *zone_total) {
+      ++zone_done_;
+      moved = true;
+      // The first job with a zone operation outstanding owns this completion.
+      for (Job& j : jobs_) {
+        if (j.started && j.reduced < j.pieces.size()) {
+          const Piece& pc = j.pieces[j.reduced++];
+          const size_t at = pc.offset + pc.mine.begin;
+          if (Status st = cross_->Start(at, pc.mine.length, j.scale, zone_->data() + at); !st.ok()) return Fail(st);
+          break;
+        }
+        if (j.gathered < j.crossed) {
+          ++j.gathered;
+          break;
+        }
+      }
+    }
+    Result<uint64_t> cross_total = cross_->Poll();
+    if (!cross_total.ok()) return Fail(cross_total.status());
+    while (cross_done_ < *cross_total) {
+      ++cross_done_;
+      moved = true;
+      for (Job& j : jobs_) {
+        if (j.crossed < j.reduced) {
+          const Piece& pc = j.pieces[j.crossed++];
+          const size_t at = pc.offset + pc.mine.begin;
+          std::memcpy(zone_->data() + at, cross_->data() + at, pc.mine.length * sizeof(float));
+          if (Status st = zone_->StartPhase(RingPhase::kAllgather, pc.offset, pc.count); !st.ok()) {
+            return Fail(st);
+          }
+          break;
+        }
+      }
+    }
+    while (!jobs_.empty() && jobs_.front().gathered == jobs_.front().pieces.size()) {
+      jobs_.pop_front();
+      ++completed_;
+      moved = true;
+    }
+  }
+  return completed_;
+}
+
+Status HierarchicalAllreduce::Wait(Deadline deadline) {
+  // The same patience as Allreduce::Wait: spin, then yield, then sleep
+  // (processes may outnumber cores; docs/elastic.md).
+  for (uint32_t spins = 0;; ++spins) {
+    TENAX_ASSIGN_OR_RETURN(uint64_t done, Poll());
+    (void)done;
+    if (jobs_.empty()) return Status::Ok();
+    if (spins > 4096) {
+      zone_group_->node().Progress();
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    } else if (spins > 2048) {
+      std::this_thread::yield();
+    }
+    if (spins % 256 != 0) continue;
+    if (Status st = zone_group_->Health(); !st.ok()) return Fail(Status(st.code(), "hierarchical allreduce, zone step: " + st.message()));
+    if (Status st = cross_group_->Health(); !st.ok()) {
+      return Fail(Status(st.code(), "hierarchical allreduce, cross-zone step: " + st.message()));
+    }
+    if (interrupt_) {
+      if (Status st = interrupt_(); !st.ok()) return Fail(st);
+    }
+    if (deadline.Expired()) {
+      const int w = waiting_for();
+      return Fail(DeadlineExceeded("hierarchical allreduce: no progress before the deadline" +
+                                   (w >= 0 ? ", waiting for rank " + std::to_string(w) : std::string())));
+    }
+  }
+}
+
+uint64_t HierarchicalAllreduce::bytes_sent_to(int rank) const {
+  for (size_t i = 0; i < zone_ranks_.size(); ++i) {
+    if (zone_ranks_[i] == rank) return zone_->bytes_sent_to(static_cast<int>(i));
+  }
+  for (size_t i = 0; i < cross_ranks_.size(); ++i) {
+    if (cross_ranks_[i] == rank) return cross_->bytes_sent_to(static_cast<int>(i));
+  }
+  return 0;  // neither in our zone nor in our cross group: we never write to it
+}
+
+int HierarchicalAllreduce::waiting_for() const {
+  if (int z = zone_->waiting_for(); z >= 0) return zone_ranks_[static_cast<size_t>(z)];
+  if (int c = cross_->waiting_for(); c >= 0) return cross_ranks_[static_cast<size_t>(c)];
+  return -1;
+}
+
+}  // namespace tenax::comm
