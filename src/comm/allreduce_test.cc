@@ -185,6 +185,35 @@ INSTANTIATE_TEST_SUITE_P(Ranks, AllreduceTest,
                            return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param);
                          });
 
+// An emulated link's delay over TCP is in when the data becomes visible,
+// not only in when the sender's put completes: each of a 2-rank ring's two
+// steps waits for its peer's message, so the sum takes about two delays
+// (with the delay on completions only, it took about one).
+TEST(AllreduceEmulatedLink, EveryRingStepWaitsOneDelay) {
+  constexpr auto kDelay = 40ms;
+  const size_t count = 1 << 16;  // 256 KiB: the ring
+  std::vector<double> seconds(2);
+  auto statuses = RunThreadGroup(2, "tcp", [&](Group& g) -> Status {
+    TENAX_ASSIGN_OR_RETURN(auto ar, Allreduce::Create(g, count, Deadline::After(20s)));
+    net::LinkShape shape;
+    shape.delay = kDelay;
+    g.node().SetLinkShape(g.peer(1 - g.rank()), shape);
+    TENAX_RETURN_IF_ERROR(g.Barrier(Deadline::After(20s)));
+    for (size_t i = 0; i < count; ++i) ar->data()[i] = Input(g.rank(), i, 7);
+    const auto start = SteadyClock::now();
+    TENAX_RETURN_IF_ERROR(ar->Run(0, count, 1.0f, Deadline::After(20s)));
+    seconds[static_cast<size_t>(g.rank())] = std::chrono::duration<double>(SteadyClock::now() - start).count();
+    TENAX_RETURN_IF_ERROR(CheckBuffer(g.rank(), ar->data(), count, 0, count,
+                                      [&](size_t i, bool) { return Expected(2, i, 7); }));
+    return g.Barrier(Deadline::After(20s));
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_OK(statuses[static_cast<size_t>(r)]) << "rank " << r;
+    // 1.5, not 2: the ranks leave the barrier a little apart.
+    EXPECT_GE(seconds[static_cast<size_t>(r)], 1.5 * std::chrono::duration<double>(kDelay).count()) << "rank " << r;
+  }
+}
+
 TEST(AllreduceFailure, MemberThatLeavesFailsTheOthersWithItsRank) {
   auto statuses = RunThreadGroup(3, "", [&](Group& g) -> Status {
     TENAX_ASSIGN_OR_RETURN(auto ar, Allreduce::Create(g, 4096, Deadline::After(20s)));

@@ -39,6 +39,7 @@ void Node::Impl::Progress() {
     HandleFrame(f);
     ++events;
   }
+  events += ApplyHeld();
   if (!flush_answers.empty()) SendFlushAnswers();
   CheckPeers();
   CloseEndpoints();

@@ -206,8 +206,36 @@ ucs_status_t Node::Impl::OnPutAm(void* arg, const void* header, size_t header_le
                    true);
     return UCS_OK;
   }
+  if (PeerState* p = self->Find(peer); p && HeldDelay(*p).count() > 0) {
+    const auto* bytes = static_cast<const uint8_t*>(data);
+    p->held.push_back({SteadyClock::now() + HeldDelay(*p), h.address, std::vector<uint8_t>(bytes, bytes + length)});
+    return UCS_OK;
+  }
   if (length > 0) std::memcpy(reinterpret_cast<void*>(h.address), data, length);
   return UCS_OK;
+}
+
+size_t Node::Impl::ApplyHeld() {
+  size_t applied = 0;
+  const auto now = SteadyClock::now();
+  for (auto& [id, p] : peers) {
+    if (p.held.empty()) continue;
+    if (p.phase == Phase::kLost) {  // a lost peer's writes are void, as its later ones would be
+      p.held.clear();
+      continue;
+    }
+    while (!p.held.empty() && p.held.front().due <= now) {
+      PeerState::Held& h = p.held.front();
+      if (h.flush) {
+        flush_answers.emplace_back(id, h.token);
+      } else if (SharedRange(id, h.address, h.data.size())) {  // still shared: not retired meanwhile
+        if (!h.data.empty()) std::memcpy(reinterpret_cast<void*>(h.address), h.data.data(), h.data.size());
+      }
+      p.held.pop_front();
+      ++applied;
+    }
+  }
+  return applied;
 }
 
 // A flush message's sender and token, if well formed.
@@ -223,8 +251,20 @@ std::optional<std::pair<PeerId, uint64_t>> Node::Impl::FlushTokenOf(const void* 
 ucs_status_t Node::Impl::OnFlushAm(void* arg, const void*, size_t, void* data, size_t length,
                                    const ucp_am_recv_param_t* param) {
   auto* self = static_cast<Impl*>(arg);
-  // Answered from Progress, not from this handler.
-  if (auto t = self->FlushTokenOf(data, length, param)) self->flush_answers.push_back(*t);
+  // Answered from Progress, not from this handler; behind the puts it
+  // follows when those are held (an emulated delay).
+  if (auto t = self->FlushTokenOf(data, length, param)) {
+    PeerState* p = self->Find(t->first);
+    if (p && !p->held.empty()) {
+      PeerState::Held h;
+      h.due = p->held.back().due;
+      h.flush = true;
+      h.token = t->second;
+      p->held.push_back(std::move(h));
+    } else {
+      self->flush_answers.push_back(*t);
+    }
+  }
   return UCS_OK;
 }
 

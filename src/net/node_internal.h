@@ -72,6 +72,19 @@ struct PeerState {
   uint64_t flush_sent = 0;
   uint64_t flush_answered = 0;
   std::optional<LinkShaper> shaper;
+  // Message RMA over an emulated link with a delay: its puts (and flush
+  // requests, which must not overtake them) arrive here and are applied
+  // one delay later, in order, from Progress. The delay is then in when
+  // the data becomes visible, as on a real link, not only in when the
+  // sender's operation completes.
+  struct Held {
+    SteadyClock::time_point due;
+    uint64_t address = 0;       // a put: where its bytes go
+    std::vector<uint8_t> data;
+    bool flush = false;         // a flush request: answer `token` once the puts before it are applied
+    uint64_t token = 0;
+  };
+  std::deque<Held> held;
   // Its control messages queued and not yet read (bounded by NodeOptions).
   size_t unread_messages = 0;
   size_t unread_bytes = 0;
@@ -250,6 +263,12 @@ struct Node::Impl {
   // A put as a kPutAm message (eager); the request, null or an error.
   ucs_status_ptr_t SendPut(PeerState& p, const void* local, size_t size, uint64_t address);
   void SendFlushAnswers();
+  // Applies held puts and flush requests whose delay has passed (PeerState::held).
+  size_t ApplyHeld();
+  // The receive-side delay of message RMA from `p` (0: apply at once).
+  static std::chrono::microseconds HeldDelay(const PeerState& p) {
+    return p.shaper ? p.shaper->shape().delay : std::chrono::microseconds(0);
+  }
   static ucs_status_t OnPutAm(void* arg, const void* header, size_t header_length, void* data, size_t length,
                               const ucp_am_recv_param_t* param);
   static ucs_status_t OnFlushAm(void* arg, const void* header, size_t header_length, void* data, size_t length,
