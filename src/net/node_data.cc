@@ -206,9 +206,13 @@ ucs_status_t Node::Impl::OnPutAm(void* arg, const void* header, size_t header_le
                    true);
     return UCS_OK;
   }
-  if (PeerState* p = self->Find(peer); p && HeldDelay(*p).count() > 0) {
+  // Held while the link has a delay, or while earlier puts are still held
+  // (a shape changed meanwhile): puts from one peer apply in order.
+  if (PeerState* p = self->Find(peer); p && (HeldDelay(*p).count() > 0 || !p->held.empty())) {
     const auto* bytes = static_cast<const uint8_t*>(data);
-    p->held.push_back({SteadyClock::now() + HeldDelay(*p), h.address, std::vector<uint8_t>(bytes, bytes + length)});
+    auto due = SteadyClock::now() + HeldDelay(*p);
+    if (!p->held.empty()) due = std::max(due, p->held.back().due);
+    p->held.push_back({due, h.address, std::vector<uint8_t>(bytes, bytes + length)});
     return UCS_OK;
   }
   if (length > 0) std::memcpy(reinterpret_cast<void*>(h.address), data, length);
