@@ -29,11 +29,13 @@
 #include <optional>
 #include <thread>
 
+#include "allreduce_bench.h"
 #include "allreduce_peer_common.h"
 #include "bench_common.h"
 #include "cli_app.h"
 #include "tenax/comm/allreduce.h"
 #include "tenax/comm/group.h"
+#include "tenax/comm/hierarchical_allreduce.h"
 #include "tenax/core/files.h"
 #include "tenax/core/log.h"
 #include "tenax/core/signals.h"
@@ -43,6 +45,8 @@
 namespace tenax::bench {
 namespace {
 
+using namespace allreduce;  // NOLINT: this file is that benchmark
+
 using namespace std::chrono_literals;
 using allreduce_peer::CountWrong;
 using allreduce_peer::Fill;
@@ -50,61 +54,6 @@ using allreduce_peer::Iterations;
 
 constexpr const char* kMpiBinName = "tenax_bench_mpi_allreduce";
 constexpr const char* kGlooBinName = "tenax_bench_gloo_allreduce";
-
-// "4096", "4KiB", "4k", "1MiB", "64M" -> bytes; a positive multiple of 4.
-Result<uint64_t> ParseSize(const std::string& s) {
-  size_t end = 0;
-  while (end < s.size() && s[end] >= '0' && s[end] <= '9') ++end;
-  if (end == 0 || end > 12) return InvalidArgument("bad size '" + s + "' (e.g. 4096, 4KiB, 64MiB)");
-  uint64_t v = std::stoull(s.substr(0, end));
-  const std::string unit = s.substr(end);
-  if (unit == "k" || unit == "K" || unit == "KiB") {
-    v <<= 10;
-  } else if (unit == "m" || unit == "M" || unit == "MiB") {
-    v <<= 20;
-  } else if (unit == "g" || unit == "G" || unit == "GiB") {
-    v <<= 30;
-  } else if (!unit.empty() && unit != "B") {
-    return InvalidArgument("bad size '" + s + "' (units: KiB, MiB, GiB)");
-  }
-  if (v == 0 || v % 4 != 0) return InvalidArgument("bad size '" + s + "': a positive multiple of 4 bytes (float32)");
-  if (v > (uint64_t{1} << 31)) return InvalidArgument("size '" + s + "' above 2 GiB");
-  return v;
-}
-
-Result<std::vector<uint64_t>> ParseSizes(const std::vector<std::string>& items) {
-  std::vector<uint64_t> out;
-  for (const auto& item : items) {
-    TENAX_ASSIGN_OR_RETURN(uint64_t b, ParseSize(item));
-    out.push_back(b);
-  }
-  if (out.empty()) return InvalidArgument("--sizes is empty");
-  return out;
-}
-
-std::string JoinSizes(const std::vector<uint64_t>& sizes) {
-  std::string s;
-  for (uint64_t b : sizes) s += (s.empty() ? "" : ",") + std::to_string(b);
-  return s;
-}
-
-std::string HumanBytes(uint64_t b) {
-  if (b >= (1 << 20) && b % (1 << 20) == 0) return std::to_string(b >> 20) + " MiB";
-  if (b >= (1 << 10) && b % (1 << 10) == 0) return std::to_string(b >> 10) + " KiB";
-  return std::to_string(b) + " B";
-}
-
-std::string HumanSeconds(double s) {
-  char buf[32];
-  if (s < 1e-3) {
-    std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
-  } else if (s < 1) {
-    std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.3f s", s);
-  }
-  return buf;
-}
 
 // ------------------------------------------------------------ one tenax rank
 
@@ -117,6 +66,12 @@ struct RankArgs {
   uint64_t min_iters = 10;
   uint64_t warmup = 3;
   std::string transports;
+  // `--hosts` mode: every rank's address (rank r listens on addresses[r]),
+  // every rank's zone, and the algorithm ("ring" or "hierarchical").
+  std::vector<std::string> addresses;
+  std::vector<std::string> zones;
+  std::string algorithm = "ring";
+  comm::AllreduceOptions options;  // --piece-bytes, --window (experiments; every rank the same)
 };
 
 std::string PortFile(const std::string& dir, int rank) { return dir + "/rank-" + std::to_string(rank) + ".port"; }
@@ -140,7 +95,8 @@ Result<std::vector<comm::GroupMember>> AwaitMembers(net::Node& node, const RankA
       char* end = nullptr;
       const unsigned long port = std::strtoul(text->c_str(), &end, 10);
       if (port == 0 || port > 65535) return ProtocolError(PortFile(a.rendezvous, r) + ": bad port '" + *text + "'");
-      m = {"127.0.0.1", static_cast<uint16_t>(port), "rank " + std::to_string(r)};
+      m = {a.addresses.empty() ? "127.0.0.1" : a.addresses[static_cast<size_t>(r)], static_cast<uint16_t>(port),
+           "rank " + std::to_string(r)};
     }
     if (missing == 0) return members;
     if (deadline.Expired()) {
@@ -156,23 +112,45 @@ Status RunRank(const RankArgs& a) {
   if (a.min_iters == 0) return InvalidArgument("--min-iters must be >= 1");
   TENAX_ASSIGN_OR_RETURN(std::vector<uint64_t> sizes, ParseSizes(a.sizes));
   const uint64_t max_bytes = *std::max_element(sizes.begin(), sizes.end());
+  const size_t procs = static_cast<size_t>(a.procs);
+  if (!a.addresses.empty() && a.addresses.size() != procs) return InvalidArgument("--addresses needs one per rank");
+  if (!a.zones.empty() && a.zones.size() != procs) return InvalidArgument("--zones needs one per rank");
+  if (a.algorithm != "ring" && a.algorithm != "hierarchical") return InvalidArgument("--algorithm: ring or hierarchical");
+  if (a.algorithm == "hierarchical" && a.zones.empty()) return InvalidArgument("--algorithm hierarchical needs --zones");
 
   net::NodeOptions o;
   o.name = "allreduce-rank-" + std::to_string(a.rank);
   o.transports = a.transports;
-  o.net_devices = "lo";
+  // On a namespaced host the rank's interface is its veth, not lo.
+  o.net_devices = a.addresses.empty() ? "lo" : "";
   TENAX_ASSIGN_OR_RETURN(o.secret, net::ResolveSecret(""));  // the parent's per-run $TENAX_SECRET
   TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(o));
-  TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen("127.0.0.1", 0));
+  TENAX_ASSIGN_OR_RETURN(uint16_t port,
+                         node->Listen(a.addresses.empty() ? "127.0.0.1" : a.addresses[static_cast<size_t>(a.rank)], 0));
   TENAX_RETURN_IF_ERROR(WriteFileAtomic(PortFile(a.rendezvous, a.rank), std::to_string(port) + "\n"));
 
   const Deadline setup = Deadline::After(30s);
   TENAX_ASSIGN_OR_RETURN(std::vector<comm::GroupMember> members, AwaitMembers(*node, a, setup));
   TENAX_ASSIGN_OR_RETURN(auto group,
                          comm::Group::Connect(*node, "bench-allreduce", /*generation=*/1, a.rank, members, setup));
-  TENAX_ASSIGN_OR_RETURN(auto ar, comm::Allreduce::Create(*group, max_bytes / sizeof(float), setup));
-  // Per-rank medians and failure flags, gathered by a sum into zeroed slots.
-  TENAX_ASSIGN_OR_RETURN(auto stats, comm::Allreduce::Create(*group, static_cast<size_t>(a.procs) + 1, setup));
+  std::unique_ptr<comm::SumCollective> ar;
+  if (a.algorithm == "hierarchical") {
+    TENAX_ASSIGN_OR_RETURN(
+        ar, comm::HierarchicalAllreduce::Create(*group, a.zones, max_bytes / sizeof(float), setup, a.options));
+  } else {
+    TENAX_ASSIGN_OR_RETURN(ar, comm::Allreduce::Create(*group, max_bytes / sizeof(float), setup, a.options));
+  }
+  // Per-rank medians, a failure flag and the cross-zone KiB per call, gathered
+  // by a sum into zeroed slots.
+  TENAX_ASSIGN_OR_RETURN(auto stats, comm::Allreduce::Create(*group, procs + 2, setup));
+  // Bytes this rank has written to ranks in other zones (0 without --zones).
+  auto cross_zone_bytes = [&] {
+    uint64_t b = 0;
+    for (size_t r = 0; r < a.zones.size(); ++r) {
+      if (a.zones[r] != a.zones[static_cast<size_t>(a.rank)]) b += ar->bytes_sent_to(static_cast<int>(r));
+    }
+    return b;
+  };
 
   float* data = ar->data();
   for (const uint64_t bytes : sizes) {
@@ -184,11 +162,14 @@ Status RunRank(const RankArgs& a) {
     for (uint64_t w = 0; w < a.warmup; ++w) TENAX_RETURN_IF_ERROR(ar->Run(0, count, 1.0f, deadline));
     // One barrier so all ranks start together; none between iterations.
     TENAX_RETURN_IF_ERROR(group->Barrier(deadline));
+    const uint64_t cross_before = cross_zone_bytes();
     for (uint64_t it = 0; it < iters; ++it) {
       const auto t0 = SteadyClock::now();
       TENAX_RETURN_IF_ERROR(ar->Run(0, count, 1.0f, deadline));
       seconds[it] = Seconds(SteadyClock::now() - t0).count();
     }
+    const double cross_kib_per_call = static_cast<double>(cross_zone_bytes() - cross_before) / 1024.0 /
+                                      static_cast<double>(iters);
     // The timed calls saturate the data at +inf; check one fresh call.
     Fill(data, count, a.rank);
     TENAX_RETURN_IF_ERROR(ar->Run(0, count, 1.0f, deadline));
@@ -199,18 +180,22 @@ Status RunRank(const RankArgs& a) {
                     first_bad, data[first_bad]);
     }
     float* s = stats->data();
-    std::fill(s, s + a.procs + 1, 0.0f);
+    std::fill(s, s + procs + 2, 0.0f);
     s[a.rank] = static_cast<float>(Median(seconds));
-    s[a.procs] = wrong ? 1.0f : 0.0f;
-    TENAX_RETURN_IF_ERROR(stats->Run(0, static_cast<size_t>(a.procs) + 1, 1.0f, deadline));
+    s[procs] = wrong ? 1.0f : 0.0f;
+    s[procs + 1] = static_cast<float>(cross_kib_per_call);  // exact below 2^24 KiB
+    TENAX_RETURN_IF_ERROR(stats->Run(0, procs + 2, 1.0f, deadline));
     if (s[a.procs] != 0) {
       return DataLoss("allreduce of " + std::to_string(bytes) + " bytes gave wrong sums on " +
                       std::to_string(static_cast<int>(s[a.procs])) + " rank(s)");
     }
     const double slowest = *std::max_element(s, s + a.procs);
     if (a.rank == 0) {
-      std::printf("{\"impl\":\"tenax\",\"procs\":%d,\"bytes\":%llu,\"seconds\":%.9g,\"iterations\":%llu}\n", a.procs,
-                  static_cast<unsigned long long>(bytes), slowest, static_cast<unsigned long long>(iters));
+      std::printf(
+          "{\"impl\":\"%s\",\"procs\":%d,\"bytes\":%llu,\"seconds\":%.9g,\"iterations\":%llu,"
+          "\"cross_zone_bytes\":%.0f}\n",
+          a.algorithm == "ring" ? "tenax" : "hierarchical", a.procs, static_cast<unsigned long long>(bytes), slowest,
+          static_cast<unsigned long long>(iters), static_cast<double>(s[procs + 1]) * 1024.0);
       std::fflush(stdout);
     }
   }
@@ -228,8 +213,15 @@ struct BenchArgs {
   bool quick = false;
   std::string json_path;
   std::vector<int> procs = {2, 4};
-  std::vector<std::string> sizes = {"4KiB", "1MiB", "16MiB", "64MiB"};
-  std::vector<std::string> impls = {"tenax", "mpi", "gloo"};
+  std::vector<std::string> sizes;  // empty: 4KiB,1MiB,16MiB,64MiB; with --hosts 16MiB,64MiB
+  std::vector<std::string> impls;  // empty: tenax,mpi,gloo; with --hosts see HostsArgs
+  // --hosts: one zone per namespaced host, and the hosts' links.
+  std::vector<std::string> hosts;
+  double same_zone_gbps = 10, cross_zone_gbps = 1;
+  double same_zone_delay_ms = 0, cross_zone_delay_ms = 10;
+  double iperf_seconds = 3;
+  std::string iperf3 = "iperf3";
+  uint64_t piece_bytes = 0, window = 0;
   uint64_t budget_bytes = 0;  // 0 = 64 MiB with --quick, else 256 MiB
   uint64_t min_iters = 0;     // 0 = 5 with --quick, else 10
   int64_t warmup = -1;        // -1 = 2 with --quick, else 3
@@ -238,14 +230,6 @@ struct BenchArgs {
   std::string mpi_bin;
   std::string gloo_bin;
   int64_t timeout_seconds = 300;
-};
-
-struct RunResult {
-  std::string impl;
-  int procs = 0;
-  uint64_t bytes = 0;
-  double seconds = 0;
-  uint64_t iterations = 0;
 };
 
 struct RunPlan {
@@ -293,33 +277,7 @@ Result<std::vector<RunResult>> RunOne(const BenchArgs& a, const RunPlan& plan, c
 
   // Rank 0 (or mpirun, which forwards rank 0) printed one JSON line per
   // size; libraries may print other lines.
-  std::map<uint64_t, RunResult> by_size;
-  for (const nlohmann::json& j : JsonObjectLines(children.Lines(0))) {
-    if (!j.contains("bytes") || !j.contains("seconds")) continue;
-    RunResult r;
-    r.impl = j.value("impl", "");
-    r.procs = j.value("procs", 0);
-    r.bytes = j.value("bytes", uint64_t{0});
-    r.seconds = j.value("seconds", 0.0);
-    r.iterations = j.value("iterations", uint64_t{0});
-    if (r.impl != plan.impl || r.procs != plan.procs) {
-      return Internal("unexpected result line (wanted impl " + plan.impl + ", " + std::to_string(plan.procs) +
-                      " procs): " + j.dump());
-    }
-    if (!(r.seconds > 0) || !std::isfinite(r.seconds)) return Internal("result without a positive time: " + j.dump());
-    by_size[r.bytes] = r;
-  }
-  std::vector<RunResult> out;
-  for (uint64_t bytes : plan.sizes) {
-    auto it = by_size.find(bytes);
-    if (it == by_size.end()) return Internal("no result for " + HumanBytes(bytes) + " (rank 0 printed no JSON line)");
-    out.push_back(it->second);
-  }
-  return out;
-}
-
-double BusBandwidthGBps(int procs, uint64_t bytes, double seconds) {
-  return 2.0 * (procs - 1) / procs * static_cast<double>(bytes) / seconds / 1e9;
+  return ParseResults(children.Lines(0), plan.impl, plan.procs, plan.sizes);
 }
 
 Status RunBenchAllreduce(const BenchArgs& in) {
@@ -328,7 +286,41 @@ Status RunBenchAllreduce(const BenchArgs& in) {
   base.budget_bytes = a.budget_bytes ? a.budget_bytes : a.quick ? (64u << 20) : (256u << 20);
   base.min_iters = a.min_iters ? a.min_iters : a.quick ? 5 : 10;
   base.warmup = static_cast<uint64_t>(a.warmup >= 0 ? a.warmup : a.quick ? 2 : 3);
+  if (a.sizes.empty()) {
+    a.sizes = a.hosts.empty() ? std::vector<std::string>{"4KiB", "1MiB", "16MiB", "64MiB"}
+                              : std::vector<std::string>{"16MiB", "64MiB"};
+  }
   TENAX_ASSIGN_OR_RETURN(base.sizes, ParseSizes(a.sizes));
+  if (!a.hosts.empty()) {
+    HostsArgs h;
+    h.zones = a.hosts;
+    for (const char* name : {"tenax", "hierarchical", "gloo", "iperf3", "mpi"}) {  // a fixed order
+      if (std::find(a.impls.begin(), a.impls.end(), name) != a.impls.end()) h.impls.push_back(name);
+    }
+    h.sizes = base.sizes;
+    h.budget_bytes = base.budget_bytes;
+    h.min_iters = base.min_iters;
+    h.warmup = base.warmup;
+    h.same_zone_gbps = a.same_zone_gbps;
+    h.cross_zone_gbps = a.cross_zone_gbps;
+    h.same_zone_delay_ms = a.same_zone_delay_ms;
+    h.cross_zone_delay_ms = a.cross_zone_delay_ms;
+    h.iperf_seconds = a.iperf_seconds;
+    h.iperf3 = a.iperf3;
+    h.piece_bytes = a.piece_bytes;
+    h.window = a.window;
+    h.gloo_bin = a.gloo_bin;
+    h.timeout_seconds = a.timeout_seconds;
+    h.json_path = a.json_path;
+    h.quick = a.quick;
+    return RunHostsBench(h);
+  }
+  if (a.impls.empty()) a.impls = {"tenax", "mpi", "gloo"};
+  for (const auto& impl : a.impls) {
+    if (impl == "hierarchical" || impl == "iperf3") {
+      return InvalidArgument("--impls " + impl + " runs only between namespaced hosts (--hosts ZONES)");
+    }
+  }
   std::vector<std::string> impls;  // in a fixed order, without duplicates
   for (const char* name : {"tenax", "mpi", "gloo"}) {
     if (std::find(a.impls.begin(), a.impls.end(), name) != a.impls.end()) impls.push_back(name);
@@ -486,12 +478,7 @@ Status RunBenchAllreduce(const BenchArgs& in) {
                         {"ratios", jratios},
                         {"failures", failures}};
   TENAX_RETURN_IF_ERROR(WriteJsonReport(a.json_path, out));
-  if (!failures.empty()) {
-    std::string msg = std::to_string(failures.size()) + " run(s) failed";
-    for (const auto& f : failures) msg += "; " + f;
-    return Internal(msg);
-  }
-  return Status::Ok();
+  return FailuresStatus(failures);
 }
 
 }  // namespace
@@ -500,19 +487,50 @@ void AddAllreduceBenchmark(CLI::App& bench, int& exit_code) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* cmd = AddBenchmark(
       bench, "allreduce",
-      "In-place float32 sum allreduce: tenax vs Open MPI vs Gloo, 2 and 4 processes on this machine",
+      "In-place float32 sum allreduce: tenax vs Open MPI vs Gloo, 2 and 4 processes on this machine; with --hosts, "
+      "between namespaced hosts in zones: the flat ring vs the zone-hierarchical allreduce vs Gloo vs iperf3",
       "Fewer iterations (under 4 minutes)", a->quick, a->json_path, [a] { return RunBenchAllreduce(*a); }, exit_code);
-  cmd->add_option("--procs", a->procs, "Process counts, comma-separated")
+  CLI::Option* procs = cmd->add_option("--procs", a->procs, "Process counts, comma-separated")
+                           ->delimiter(',')
+                           ->check(CLI::Range(1, 64))
+                           ->capture_default_str();
+  cmd->add_option("--sizes", a->sizes,
+                  "Message sizes (bytes, or with KiB/MiB), comma-separated (default 4KiB,1MiB,16MiB,64MiB; "
+                  "with --hosts 16MiB,64MiB)")
+      ->delimiter(',');
+  cmd->add_option("--impls", a->impls,
+                  "Implementations, comma-separated (default tenax,mpi,gloo; with --hosts tenax, hierarchical when "
+                  "the hosts span zones, gloo when no delay is added, iperf3)")
       ->delimiter(',')
-      ->check(CLI::Range(1, 64))
-      ->capture_default_str();
-  cmd->add_option("--sizes", a->sizes, "Message sizes (bytes, or with KiB/MiB), comma-separated")
+      ->check(CLI::IsMember({"tenax", "mpi", "gloo", "hierarchical", "iperf3"}));
+  cmd->add_option("--hosts", a->hosts,
+                  "Run between namespaced hosts (root), one per zone name given, in rank order: e.g. a,a,a,a (one "
+                  "zone) or a,b,a,b (two)")
       ->delimiter(',')
+      ->excludes(procs);
+  cmd->add_option("--same-zone-gbps", a->same_zone_gbps, "--hosts: egress rate to the same zone, Gbit/s (tc htb)")
+      ->check(CLI::Range(0.001, 400.0))
       ->capture_default_str();
-  cmd->add_option("--impls", a->impls, "Implementations, comma-separated")
-      ->delimiter(',')
-      ->check(CLI::IsMember({"tenax", "mpi", "gloo"}))
+  cmd->add_option("--cross-zone-gbps", a->cross_zone_gbps, "--hosts: egress rate to other zones, Gbit/s (tc htb)")
+      ->check(CLI::Range(0.001, 400.0))
       ->capture_default_str();
+  cmd->add_option("--same-zone-delay-ms", a->same_zone_delay_ms,
+                  "--hosts: one-way delay inside a zone, ms, at tenax's transport (Gloo and iperf3 do not see it)")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
+  cmd->add_option("--cross-zone-delay-ms", a->cross_zone_delay_ms,
+                  "--hosts: one-way delay between zones, ms, at tenax's transport")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
+  cmd->add_option("--iperf-seconds", a->iperf_seconds, "--hosts: how long the iperf3 ring measures, seconds")
+      ->check(CLI::Range(1.0, 600.0))
+      ->capture_default_str();
+  cmd->add_option("--iperf3", a->iperf3, "--hosts: the iperf3 program")->capture_default_str();
+  cmd->add_option("--piece-bytes", a->piece_bytes,
+                  "--hosts: tenax's ring piece size, bytes (default: the library's, 1 MiB)")
+      ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 30));
+  cmd->add_option("--window", a->window, "--hosts: tenax's ring pieces in flight (default: the library's, 8)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{64}));
   cmd->add_option("--budget-bytes", a->budget_bytes,
                   "Timed calls per size = max(min-iters, min(2000, budget/size)) (default 64 MiB quick, 256 MiB full)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
@@ -541,6 +559,11 @@ void AddAllreduceBenchmark(CLI::App& bench, int& exit_code) {
   rank->add_option("--min-iters", r->min_iters);
   rank->add_option("--warmup", r->warmup);
   rank->add_option("--transports", r->transports);
+  rank->add_option("--addresses", r->addresses)->delimiter(',');
+  rank->add_option("--zones", r->zones)->delimiter(',');
+  rank->add_option("--algorithm", r->algorithm);
+  rank->add_option("--piece-bytes", r->options.ring_piece_bytes);
+  rank->add_option("--window", r->options.ring_window);
   rank->callback([r, &exit_code] {
     // Do not outlive the benchmark that started us.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);

@@ -26,6 +26,7 @@ struct Args {
   // Only for peers without a launcher of their own (Gloo).
   uint64_t rank = UINT64_MAX, procs = 0;
   std::string store_dir;
+  std::string host = "127.0.0.1";  // the address this rank's transport binds (namespaced hosts: its veth's)
 };
 
 inline constexpr const char* kCommonUsage =
@@ -75,6 +76,9 @@ inline std::string ParseArgs(int argc, char** argv, bool ranked, Args* a, bool* 
     } else if (ranked && flag == "--store-dir") {
       if (value.empty()) return "empty --store-dir";
       a->store_dir = value;
+    } else if (ranked && flag == "--host") {
+      if (value.empty()) return "empty --host";
+      a->host = value;
     } else if (flag == "--sizes") {
       a->sizes.clear();
       size_t pos = 0;

@@ -3,7 +3,8 @@
 // tensor (gloo::allreduce with AllreduceOptions, output-only buffer,
 // gloo::sum<float>, algorithm left UNSPECIFIED, which Gloo runs as its
 // segmented ring; a fresh tag per collective), over the TCP transport bound
-// to 127.0.0.1. Rendezvous is a FileStore in --store-dir.
+// to --host (127.0.0.1 unless given: a namespaced host's address in
+// `tenax bench allreduce --hosts`). Rendezvous is a FileStore in --store-dir.
 //
 // Launch one process per rank, e.g. with a fresh directory:
 //   d=$(mktemp -d); for r in 0 1; do tenax_bench_gloo_allreduce --rank $r --procs 2 --store-dir $d & done; wait
@@ -36,10 +37,11 @@ namespace {
 constexpr const char* kUsageHead =
     "usage: tenax_bench_gloo_allreduce --rank R --procs P --store-dir DIR\n"
     "                                  [--sizes B1,B2,...] [--budget-bytes N]\n"
-    "                                  [--min-iters N] [--warmup N] [--help]\n"
+    "                                  [--min-iters N] [--warmup N] [--host ADDR] [--help]\n"
     "  --rank, --procs this process's rank in [0, P) and the number of processes\n"
     "  --store-dir     rendezvous directory shared by all ranks; use a fresh one\n"
-    "                  (stale addresses from an aborted run break rendezvous)\n";
+    "                  (stale addresses from an aborted run break rendezvous)\n"
+    "  --host          the address the TCP transport binds, default 127.0.0.1\n";
 
 using allreduce_peer::Args;
 
@@ -77,7 +79,7 @@ int Run(const Args& a) {
   ::mkdir(a.store_dir.c_str(), 0700);  // EEXIST is fine; FileStore reports real errors
   gloo::rendezvous::FileStore store(a.store_dir);
   gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
+  attr.hostname = a.host;
   auto dev = gloo::transport::tcp::CreateDevice(attr);
   auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, procs);
   // A dead peer then fails the others within a minute instead of hanging.

@@ -36,6 +36,9 @@ PACKAGES=(
   chromium
   # mpirun launches workers; MPI and Gloo are the allreduce benchmark's peers
   openmpi-bin libopenmpi-dev libgloo-dev
+  # the raw TCP ceiling of `tenax bench allreduce --hosts` (its Debian
+  # service is never started, see below); ip and tc make the hosts
+  iperf3 iproute2
 )
 # tools/k8s-check (the Kubernetes schema test of `tenax k8s manifests`) runs
 # on Node.js with npm: the machine's own when it has both (they may come

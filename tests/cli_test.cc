@@ -6,6 +6,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "testing.h"
@@ -290,6 +291,43 @@ TEST(CliTest, BenchReportsAMissingPeerScript) {
 // only torchrun's run with the fault, 2 workers). The benchmark SIGKILLs rank 1
 // at a third of the steps; torchrun restarts both workers from the script's
 // checkpoint and the job still trains exactly the steps asked.
+// `bench allreduce --hosts` refuses what it cannot run, before any
+// namespace exists.
+TEST(CliTest, BenchAllreduceHostsRefusesBadInput) {
+  ExpectBadInput(RunProcess({TenaxBinary(), "bench", "allreduce", "--hosts", "a"}), "at least 2 hosts");
+  ExpectBadInput(RunProcess({TenaxBinary(), "bench", "allreduce", "--hosts", "a,b", "--impls", "mpi"}),
+                 "mpi does not run with --hosts");
+  ExpectBadInput(RunProcess({TenaxBinary(), "bench", "allreduce", "--hosts", "a,a", "--impls", "hierarchical"}),
+                 "at least 2 zones");
+  ExpectBadInput(RunProcess({TenaxBinary(), "bench", "allreduce", "--hosts", "a,b", "--procs", "2"}), "excludes");
+  ExpectBadInput(RunProcess({TenaxBinary(), "bench", "allreduce", "--impls", "iperf3"}), "only between namespaced");
+}
+
+// Four namespaced hosts a, b, a, b: every rank's neighbours in the flat
+// ring are in the other zone, so all its 2(n-1)/n x size bytes cross
+// (6 sizes in all); the hierarchical allreduce sends each member's half of
+// the zone-sum across once (2 sizes in all: one zone-sum each way). The
+// ranks count what they wrote to other zones; the benchmark checks every
+// sum exactly (it fails on a wrong one).
+TEST(CliTest, BenchAllreduceHostsCountsOneZoneSumAcrossPerZone) {
+  if (std::string why = testing::NamespacesUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  ScratchDir dir;
+  const uint64_t size = 1 << 20;
+  auto r = RunProcess({TenaxBinary(), "bench", "allreduce", "--hosts", "a,b,a,b", "--impls", "tenax,hierarchical",
+                       "--sizes", "1MiB", "--quick", "--cross-zone-delay-ms", "1", "--json", dir / "hosts.json"},
+                      std::chrono::seconds(180));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(testing::ReadText(dir / "hosts.json"));
+  std::map<std::string, double> cross;
+  for (const auto& x : j["results"]) {
+    EXPECT_EQ(x["bytes"].get<uint64_t>(), size) << x.dump();
+    cross[x["impl"].get<std::string>()] = x["cross_zone_bytes_per_call"].get<double>();
+  }
+  ASSERT_EQ(cross.size(), 2u) << j.dump();
+  EXPECT_EQ(cross["tenax"], 6.0 * size) << j.dump();
+  EXPECT_EQ(cross["hierarchical"], 2.0 * size) << j.dump();
+}
+
 TEST(CliTest, BenchElasticTorchrunPeerResumesAfterAKill) {
   auto help = RunProcess({TenaxBinary(), "bench", "elastic", "--help"});
   ASSERT_EQ(help.exit_code, 0) << help.err;

@@ -1,7 +1,6 @@
 // Multi-process tests of the cluster roles with the real tenax binary on
 // loopback: the launcher's outputs and cleanup, a SIGKILLed worker, mpirun,
 // a coordinator killed and restarted, and bad input.
-#include <dirent.h>
 #include <signal.h>
 #include <stdlib.h>
 
@@ -32,26 +31,6 @@ std::string WriteJob(const ScratchDir& dir, const std::string& name, const std::
       << "[train]\nepochs = 50\nmax_steps = " << max_steps << "\nbatch_size = 32\nthreads = 1\nlr = 0.05\n"
       << "[log]\nevery_steps = 10\n";
   return path;
-}
-
-// PIDs of live processes whose command line mentions `needle`.
-std::vector<int> ProcessesMentioning(const std::string& needle) {
-  std::vector<int> pids;
-  DIR* proc = opendir("/proc");
-  if (!proc) return pids;
-  while (dirent* e = readdir(proc)) {
-    const int pid = atoi(e->d_name);
-    if (pid <= 0 || pid == getpid()) continue;
-    std::ifstream in("/proc/" + std::string(e->d_name) + "/cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    for (auto& c : cmd) c = c == '\0' ? ' ' : c;
-    std::ifstream st("/proc/" + std::string(e->d_name) + "/stat");
-    std::string stat((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
-    const bool zombie = stat.find(") Z ") != std::string::npos;
-    if (!zombie && cmd.find(needle) != std::string::npos) pids.push_back(pid);
-  }
-  closedir(proc);
-  return pids;
 }
 
 // Sends `sig` to the run's rank-1 worker, waits for `tenax run` to end and

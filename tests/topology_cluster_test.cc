@@ -1,7 +1,8 @@
 // `tenax run` on an emulated topology: real network namespaces, veths and
 // tc htb made (and removed) by the launcher, real `tenax probe`s measuring
 // the links, and a network-aware placement that keeps the workers in one
-// zone. Where namespaces cannot be made (not root), the namespace tests are
+// zone; a worker SIGKILLed while the zone-hierarchical allreduce crosses
+// zones. Where namespaces cannot be made (not root), the namespace tests are
 // skipped with the reason printed; the loopback test runs everywhere.
 #include <signal.h>
 #include <stdlib.h>
@@ -25,16 +26,6 @@ class TopologyClusterTest : public ::testing::Test {
  protected:
   void SetUp() override { setenv("TENAX_SECRET", "topology-test-secret-0123456789", 1); }
 };
-
-// Why namespaces cannot be made here, or "" when they can.
-std::string NamespacesUnavailable() {
-  if (::geteuid() != 0) return "not root: network namespaces need root";
-  const std::string name = "tnxcheck" + std::to_string(::getpid());
-  auto add = RunProcess({"ip", "netns", "add", name});
-  if (add.exit_code != 0) return "'ip netns add' failed: " + add.out + add.err;
-  RunProcess({"ip", "netns", "del", name});
-  return "";
-}
 
 std::string WriteJob(const ScratchDir& dir, const std::string& policy, const std::string& mode) {
   const std::string path = dir / ("topo-" + policy + ".toml");
@@ -123,6 +114,35 @@ TEST_F(TopologyClusterTest, SpreadPlacementCrossesZonesAndSigtermRemovesTheNames
   run.Signal(SIGTERM);
   EXPECT_EQ(run.Wait(60s), 130) << run.stderr_text();
   EXPECT_TRUE(NamespacesOf(launcher).empty()) << "the launcher left namespaces behind after SIGTERM";
+}
+
+// Four workers on a1, b1, a2, b2 (spread), the zone-hierarchical allreduce
+// forced: every step's cross-zone exchange waits at least the 10 ms delay,
+// so the SIGKILL lands in or next to one. The run ends as a fixed sync
+// job's does (exit 3, the lost rank named with its namespaced host's
+// address), by the reset connection or the peer timeout rather than the
+// step timeout; no worker outlives it and the namespaces go.
+TEST_F(TopologyClusterTest, WorkerKilledDuringACrossZoneHierarchicalExchangeIsNamedAndEndsTheRun) {
+  if (std::string why = NamespacesUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "spread", "namespaces");
+  const std::string out = dir / "out";
+  Child run({TenaxBinary(), "run", job, "--out", out, "--set", "cluster.workers=4", "--set",
+             "train.allreduce=hierarchical", "--set", "placement.probe_seconds=2", "--set", "train.max_steps=100000",
+             "--set", "train.epochs=50"});
+  const pid_t launcher = run.pid();
+  ASSERT_TRUE(run.WaitForStderrLine("allreduce: hierarchical", 120s)) << run.stderr_text();
+  ASSERT_TRUE(run.WaitForStderrLine("step", 120s)) << run.stderr_text();
+  auto victims = ProcessesMentioning("--rank 1 --out " + out);
+  ASSERT_EQ(1u, victims.size()) << run.stderr_text();
+  const auto killed_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(0, ::kill(victims[0], SIGKILL));
+  EXPECT_EQ(3, run.Wait(60s)) << run.stderr_text();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  EXPECT_LT(seconds, 30.0) << "the loss waited for the step timeout (30 s), not the peer timeout (5 s)";
+  EXPECT_NE(std::string::npos, run.stderr_text().find("rank 1 on 10.77.0.")) << run.stderr_text();
+  EXPECT_TRUE(ProcessesMentioning(out).empty()) << "workers outlived the run";
+  EXPECT_TRUE(NamespacesOf(launcher).empty()) << "the launcher left namespaces behind";
 }
 
 TEST_F(TopologyClusterTest, LoopbackModeEmulatesTheLinksAtTheTransportAndSaysSo) {

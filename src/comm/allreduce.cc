@@ -81,10 +81,12 @@ Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count,
   const int p = group.world();
   a->options_ = options;
   a->count_ = count;
+  a->window_ = std::max<size_t>(options.ring_window, 1);
   const size_t piece = options.ring_piece_bytes / sizeof(float);
   a->ring_slot_bytes_ = RoundUp64(ChunkOf(piece ? std::min(count, piece) : count, p, 0).length * sizeof(float));
   a->direct_slot_bytes_ = RoundUp64(std::min(count * sizeof(float), options.direct_max_bytes));
-  const size_t slots = a->ring_slot_bytes_ * static_cast<size_t>(p - 1) + a->direct_slot_bytes_ * 2 * static_cast<size_t>(p);
+  const size_t slots = a->ring_slot_bytes_ * static_cast<size_t>(p - 1) * a->window_ +
+                       a->direct_slot_bytes_ * 2 * static_cast<size_t>(p);
   net::Node& node = group.node();
   TENAX_ASSIGN_OR_RETURN(a->buffer_, node.Allocate(count * sizeof(float)));
   a->data_ = reinterpret_cast<float*>(a->buffer_.data());
@@ -96,7 +98,7 @@ Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count,
   a->tx_messages_.assign(static_cast<size_t>(p), 0);
   a->bytes_to_.assign(static_cast<size_t>(p), 0);
   a->rx_messages_.assign(static_cast<size_t>(p), 0);
-  a->ring_op_to_.assign(static_cast<size_t>(p), 0);
+  a->ring_group_op_.assign(a->window_, 0);
   a->direct_op_to_.assign(static_cast<size_t>(p), {0, 0});
   a->sum_sources_.resize(static_cast<size_t>(p));
   if (p == 1) return a;
@@ -141,9 +143,11 @@ Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count,
     }
     TENAX_ASSIGN_OR_RETURN(net::DecodedRegion b, net::DecodeRegion(o.buffer(), group.Describe(r)));
     TENAX_ASSIGN_OR_RETURN(net::DecodedRegion s, net::DecodeRegion(o.scratch(), group.Describe(r)));
-    if (b.length < count * sizeof(float) || s.length < a->scratch_.size()) {
-      return ProtocolError("allreduce setup: " + group.Describe(r) +
-                           " offered regions too small for the agreed layout (different options?)");
+    // The scratch layout follows the options (pieces, window): equal sizes or nothing.
+    if (b.length < count * sizeof(float) || s.length != a->scratch_.size()) {
+      return ProtocolError("allreduce setup: " + group.Describe(r) + " offered a scratch region of " +
+                           std::to_string(s.length) + " bytes, this rank's layout needs " +
+                           std::to_string(a->scratch_.size()) + " (different ring piece or window options?)");
     }
     TENAX_ASSIGN_OR_RETURN(a->remote_buffer_[static_cast<size_t>(r)],
                            node.Import(group.peer(r), net::RegionDescriptor{b.address, b.length, b.rkey}));
@@ -248,12 +252,14 @@ Status Allreduce::Signal(int to, size_t remote_offset, uint64_t value) {
   Pending p;
   p.value = std::make_unique<uint64_t>(value);
   p.to = to;
+  p.segment_op = current_op_;
   p.op = group_.node().Put(p.value.get(), sizeof(uint64_t), remote_scratch_[static_cast<size_t>(to)], remote_offset);
   pending_.push_back(std::move(p));
   return Status::Ok();
 }
 
-Status Allreduce::Send(int to, const void* src, size_t bytes, bool into_buffer, size_t remote_offset) {
+Status Allreduce::Send(int to, const void* src, size_t bytes, bool into_buffer, size_t remote_offset,
+                       size_t signal_offset, uint64_t signal) {
   net::Node& node = group_.node();
   const net::PeerId peer = group_.peer(to);
   const size_t t = static_cast<size_t>(to);
@@ -261,17 +267,18 @@ Status Allreduce::Send(int to, const void* src, size_t bytes, bool into_buffer, 
   bytes_to_[t] += bytes;
   if (mapped_) {
     if (bytes > 0) std::memcpy((into_buffer ? mapped_buffer_[t] : mapped_scratch_[t]) + remote_offset, src, bytes);
-    return Signal(to, SignalOffset(group_.rank()), ++tx_messages_[t]);
+    return Signal(to, signal_offset, signal);
   }
   const net::RemoteRegion& region = into_buffer ? remote_buffer_[t] : remote_scratch_[t];
   if (bytes > 0) {
     Pending p;
     p.to = to;
+    p.segment_op = current_op_;
     p.op = node.Put(src, bytes, region, remote_offset);
     pending_.push_back(std::move(p));
-    TENAX_RETURN_IF_ERROR(node.Fence(peer));  // the counter must not overtake the data
+    TENAX_RETURN_IF_ERROR(node.Fence(peer));  // the signal must not overtake the data
   }
-  return Signal(to, SignalOffset(group_.rank()), ++tx_messages_[static_cast<size_t>(to)]);
+  return Signal(to, signal_offset, signal);
 }
 
 bool Allreduce::Arrived(int from, uint64_t messages) const {
@@ -282,85 +289,98 @@ bool Allreduce::ScratchFree(int to, uint64_t after_op) const {
   return LoadWord(scratch_.data() + AckOffset(to)) >= after_op;
 }
 
+bool Allreduce::ScratchFreeRing(int right, size_t group) const {
+  (void)right;  // the only writer of our ring ack words
+  return LoadWord(scratch_.data() + RingAckOffset(group)) >= ring_group_op_[group];
+}
+
 Status Allreduce::Ack(int to, uint64_t op) { return Signal(to, AckOffset(group_.rank()), op); }
 
-// Checks (without blocking) that every put we issued has completed, so the
-// buffer is ours again. Failed puts fail the collective.
-Result<bool> Allreduce::OutgoingDone() {
+// Checks (without blocking) that every put issued by the segments up to
+// `upto_op` has completed, so their part of the buffer is ours again.
+// Failed puts fail the collective.
+Result<bool> Allreduce::OutgoingDone(uint64_t upto_op) {
   net::Node& node = group_.node();
   const Deadline now = Deadline::At(SteadyClock::now());
   size_t kept = 0;
+  bool mine_left = false;
   for (auto& p : pending_) {
     Status st = node.Wait(p.op, now);
     if (st.code() == StatusCode::kDeadlineExceeded) {
+      mine_left = mine_left || p.segment_op <= upto_op;
       pending_[kept++] = std::move(p);
     } else if (!st.ok()) {
       return Status(st.code(), "a write to " + group_.Describe(p.to) + " failed: " + st.message());
     }
   }
   pending_.resize(kept);
-  return kept == 0;
+  return !mine_left;
 }
 
 Result<bool> Allreduce::AdvanceRing(Segment& s) {
   const int p = group_.world(), r = group_.rank();
   const int right = Mod(r + 1, p), left = Mod(r - 1, p);
+  const size_t g = s.op % window_;  // equal on every rank: op numbers are
   while (s.step < s.end_step) {
     const bool reduce = s.step < p - 1;
     const int k = reduce ? s.step : s.step - (p - 1);
     if (!s.sent) {
-      if (reduce) {
-        // Distinct slots per step: only an earlier op's use of right's
-        // scratch must have been acknowledged.
-        if (k == 0 && !ScratchFree(right, ring_op_to_[static_cast<size_t>(right)])) {
+      if (s.step == s.first_step) {
+        // The group's slots and signal words at `right` are free once it
+        // completed the op that used them last (window_ ops ago).
+        if (!ScratchFreeRing(right, g)) {
           waiting_for_ = right;
           return false;
         }
+        ring_group_op_[g] = s.op;
+      }
+      const size_t signal = RingSignalOffset(g, s.step);
+      if (reduce) {
         const Chunk c = ChunkOf(s.count, p, Mod(r - k, p));
         // Step 0 sends an original chunk; later steps the partial sums made here.
         const float* from = k == 0 ? Original(s, c.begin) : data_ + s.offset + c.begin;
-        TENAX_RETURN_IF_ERROR(Send(right, from, c.length * sizeof(float), false,
-                                   SlotsOffset() + static_cast<size_t>(k) * ring_slot_bytes_));
-        ring_op_to_[static_cast<size_t>(right)] = s.op;
+        TENAX_RETURN_IF_ERROR(Send(right, from, c.length * sizeof(float), false, RingSlotOffset(g, k), signal, s.op));
       } else {
         const Chunk c = ChunkOf(s.count, p, Mod(r + 1 - k, p));
         TENAX_RETURN_IF_ERROR(Send(right, data_ + s.offset + c.begin, c.length * sizeof(float), true,
-                                   (s.offset + c.begin) * sizeof(float)));
+                                   (s.offset + c.begin) * sizeof(float), signal, s.op));
       }
       s.sent = true;
     }
-    if (!Arrived(left, s.rx_base + static_cast<uint64_t>(s.step - s.first_step) + 1)) {
+    // Left may already be window_ ops further in this group only after we
+    // acknowledged this op (below), so the word holds exactly s.op here.
+    if (LoadWord(scratch_.data() + RingSignalOffset(g, s.step)) < s.op) {
       waiting_for_ = left;
       return false;
     }
     if (reduce) {
       const Chunk c = ChunkOf(s.count, p, Mod(r - k - 1, p));
       float* dst = data_ + s.offset + c.begin;
-      const float* src =
-          reinterpret_cast<const float*>(scratch_.data() + SlotsOffset() + static_cast<size_t>(k) * ring_slot_bytes_);
+      const float* src = reinterpret_cast<const float*>(scratch_.data() + RingSlotOffset(g, k));
       AddArrays(dst, Original(s, c.begin), src, c.length);  // this chunk's first touch here
-      if (k == p - 2) {
-        // Reduce phase done: our chunk is final, and left's slots are free.
-        if (s.scale != 1.0f) {
-          const Chunk own = ChunkOf(s.count, p, Mod(r + 1, p));
-          float* o = data_ + s.offset + own.begin;
-          for (size_t i = 0; i < own.length; ++i) o[i] *= s.scale;
-        }
-        TENAX_RETURN_IF_ERROR(Ack(left, s.op));
+      if (k == p - 2 && s.scale != 1.0f) {
+        // Reduce phase done: our chunk is final.
+        const Chunk own = ChunkOf(s.count, p, Mod(r + 1, p));
+        float* o = data_ + s.offset + own.begin;
+        for (size_t i = 0; i < own.length; ++i) o[i] *= s.scale;
       }
     }
     ++s.step;
     s.sent = false;
   }
-  rx_messages_[static_cast<size_t>(left)] = s.rx_base + static_cast<uint64_t>(s.end_step - s.first_step);
-  return OutgoingDone();
+  if (!s.acked) {
+    // Every message of this op from left is consumed: its group is free.
+    TENAX_RETURN_IF_ERROR(Signal(left, RingAckOffset(g), s.op));
+    s.acked = true;
+  }
+  return OutgoingDone(s.op);
 }
 
 Result<bool> Allreduce::AdvanceDirect(Segment& s) {
   const int p = group_.world(), r = group_.rank();
   const size_t bytes = s.count * sizeof(float);
   const size_t parity = s.op % 2;
-  if (s.step == 2) return OutgoingDone();  // summed and acknowledged; only our acks may be in flight
+  if (s.step == 2) return OutgoingDone(s.op);  // summed and acknowledged; only our acks may be in flight
   if (s.step == 0) {
     for (int q = 0; q < p; ++q) {
       if (q != r && !ScratchFree(q, direct_op_to_[static_cast<size_t>(q)][parity])) {
@@ -370,7 +390,8 @@ Result<bool> Allreduce::AdvanceDirect(Segment& s) {
     }
     for (int d = 1; d < p; ++d) {  // start with the right neighbour, spread the load
       const int q = Mod(r + d, p);
-      TENAX_RETURN_IF_ERROR(Send(q, Original(s, 0), bytes, false, DirectSlotOffset(s.op, r)));
+      TENAX_RETURN_IF_ERROR(Send(q, Original(s, 0), bytes, false, DirectSlotOffset(s.op, r), SignalOffset(r),
+                                 ++tx_messages_[static_cast<size_t>(q)]));
       direct_op_to_[static_cast<size_t>(q)][parity] = s.op;
     }
     s.step = 1;
@@ -383,7 +404,7 @@ Result<bool> Allreduce::AdvanceDirect(Segment& s) {
   }
   // Our own puts read the segment: it may change only once they are done.
   if (!mapped_) {
-    TENAX_ASSIGN_OR_RETURN(bool idle, OutgoingDone());
+    TENAX_ASSIGN_OR_RETURN(bool idle, OutgoingDone(s.op));
     if (!idle) return false;
   }
   for (int q = 0; q < p; ++q) {
@@ -412,7 +433,7 @@ Result<bool> Allreduce::AdvanceDirect(Segment& s) {
     TENAX_RETURN_IF_ERROR(Ack(q, s.op));
   }
   s.step = 2;
-  return OutgoingDone();
+  return OutgoingDone(s.op);
 }
 
 Result<bool> Allreduce::Advance(Segment& s) {
@@ -423,13 +444,7 @@ Result<bool> Allreduce::Advance(Segment& s) {
     }
     return true;
   }
-  if (s.ring) {
-    if (!s.based) {
-      s.rx_base = rx_messages_[static_cast<size_t>(Mod(group_.rank() - 1, group_.world()))];
-      s.based = true;
-    }
-    return AdvanceRing(s);
-  }
+  if (s.ring) return AdvanceRing(s);
   return AdvanceDirect(s);
 }
 
@@ -438,13 +453,29 @@ Result<uint64_t> Allreduce::Poll() {
   // Mapped messages need no transport progress; the Node still needs
   // driving now and then (heartbeats, loss detection).
   if (!queue_.empty() && (!mapped_ || ++polls_ % 1024 == 0)) group_.node().Progress();
+  // Ring segments advance up to `in_flight` at once, each in its own slot
+  // group; a direct segment runs alone, at the front. They complete (and
+  // count) in order.
+  const size_t in_flight = mapped_ ? 1 : window_;
   while (!queue_.empty()) {
-    waiting_for_ = -1;
-    auto done = Advance(queue_.front());
-    if (!done.ok()) return Fail(Status(done.status().code(), Where(queue_.front(), -1) + ": " + done.status().message()));
-    if (!*done) break;
-    if (queue_.front().last) ++completed_;
-    queue_.pop_front();
+    int front_waits_for = -1;
+    for (size_t i = 0; i < queue_.size() && i < in_flight; ++i) {
+      Segment& s = queue_[i];
+      if (i > 0 && (!s.ring || !queue_.front().ring)) break;
+      if (s.done) continue;
+      waiting_for_ = -1;
+      current_op_ = s.op;
+      auto done = Advance(s);
+      if (!done.ok()) return Fail(Status(done.status().code(), Where(s, -1) + ": " + done.status().message()));
+      s.done = *done;
+      if (i == 0) front_waits_for = waiting_for_;
+    }
+    waiting_for_ = front_waits_for;
+    if (!queue_.front().done) break;
+    while (!queue_.empty() && queue_.front().done) {
+      if (queue_.front().last) ++completed_;
+      queue_.pop_front();
+    }
   }
   return completed_;
 }

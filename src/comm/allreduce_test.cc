@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -211,6 +212,67 @@ TEST(AllreduceEmulatedLink, EveryRingStepWaitsOneDelay) {
     ASSERT_OK(statuses[static_cast<size_t>(r)]) << "rank " << r;
     // 1.5, not 2: the ranks leave the barrier a little apart.
     EXPECT_GE(seconds[static_cast<size_t>(r)], 1.5 * std::chrono::duration<double>(kDelay).count()) << "rank " << r;
+  }
+}
+
+// Over a link with a delay, a ring step of one piece waits one delay for
+// its message; with pieces in flight (the window) those waits overlap, so
+// a tensor of many pieces costs about one piece's delays, not all of them.
+// Same ranks, same link, same data: only the window differs.
+TEST(AllreduceEmulatedLink, PiecesInFlightOverlapTheDelay) {
+  constexpr auto kDelay = 10ms;
+  constexpr int kRanks = 3;            // 4 ring steps per piece
+  constexpr size_t kPieceBytes = 16 << 10;
+  const size_t count = 16 * kPieceBytes / sizeof(float);  // 16 pieces
+  std::vector<std::array<double, 2>> seconds(kRanks);
+  auto statuses = RunThreadGroup(kRanks, "tcp", [&](Group& g) -> Status {
+    std::array<std::unique_ptr<Allreduce>, 2> ars;
+    for (size_t w = 0; w < 2; ++w) {
+      AllreduceOptions o;
+      o.ring_piece_bytes = kPieceBytes;
+      o.ring_window = w == 0 ? 1 : 8;
+      TENAX_ASSIGN_OR_RETURN(ars[w], Allreduce::Create(g, count, Deadline::After(20s), o));
+    }
+    net::LinkShape shape;
+    shape.delay = kDelay;
+    for (int r = 0; r < kRanks; ++r) {
+      if (r != g.rank()) g.node().SetLinkShape(g.peer(r), shape);
+    }
+    for (size_t w = 0; w < 2; ++w) {
+      Allreduce& ar = *ars[w];
+      for (size_t i = 0; i < count; ++i) ar.data()[i] = Input(g.rank(), i, 5);
+      TENAX_RETURN_IF_ERROR(g.Barrier(Deadline::After(20s)));
+      const auto start = SteadyClock::now();
+      TENAX_RETURN_IF_ERROR(ar.Run(0, count, 1.0f, Deadline::After(20s)));
+      seconds[static_cast<size_t>(g.rank())][w] = std::chrono::duration<double>(SteadyClock::now() - start).count();
+      TENAX_RETURN_IF_ERROR(CheckBuffer(g.rank(), ar.data(), count, 0, count,
+                                        [&](size_t i, bool) { return Expected(kRanks, i, 5); }));
+    }
+    return g.Barrier(Deadline::After(20s));
+  });
+  const double delay = std::chrono::duration<double>(kDelay).count();
+  for (int r = 0; r < kRanks; ++r) {
+    ASSERT_OK(statuses[static_cast<size_t>(r)]) << "rank " << r;
+    const auto [one, eight] = seconds[static_cast<size_t>(r)];
+    // One piece at a time: 16 pieces x 4 steps, each waiting a delay (at least half of them, loosely).
+    EXPECT_GE(one, 32 * delay) << "rank " << r;
+    // Eight at a time: the waits overlap (ideally 2 x 4 delays, plus the ranks' start skew).
+    EXPECT_LT(eight, one / 3) << "rank " << r << ": window 8 took " << eight << " s, window 1 " << one << " s";
+  }
+}
+
+// Members whose options shape the scratch region differently (here the
+// window) are refused at setup, naming the sizes, never silently mixed.
+TEST(AllreduceSetup, DifferentWindowsAreRefused) {
+  auto statuses = RunThreadGroup(2, "tcp", [&](Group& g) -> Status {
+    AllreduceOptions o;
+    o.ring_window = g.rank() == 0 ? 4 : 8;
+    return Allreduce::Create(g, 1 << 16, Deadline::After(20s), o).status();
+  });
+  for (int r = 0; r < 2; ++r) {
+    const Status& st = statuses[static_cast<size_t>(r)];
+    ASSERT_EQ(StatusCode::kProtocolError, st.code()) << "rank " << r << ": " << st.ToString();
+    EXPECT_NE(std::string::npos, st.message().find("different ring piece or window options")) << st.ToString();
   }
 }
 

@@ -1,5 +1,6 @@
 #include "testing.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -358,6 +359,34 @@ std::vector<uint8_t> ImageLabelRecords(const std::vector<uint8_t>& pixels, const
     out.push_back(labels[i]);
   }
   return out;
+}
+
+std::vector<int> ProcessesMentioning(const std::string& needle) {
+  std::vector<int> pids;
+  DIR* proc = opendir("/proc");
+  if (!proc) return pids;
+  while (dirent* e = readdir(proc)) {
+    const int pid = atoi(e->d_name);
+    if (pid <= 0 || pid == getpid()) continue;
+    std::ifstream in("/proc/" + std::string(e->d_name) + "/cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (auto& c : cmd) c = c == '\0' ? ' ' : c;
+    std::ifstream st("/proc/" + std::string(e->d_name) + "/stat");
+    std::string stat((std::istreambuf_iterator<char>(st)), std::istreambuf_iterator<char>());
+    const bool zombie = stat.find(") Z ") != std::string::npos;
+    if (!zombie && cmd.find(needle) != std::string::npos) pids.push_back(pid);
+  }
+  closedir(proc);
+  return pids;
+}
+
+std::string NamespacesUnavailable() {
+  if (::geteuid() != 0) return "not root: network namespaces need root";
+  const std::string name = "tnxcheck" + std::to_string(::getpid());
+  auto add = RunProcess({"ip", "netns", "add", name});
+  if (add.exit_code != 0) return "'ip netns add' failed: " + add.out + add.err;
+  RunProcess({"ip", "netns", "del", name});
+  return "";
 }
 
 }  // namespace tenax::testing

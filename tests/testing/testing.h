@@ -109,6 +109,14 @@ std::vector<uint8_t> ImageLabelRecords(const std::vector<uint8_t>& pixels, const
 // Path of the tenax binary under test (set by CMake).
 std::string TenaxBinary();
 
+// PIDs of live (not zombie) processes whose command line mentions `needle`:
+// a run's children, found by the run directory in their arguments.
+std::vector<int> ProcessesMentioning(const std::string& needle);
+
+// Why network namespaces cannot be made here (not root, no `ip netns`), or
+// "" when they can: tests of namespaced hosts skip with this reason.
+std::string NamespacesUnavailable();
+
 namespace internal {
 
 // The Status of a Status or of a Result<T> (anything with .status()). Generic

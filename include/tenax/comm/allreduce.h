@@ -97,6 +97,14 @@ struct AllreduceOptions {
   // chunk a peer just wrote into our scratch is summed while still in cache
   // (0 = one piece).
   size_t ring_piece_bytes = 1 << 20;
+  // Ring pieces in flight at once when the peers are reached through the
+  // transport (not mapped): each ring step of a piece waits for the link's
+  // delay, so one piece at a time would pay 2(p-1) delays per piece; a
+  // window keeps the link busy meanwhile. Every member must pass the same
+  // value (it shapes the scratch region: refused at setup otherwise). On
+  // mapped memory one piece runs at a time (microsecond hops; the summed
+  // chunk stays in cache).
+  size_t ring_window = 8;
   // Which allreduce this one is part of, sent with the setup offer: peers
   // whose string differs are refused (FailedPrecondition naming both), so
   // members that chose different algorithms fail at setup, not at a
@@ -160,14 +168,15 @@ class Allreduce : public SumCollective {
     int step = 0;       // ring: 0..2(p-1); direct: 0 = not sent, 1 = sent, 2 = summed
     int first_step = 0;  // ring: the steps [first_step, end_step) run (the phase)
     int end_step = 0;
-    bool based = false;  // ring: rx_base is set
     bool sent = false;  // ring: this step's message left
-    uint64_t rx_base = 0;
+    bool acked = false;  // ring: its slot group was handed back to the left neighbour
+    bool done = false;   // complete, waiting for the segments before it
     bool last = true;  // the last piece of what Start queued: completes it
   };
   struct Pending {
     net::Op op;
     int to = 0;
+    uint64_t segment_op = 0;  // the segment that issued it
     std::unique_ptr<uint64_t> value;  // source of a signal put, stable until completion
   };
   explicit Allreduce(Group& group) : group_(group) {}
@@ -180,23 +189,45 @@ class Allreduce : public SumCollective {
     return s.input ? s.input + begin : data_ + s.offset + begin;
   }
   // Writes into rank `to`'s buffer (into_buffer) or scratch region, then
-  // bumps its signal word for messages from us.
-  Status Send(int to, const void* src, size_t bytes, bool into_buffer, size_t remote_offset);
+  // sets the signal word at `signal_offset` in its scratch to `signal`.
+  Status Send(int to, const void* src, size_t bytes, bool into_buffer, size_t remote_offset, size_t signal_offset,
+              uint64_t signal);
   Status Signal(int to, size_t remote_offset, uint64_t value);
   bool Arrived(int from, uint64_t messages) const;
   bool ScratchFree(int to, uint64_t after_op) const;  // `to` acknowledged every op up to after_op
+  // The right neighbour completed the last op that used ring slot group `group`.
+  bool ScratchFreeRing(int right, size_t group) const;
   Status Ack(int to, uint64_t op);
-  Result<bool> OutgoingDone();
+  // Reaps finished puts; true when none issued by segments up to `upto_op` is left.
+  Result<bool> OutgoingDone(uint64_t upto_op);
   Status Fail(Status st);
   std::string Where(const Segment& s, int waiting_for) const;
 
+  // The scratch region: the direct algorithm's message counters and acks
+  // (one cache line per peer each), the ring's words, the ring's slots
+  // (window_ groups of p-1), the direct slots.
   size_t SignalOffset(int from) const { return 64 * static_cast<size_t>(from); }
   size_t AckOffset(int from) const { return 64 * static_cast<size_t>(group_.world() + from); }
-  size_t SlotsOffset() const { return 64 * 2 * static_cast<size_t>(group_.world()); }
+  // Ring segment op uses slot group op % window_: its slots, one signal
+  // word per step (written by the left neighbour: the op whose message for
+  // that step arrived) and one ack word (written by the right neighbour:
+  // the last op it completed in that group, so the group is free again).
+  size_t RingSteps() const { return 2 * static_cast<size_t>(group_.world() - 1); }
+  size_t RingWordsOffset() const { return 64 * 2 * static_cast<size_t>(group_.world()); }
+  size_t RingSignalOffset(size_t g, int step) const {
+    return RingWordsOffset() + 8 * (g * RingSteps() + static_cast<size_t>(step));
+  }
+  size_t RingAckOffset(size_t g) const { return RingWordsOffset() + 8 * (window_ * RingSteps() + g); }
+  size_t SlotsOffset() const {
+    return RingWordsOffset() + (8 * (window_ * RingSteps() + window_) + 63) / 64 * 64;
+  }
+  size_t RingSlotOffset(size_t g, int k) const {
+    return SlotsOffset() + (g * static_cast<size_t>(group_.world() - 1) + static_cast<size_t>(k)) * ring_slot_bytes_;
+  }
   // Direct slots come in two sets used by alternate ops, so a rank may
   // start op k+1 while its peers still read op k's slots.
   size_t DirectSlotOffset(uint64_t op, int sender) const {
-    return SlotsOffset() + ring_slot_bytes_ * static_cast<size_t>(group_.world() - 1) +
+    return SlotsOffset() + ring_slot_bytes_ * static_cast<size_t>(group_.world() - 1) * window_ +
            ((op % 2) * static_cast<size_t>(group_.world()) + static_cast<size_t>(sender)) * direct_slot_bytes_;
   }
 
@@ -218,7 +249,9 @@ class Allreduce : public SumCollective {
   uint32_t polls_ = 0;
   std::vector<uint64_t> tx_messages_;              // messages sent to each rank
   std::vector<uint64_t> rx_messages_;              // messages consumed from each rank
-  std::vector<uint64_t> ring_op_to_;               // last op that wrote each rank's ring slots
+  size_t window_ = 1;                              // ring slot groups (AllreduceOptions::ring_window)
+  std::vector<uint64_t> ring_group_op_;            // by group: the last op that used it at the right neighbour
+  uint64_t current_op_ = 0;                        // the segment being advanced (tags its puts)
   std::vector<std::array<uint64_t, 2>> direct_op_to_;  // last op that wrote each rank's direct slots, by parity
   std::vector<const float*> sum_sources_;          // reused by the direct sum
   std::vector<Pending> pending_;
