@@ -14,6 +14,8 @@ namespace {
 
 size_t RoundUp64(size_t n) { return (n + 63) / 64 * 64; }
 
+constexpr uint64_t kNoSegment = UINT64_MAX;  // Pending::segment_op of a signal
+
 uint64_t LoadWord(const uint8_t* p) {
   return std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(const_cast<uint8_t*>(p)))
       .load(std::memory_order_acquire);
@@ -76,6 +78,16 @@ Result<std::string> EncodeOffer(net::Node& node, net::PeerId peer, size_t count,
 
 Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count, Deadline deadline,
                                                      AllreduceOptions options) {
+  return Make(group, count, deadline, std::move(options), nullptr);
+}
+
+Result<std::unique_ptr<Allreduce>> Allreduce::CreateSharingBuffer(Allreduce& buffer_owner, Deadline deadline,
+                                                                  AllreduceOptions options) {
+  return Make(buffer_owner.group_, buffer_owner.count_, deadline, std::move(options), &buffer_owner);
+}
+
+Result<std::unique_ptr<Allreduce>> Allreduce::Make(Group& group, size_t count, Deadline deadline,
+                                                   AllreduceOptions options, Allreduce* buffer_owner) {
   if (count == 0) return InvalidArgument("allreduce over an empty buffer");
   std::unique_ptr<Allreduce> a(new Allreduce(group));
   const int p = group.world();
@@ -88,9 +100,14 @@ Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count,
   const size_t slots = a->ring_slot_bytes_ * static_cast<size_t>(p - 1) * a->window_ +
                        a->direct_slot_bytes_ * 2 * static_cast<size_t>(p);
   net::Node& node = group.node();
-  TENAX_ASSIGN_OR_RETURN(a->buffer_, node.Allocate(count * sizeof(float)));
-  a->data_ = reinterpret_cast<float*>(a->buffer_.data());
-  std::memset(a->data_, 0, count * sizeof(float));
+  if (buffer_owner) {
+    a->buffer_region_ = buffer_owner->buffer_region_;
+  } else {
+    TENAX_ASSIGN_OR_RETURN(a->buffer_, node.Allocate(count * sizeof(float)));
+    a->buffer_region_ = &a->buffer_;
+    std::memset(a->buffer_.data(), 0, count * sizeof(float));
+  }
+  a->data_ = reinterpret_cast<float*>(a->buffer_region_->data());
   TENAX_ASSIGN_OR_RETURN(a->scratch_, node.Allocate(a->SlotsOffset() + slots));
   std::memset(a->scratch_.data(), 0, a->scratch_.size());
   a->remote_buffer_.resize(static_cast<size_t>(p));
@@ -107,7 +124,7 @@ Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count,
     if (r == group.rank()) continue;
     TENAX_ASSIGN_OR_RETURN(std::string offer,
                            EncodeOffer(node, group.peer(r), count, group.rank(), group.generation(), options.algorithm,
-                                       a->buffer_, a->scratch_));
+                                       *a->buffer_region_, a->scratch_));
     TENAX_RETURN_IF_ERROR(node.SendControl(group.peer(r), kCollectiveOfferKind, offer, deadline));
   }
   for (int r = 0; r < p; ++r) {
@@ -177,7 +194,7 @@ Result<std::unique_ptr<Allreduce>> Allreduce::Create(Group& group, size_t count,
 Allreduce::~Allreduce() {
   // Outstanding puts read our buffer: let them finish before the caller may
   // free it (bounded, the peers may be gone).
-  for (auto& p : pending_) (void)group_.node().Wait(p.op, Deadline::After(std::chrono::seconds(1)));
+  for (auto& p : pending_) (void)node_.Wait(p.op, Deadline::After(std::chrono::seconds(1)));
 }
 
 Status Allreduce::Fail(Status st) {
@@ -252,7 +269,10 @@ Status Allreduce::Signal(int to, size_t remote_offset, uint64_t value) {
   Pending p;
   p.value = std::make_unique<uint64_t>(value);
   p.to = to;
-  p.segment_op = current_op_;
+  // No segment waits for its signals: they read only p.value, never the
+  // buffer, and over a delayed link waiting for the last ack's completion
+  // would add a delay to every segment. Reaped (and failures seen) later.
+  p.segment_op = kNoSegment;
   p.op = group_.node().Put(p.value.get(), sizeof(uint64_t), remote_scratch_[static_cast<size_t>(to)], remote_offset);
   pending_.push_back(std::move(p));
   return Status::Ok();

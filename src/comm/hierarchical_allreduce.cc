@@ -6,6 +6,9 @@
 #include <thread>
 
 namespace tenax::comm {
+namespace {
+constexpr size_t kCrossDirectMaxBytes = 256 << 10;
+}  // namespace
 
 Result<std::unique_ptr<HierarchicalAllreduce>> HierarchicalAllreduce::Create(Group& group,
                                                                              const std::vector<std::string>& zone_of_rank,
@@ -62,13 +65,27 @@ Result<std::unique_ptr<HierarchicalAllreduce>> HierarchicalAllreduce::Create(Gro
   options.algorithm = "hierarchical zones=";
   for (int r = 0; r < p; ++r) options.algorithm += (r ? "," : "") + zone_of_rank[static_cast<size_t>(r)];
   TENAX_ASSIGN_OR_RETURN(h->zone_, Allreduce::Create(*h->zone_group_, count, deadline, options));
-  TENAX_ASSIGN_OR_RETURN(h->cross_, Allreduce::Create(*h->cross_group_, count, deadline, options));
+  AllreduceOptions gather = options;
+  gather.algorithm += " (allgathers)";
+  TENAX_ASSIGN_OR_RETURN(h->gather_, Allreduce::CreateSharingBuffer(*h->zone_, deadline, gather));
+  AllreduceOptions across = options;
+  if (zones.size() == 2) {
+    // Between two zones a direct exchange moves the same bytes as a ring
+    // of two (each member's whole chunk, once) in one round instead of
+    // two: half the cross-zone delays. Direct segments run one at a time
+    // while ring pieces overlap (Allreduce's window), so only chunks small
+    // enough for the delay to dominate go direct: a gradient bucket's
+    // (256 KiB buckets, halves of them), not a large tensor's 1 MiB pieces.
+    across.direct_max_bytes = std::max(options.direct_max_bytes, kCrossDirectMaxBytes);
+  }
+  TENAX_ASSIGN_OR_RETURN(h->cross_, Allreduce::Create(*h->cross_group_, count, deadline, across));
   return h;
 }
 
 void HierarchicalAllreduce::SetInterrupt(std::function<Status()> interrupt) {
   interrupt_ = interrupt;
   zone_->SetInterrupt(interrupt);
+  gather_->SetInterrupt(interrupt);
   cross_->SetInterrupt(std::move(interrupt));
 }
 
@@ -96,52 +113,35 @@ Status HierarchicalAllreduce::Start(size_t offset, size_t count, float scale, co
     j.pieces.push_back(pc);
     done += pc.count;
   } while (done < count);
-  jobs_.push_back(std::move(j));
-  return Status::Ok();
-}
-
-Status HierarchicalAllreduce::StartJob(Job& j) {
-  const size_t base = j.pieces.front().offset;
+  // The reduce-scatters queue now, in Start order on every member.
   for (const Piece& pc : j.pieces) {
-    TENAX_RETURN_IF_ERROR(zone_->StartPhase(RingPhase::kReduceScatter, pc.offset, pc.count, 1.0f,
-                                            j.input ? j.input + (pc.offset - base) : nullptr));
+    if (Status st = zone_->StartPhase(RingPhase::kReduceScatter, pc.offset, pc.count, 1.0f,
+                                      input ? input + (pc.offset - offset) : nullptr);
+        !st.ok()) {
+      return Fail(st);
+    }
   }
-  j.started = true;
+  jobs_.push_back(std::move(j));
   return Status::Ok();
 }
 
 Result<uint64_t> HierarchicalAllreduce::Poll() {
   if (!failed_.ok()) return failed_;
-  // The zone queue must hold the same operations in the same order on
-  // every member of the zone: a job's reduce-scatters are queued only once
-  // the job before it has queued all its allgathers, and a job's
-  // allgathers follow its reduce-scatters in piece order.
+  // Each sub-collective completes in queue order, and each queue holds one
+  // kind of step in piece order (over jobs, in Start order): a completion
+  // belongs to the first piece still waiting for that step.
   for (bool moved = true; moved;) {
     moved = false;
-    for (size_t k = 0; k < jobs_.size(); ++k) {
-      Job& j = jobs_[k];
-      if (!j.started) {
-        if (k > 0 && jobs_[k - 1].crossed < jobs_[k - 1].pieces.size()) break;
-        if (Status st = StartJob(j); !st.ok()) return Fail(st);
-        moved = true;
-      }
-      if (j.crossed < j.pieces.size()) break;
-    }
     Result<uint64_t> zone_total = zone_->Poll();
     if (!zone_total.ok()) return Fail(zone_total.status());
     while (zone_done_ < *zone_total) {
       ++zone_done_;
       moved = true;
-      // The first job with a zone operation outstanding owns this completion.
       for (Job& j : jobs_) {
-        if (j.started && j.reduced < j.pieces.size()) {
+        if (j.reduced < j.pieces.size()) {
           const Piece& pc = j.pieces[j.reduced++];
           const size_t at = pc.offset + pc.mine.begin;
           if (Status st = cross_->Start(at, pc.mine.length, j.scale, zone_->data() + at); !st.ok()) return Fail(st);
-          break;
-        }
-        if (j.gathered < j.crossed) {
-          ++j.gathered;
           break;
         }
       }
@@ -156,9 +156,21 @@ Result<uint64_t> HierarchicalAllreduce::Poll() {
           const Piece& pc = j.pieces[j.crossed++];
           const size_t at = pc.offset + pc.mine.begin;
           std::memcpy(zone_->data() + at, cross_->data() + at, pc.mine.length * sizeof(float));
-          if (Status st = zone_->StartPhase(RingPhase::kAllgather, pc.offset, pc.count); !st.ok()) {
+          if (Status st = gather_->StartPhase(RingPhase::kAllgather, pc.offset, pc.count); !st.ok()) {
             return Fail(st);
           }
+          break;
+        }
+      }
+    }
+    Result<uint64_t> gather_total = gather_->Poll();
+    if (!gather_total.ok()) return Fail(gather_total.status());
+    while (gather_done_ < *gather_total) {
+      ++gather_done_;
+      moved = true;
+      for (Job& j : jobs_) {
+        if (j.gathered < j.crossed) {
+          ++j.gathered;
           break;
         }
       }
@@ -203,7 +215,9 @@ Status HierarchicalAllreduce::Wait(Deadline deadline) {
 
 uint64_t HierarchicalAllreduce::bytes_sent_to(int rank) const {
   for (size_t i = 0; i < zone_ranks_.size(); ++i) {
-    if (zone_ranks_[i] == rank) return zone_->bytes_sent_to(static_cast<int>(i));
+    if (zone_ranks_[i] == rank) {
+      return zone_->bytes_sent_to(static_cast<int>(i)) + gather_->bytes_sent_to(static_cast<int>(i));
+    }
   }
   for (size_t i = 0; i < cross_ranks_.size(); ++i) {
     if (cross_ranks_[i] == rank) return cross_->bytes_sent_to(static_cast<int>(i));
@@ -213,6 +227,7 @@ uint64_t HierarchicalAllreduce::bytes_sent_to(int rank) const {
 
 int HierarchicalAllreduce::waiting_for() const {
   if (int z = zone_->waiting_for(); z >= 0) return zone_ranks_[static_cast<size_t>(z)];
+  if (int z = gather_->waiting_for(); z >= 0) return zone_ranks_[static_cast<size_t>(z)];
   if (int c = cross_->waiting_for(); c >= 0) return cross_ranks_[static_cast<size_t>(c)];
   return -1;
 }

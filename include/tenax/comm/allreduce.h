@@ -121,6 +121,13 @@ class Allreduce : public SumCollective {
   // Put the values to reduce there (data()), or make tensors views of it.
   static Result<std::unique_ptr<Allreduce>> Create(Group& group, size_t count, Deadline deadline,
                                                    AllreduceOptions options = {});
+  // A second collective over `buffer_owner`'s group and buffer (it must
+  // outlive this one), with its own scratch, op numbers and queue: the
+  // hierarchical allreduce queues its zone reduce-scatters on one and its
+  // allgathers on the other, so each queue has one order on every member
+  // while jobs overlap. Collective, like Create.
+  static Result<std::unique_ptr<Allreduce>> CreateSharingBuffer(Allreduce& buffer_owner, Deadline deadline,
+                                                                AllreduceOptions options = {});
   ~Allreduce() override;
 
   // SumCollective. With `input`, each value is read exactly once, in the
@@ -179,7 +186,10 @@ class Allreduce : public SumCollective {
     uint64_t segment_op = 0;  // the segment that issued it
     std::unique_ptr<uint64_t> value;  // source of a signal put, stable until completion
   };
-  explicit Allreduce(Group& group) : group_(group) {}
+  explicit Allreduce(Group& group) : group_(group), node_(group.node()) {}
+  // Create's work; `buffer_owner` null: allocate the buffer.
+  static Result<std::unique_ptr<Allreduce>> Make(Group& group, size_t count, Deadline deadline,
+                                                 AllreduceOptions options, Allreduce* buffer_owner);
 
   Result<bool> Advance(Segment& s);  // true when the segment is complete
   Result<bool> AdvanceRing(Segment& s);
@@ -232,12 +242,17 @@ class Allreduce : public SumCollective {
   }
 
   Group& group_;
+  // The destructor waits for puts still in flight through the Node, which
+  // outlives every group over it: an elastic re-form destroys the old
+  // Group before the collective built on it.
+  net::Node& node_;
   AllreduceOptions options_;
   float* data_ = nullptr;
   size_t count_ = 0;
   size_t ring_slot_bytes_ = 0;
   size_t direct_slot_bytes_ = 0;
-  net::MemoryRegion buffer_;
+  net::MemoryRegion buffer_;                      // empty when sharing another's
+  const net::MemoryRegion* buffer_region_ = nullptr;  // the buffer: ours or the owner's
   net::MemoryRegion scratch_;
   std::vector<net::RemoteRegion> remote_buffer_;   // by rank
   std::vector<net::RemoteRegion> remote_scratch_;  // by rank
