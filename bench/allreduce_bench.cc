@@ -264,6 +264,8 @@ Result<std::vector<RunResult>> RunOne(const BenchArgs& a, const RunPlan& plan, c
         argv = {bench_bin, "allreduce-rank",           "--rank",       std::to_string(r),
                 "--procs", std::to_string(plan.procs), "--rendezvous", rendezvous};
         if (!a.transports.empty()) argv.insert(argv.end(), {"--transports", a.transports});
+        if (a.piece_bytes) argv.insert(argv.end(), {"--piece-bytes", std::to_string(a.piece_bytes)});
+        if (a.window) argv.insert(argv.end(), {"--window", std::to_string(a.window)});
       } else {
         argv = {gloo_bin,      "--rank",  std::to_string(r), "--procs", std::to_string(plan.procs),
                 "--store-dir", rendezvous};
@@ -527,9 +529,9 @@ void AddAllreduceBenchmark(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--iperf3", a->iperf3, "--hosts: the iperf3 program")->capture_default_str();
   cmd->add_option("--piece-bytes", a->piece_bytes,
-                  "--hosts: tenax's ring piece size, bytes (default: the library's, 1 MiB)")
+                  "tenax's ring piece size, bytes (default: the library's, 1 MiB)")
       ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 30));
-  cmd->add_option("--window", a->window, "--hosts: tenax's ring pieces in flight (default: the library's, 8)")
+  cmd->add_option("--window", a->window, "tenax's ring pieces in flight over the transport (default: the library's, 8)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{64}));
   cmd->add_option("--budget-bytes", a->budget_bytes,
                   "Timed calls per size = max(min-iters, min(2000, budget/size)) (default 64 MiB quick, 256 MiB full)")
