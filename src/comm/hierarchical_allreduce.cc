@@ -129,52 +129,46 @@ Result<uint64_t> HierarchicalAllreduce::Poll() {
   if (!failed_.ok()) return failed_;
   // Each sub-collective completes in queue order, and each queue holds one
   // kind of step in piece order (over jobs, in Start order): a completion
-  // belongs to the first piece still waiting for that step.
-  for (bool moved = true; moved;) {
-    moved = false;
-    Result<uint64_t> zone_total = zone_->Poll();
-    if (!zone_total.ok()) return Fail(zone_total.status());
-    while (zone_done_ < *zone_total) {
-      ++zone_done_;
+  // belongs to the first piece still waiting for that step. `step` takes
+  // that piece's job (it exists: every queued operation has one).
+  bool moved = true;
+  auto drain = [&](Allreduce& collective, uint64_t& seen, auto waiting, auto step) -> Status {
+    TENAX_ASSIGN_OR_RETURN(uint64_t total, collective.Poll());
+    for (; seen < total; ++seen) {
       moved = true;
-      for (Job& j : jobs_) {
-        if (j.reduced < j.pieces.size()) {
+      auto job = std::find_if(jobs_.begin(), jobs_.end(), waiting);
+      if (job != jobs_.end()) TENAX_RETURN_IF_ERROR(step(*job));
+    }
+    return Status::Ok();
+  };
+  while (moved) {
+    moved = false;
+    Status st = drain(
+        *zone_, zone_done_, [](const Job& j) { return j.reduced < j.pieces.size(); },
+        [&](Job& j) {
           const Piece& pc = j.pieces[j.reduced++];
           const size_t at = pc.offset + pc.mine.begin;
-          if (Status st = cross_->Start(at, pc.mine.length, j.scale, zone_->data() + at); !st.ok()) return Fail(st);
-          break;
-        }
-      }
+          return cross_->Start(at, pc.mine.length, j.scale, zone_->data() + at);
+        });
+    if (st.ok()) {
+      st = drain(
+          *cross_, cross_done_, [](const Job& j) { return j.crossed < j.reduced; },
+          [&](Job& j) {
+            const Piece& pc = j.pieces[j.crossed++];
+            const size_t at = pc.offset + pc.mine.begin;
+            std::memcpy(zone_->data() + at, cross_->data() + at, pc.mine.length * sizeof(float));
+            return gather_->StartPhase(RingPhase::kAllgather, pc.offset, pc.count);
+          });
     }
-    Result<uint64_t> cross_total = cross_->Poll();
-    if (!cross_total.ok()) return Fail(cross_total.status());
-    while (cross_done_ < *cross_total) {
-      ++cross_done_;
-      moved = true;
-      for (Job& j : jobs_) {
-        if (j.crossed < j.reduced) {
-          const Piece& pc = j.pieces[j.crossed++];
-          const size_t at = pc.offset + pc.mine.begin;
-          std::memcpy(zone_->data() + at, cross_->data() + at, pc.mine.length * sizeof(float));
-          if (Status st = gather_->StartPhase(RingPhase::kAllgather, pc.offset, pc.count); !st.ok()) {
-            return Fail(st);
-          }
-          break;
-        }
-      }
+    if (st.ok()) {
+      st = drain(
+          *gather_, gather_done_, [](const Job& j) { return j.gathered < j.crossed; },
+          [](Job& j) {
+            ++j.gathered;
+            return Status::Ok();
+          });
     }
-    Result<uint64_t> gather_total = gather_->Poll();
-    if (!gather_total.ok()) return Fail(gather_total.status());
-    while (gather_done_ < *gather_total) {
-      ++gather_done_;
-      moved = true;
-      for (Job& j : jobs_) {
-        if (j.gathered < j.crossed) {
-          ++j.gathered;
-          break;
-        }
-      }
-    }
+    if (!st.ok()) return Fail(st);
     while (!jobs_.empty() && jobs_.front().gathered == jobs_.front().pieces.size()) {
       jobs_.pop_front();
       ++completed_;
