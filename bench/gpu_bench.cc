@@ -18,6 +18,8 @@ struct GpuArgs {
   std::string json_path;
   std::string python = "python3";
   std::string sections = "single,sync2,elastic,staging";
+  bool data_on_host_too = false;
+  std::string sync2_bucket_kib;
 };
 
 Status RunGpu(const GpuArgs& a) {
@@ -29,6 +31,8 @@ Status RunGpu(const GpuArgs& a) {
   if (!std::getenv("TENAX_BINARY")) ::setenv("TENAX_BINARY", tenax.c_str(), 1);
   std::vector<std::string> args = {script, "--python", a.python, "--sections", a.sections};
   if (a.quick) args.push_back("--quick");
+  if (a.data_on_host_too) args.push_back("--data-on-host-too");
+  if (!a.sync2_bucket_kib.empty()) args.insert(args.end(), {"--sync2-bucket-kib", a.sync2_bucket_kib});
   if (!a.json_path.empty()) args.insert(args.end(), {"--json", a.json_path});
   return ExecPython(a.python, args);
 }
@@ -47,6 +51,16 @@ void AddGpuBenchmark(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--sections", a->sections, "Comma-separated: single, sync2, elastic, staging")
       ->capture_default_str();
+  cmd->add_flag("--data-on-host-too", a->data_on_host_too,
+                "single: also run tenax with train.resident_data = \"off\" (batches gathered on the host)");
+  cmd->add_option("--sync2-bucket-kib", a->sync2_bucket_kib,
+                  "sync2: also run tenax with these train.bucket_kib values (comma-separated, e.g. 1024,16384)")
+      ->check([](const std::string& v) {
+        for (char ch : v) {
+          if (!(ch == ',' || (ch >= '0' && ch <= '9'))) return std::string("a comma-separated list of KiB counts");
+        }
+        return std::string();
+      });
 }
 
 }  // namespace tenax::bench

@@ -80,7 +80,7 @@ def write_resnet_inputs(work, python):
 
 
 def job_text(mode, model, batch, steps, device, npy=None, model_path=None, workers=1, staging=None,
-             extra=""):
+             extra="", train_extra=()):
     lines = [f'mode = "{mode}"']
     if mode == "sync":
         lines += ["[cluster]", f"workers = {workers}", 'job_id = "bench-gpu"', 'coordinator = "127.0.0.1:0"',
@@ -98,6 +98,7 @@ def job_text(mode, model, batch, steps, device, npy=None, model_path=None, worke
               "lr = 0.02", "momentum = 0.9", "seed = 1", "threads = 2", f'device = "{device}"']
     if staging:
         lines += [f'staging = "{staging}"']
+    lines += list(train_extra)
     lines += ["[log]", "every_steps = 100", extra]
     return "\n".join(lines) + "\n"
 
@@ -176,9 +177,16 @@ def section_single(a, work, results):
         p = peer(a.python, pargs)
         rows.append({"case": f"{model} batch {batch}", "tenax": t["steady_samples_per_second"],
                      "pytorch": p["samples_per_second"], "ratio": t["steady_samples_per_second"] / p["samples_per_second"],
-                     "tenax_device": t.get("device")})
+                     "tenax_device": t.get("device"), "train_data_on": t.get("train_data_on", "host")})
+        if a.data_on_host_too:  # the same run with the batches gathered on the host (pinned, copied ahead)
+            h = tenax_train(work, f"single-{key}-host", job_text("single", model, batch, n, a.device, npy=npy,
+                                                                 model_path=model_path,
+                                                                 train_extra=['resident_data = "off"']))
+            rows[-1]["tenax_data_on_host"] = h["steady_samples_per_second"]
         print(f"single  {rows[-1]['case']:<20} tenax {rows[-1]['tenax']:>10.0f}/s  pytorch {rows[-1]['pytorch']:>10.0f}/s"
-              f"  ratio {rows[-1]['ratio']:.2f}  (target >= 1.0)", flush=True)
+              f"  ratio {rows[-1]['ratio']:.2f}  (target >= 1.0; data on {rows[-1]['train_data_on']}"
+              + (f"; data on the host: {rows[-1]['tenax_data_on_host']:.0f}/s" if a.data_on_host_too else "") + ")",
+              flush=True)
     results["single"] = rows
 
 
@@ -199,6 +207,15 @@ def section_sync2(a, work, results):
            "hashes_equal": len(set(hashes.values())) == 1 and len(hashes) == 2,
            "staging": summary.get("staging"), "test_accuracy": summary.get("final_test_accuracy"),
            "ddp_test_accuracy": ddp.get("test_accuracy")}
+    for kib in a.sync2_bucket_kib:  # tenax alone with other bucket sizes
+        s2, h2, _ = tenax_run(work, f"sync2-{kib}", job_text("sync", "resnet18", 128, steps, a.device, npy=npy,
+                                                             model_path=model_path, workers=2,
+                                                             train_extra=[f"bucket_kib = {kib}"]))
+        row.setdefault("tenax_by_bucket_kib", {})[str(kib)] = {
+            "samples_per_second": s2.get("steady_samples_per_second", s2["samples_per_second"]),
+            "staging": s2.get("staging"), "hashes_equal": len(set(h2.values())) == 1 and len(h2) == 2}
+        print(f"sync2   bucket {kib} KiB: tenax {row['tenax_by_bucket_kib'][str(kib)]['samples_per_second']:.0f}/s",
+              flush=True)
     results["sync2"] = row
     print(f"sync2   resnet18 2x128 on one GPU: tenax {t:.0f}/s, DDP-Gloo {ddp['samples_per_second']:.0f}/s "
           f"({row['vs_ddp']:.2f}x, target >= 1.5), one process {one:.0f}/s ({row['vs_one_process']:.2f}x, target >= 0.65); "
@@ -254,9 +271,14 @@ def main():
     p.add_argument("--json")
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--sections", default="single,sync2,elastic,staging")
+    p.add_argument("--data-on-host-too", action="store_true",
+                   help="single: also run tenax with train.resident_data = \"off\" (batches gathered on the host)")
+    p.add_argument("--sync2-bucket-kib", default="",
+                   help="sync2: also run tenax with these train.bucket_kib values (comma-separated)")
     p.add_argument("--dry-run", action="store_true",
                    help="every section on the CPU with a few steps: checks the bench itself, measures nothing")
     a = p.parse_args()
+    a.sync2_bucket_kib = [int(k) for k in a.sync2_bucket_kib.split(",") if k]
     a.device = "cpu" if a.dry_run else "cuda"
     gpu = a.dry_run or have_gpu(a.python)
     wanted = [s for s in a.sections.split(",") if s]

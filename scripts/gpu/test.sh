@@ -24,7 +24,16 @@ for s in $stages; do
   case $s in
     build) stage build scripts/gpu/build.sh build-gpu || break ;;
     tests) stage tests bash -c "cd build-gpu && ctest -L gpu --output-on-failure --timeout 300" ;;
-    bench) stage bench build-gpu/src/tenax bench gpu --quick --json "$out/bench-gpu.json" ;;
+    # tenax bench gpu hands over to bench/gpu_bench.py; without tenax-bench
+    # built (TENAX_TARGETS="tenax gpu_tests") the driver runs directly.
+    # BENCH_ARGS: more arguments (--sections, --data-on-host-too, ...).
+    # shellcheck disable=SC2086
+    bench) if [ -x build-gpu/src/tenax-bench ]; then
+             stage bench build-gpu/src/tenax bench gpu --quick --json "$out/bench-gpu.json" ${BENCH_ARGS:-}
+           else
+             stage bench env TENAX_BINARY=build-gpu/src/tenax PYTHONUNBUFFERED=1 python3 bench/gpu_bench.py --quick \
+               --json "$out/bench-gpu.json" ${BENCH_ARGS:-}
+           fi ;;
   esac
 done
 exit $status

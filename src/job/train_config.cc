@@ -271,6 +271,9 @@ void CheckDeviceForMode(ConfigReader& r, TrainConfig& c) {
   if (c.mode != "sync" && r.has("train.staging")) {
     r.Fail("train.staging", "only applies to mode = \"sync\" (gradients staged for the allreduce)");
   }
+  if (c.mode != "sync" && r.has("train.bucket_kib")) {
+    r.Fail("train.bucket_kib", "only applies to mode = \"sync\" (the allreduce's gradient buckets)");
+  }
 }
 
 // [model], [train] and [log].
@@ -299,6 +302,8 @@ void ParseModelAndTraining(ConfigReader& r, TrainConfig& c) {
     r.Fail("train.device", "is \"" + c.device + "\"; use \"cpu\", \"cuda\", \"cuda:N\" (N a GPU index) or \"auto\"");
   }
   c.staging = r.Choice("train.staging", c.staging, {"auto", "always"});
+  c.bucket_kib = r.Int("train.bucket_kib", c.bucket_kib, 4, int64_t{1} << 20);
+  c.resident_data = r.Choice("train.resident_data", c.resident_data, {"auto", "off"});
   c.allreduce = r.Choice("train.allreduce", c.allreduce, {"auto", "ring", "hierarchical"});
   c.log_every_steps = r.Int("log.every_steps", c.log_every_steps, 1, int64_t{1} << 40);
   c.log_level = r.Choice("log.level", c.log_level, {"trace", "debug", "info", "warn", "error"});

@@ -89,6 +89,27 @@ TEST(TrainConfigTest, TheDeviceIsCheckedForItsSpellingAndItsMode) {
   EXPECT_EQ("always", staged->staging);
 }
 
+TEST(TrainConfigTest, BucketSizeIsForSyncJobsAndResidentDataIsAChoice) {
+  auto def = Parse("mode = \"sync\"\n");
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  EXPECT_EQ(0, def->bucket_kib) << "0: chosen by where the gradients live";
+  EXPECT_EQ("auto", def->resident_data);
+  auto big = Parse("mode = \"sync\"\n[train]\nbucket_kib = 16384\nresident_data = \"off\"\n");
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  EXPECT_EQ(16384, big->bucket_kib);
+  EXPECT_EQ("off", big->resident_data);
+  auto single = Parse("[train]\nbucket_kib = 1024\n");
+  ASSERT_FALSE(single.ok());
+  EXPECT_NE(single.status().message().find("'train.bucket_kib' only applies to mode = \"sync\""), std::string::npos)
+      << single.status().message();
+  auto tiny = Parse("mode = \"sync\"\n[train]\nbucket_kib = 2\n");
+  ASSERT_FALSE(tiny.ok());
+  EXPECT_NE(tiny.status().message().find("train.bucket_kib"), std::string::npos) << tiny.status().message();
+  auto typo = Parse("[train]\nresident_data = \"gpu\"\n");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_NE(typo.status().message().find("train.resident_data"), std::string::npos) << typo.status().message();
+}
+
 TEST(TrainConfigTest, AllreduceChoiceIsForFixedSyncJobsOnly) {
   auto def = Parse("mode = \"sync\"\n");
   ASSERT_TRUE(def.ok()) << def.status().ToString();

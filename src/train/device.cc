@@ -4,6 +4,9 @@
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
+#include <dlfcn.h>
+#include <thread>
+#include <spdlog/spdlog.h>
 
 namespace tenax {
 namespace {
@@ -13,6 +16,39 @@ bool CudaUsable() { return torch::cuda::is_available() && torch::cuda::device_co
 // The device's guard implementation: CUDA's is registered only by a
 // libtorch with CUDA, which is why callers check the device type first.
 c10::impl::VirtualGuardImpl Guard(torch::Device device) { return c10::impl::VirtualGuardImpl(device.type()); }
+
+// cudaHostRegister and cudaHostUnregister of the CUDA runtime the libtorch
+// loaded (absent from a CPU libtorch). Looked up once.
+struct CudaHostRegistry {
+  using Register = int (*)(void*, size_t, unsigned int);
+  using Unregister = int (*)(void*);
+  using ErrorString = const char* (*)(int);
+  Register reg = nullptr;
+  Unregister unreg = nullptr;
+  ErrorString error_string = nullptr;
+  bool usable() const { return reg != nullptr && unreg != nullptr; }
+};
+
+const CudaHostRegistry& HostRegistry() {
+  static const CudaHostRegistry registry = [] {
+    CudaHostRegistry r;
+    void* scope = RTLD_DEFAULT;
+    if (dlsym(scope, "cudaHostRegister") == nullptr) {
+      // The runtime may be loaded under its versioned name only.
+      for (const char* name : {"libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so"}) {
+        if (void* h = dlopen(name, RTLD_NOW | RTLD_NOLOAD)) {
+          scope = h;
+          break;
+        }
+      }
+    }
+    r.reg = reinterpret_cast<CudaHostRegistry::Register>(dlsym(scope, "cudaHostRegister"));
+    r.unreg = reinterpret_cast<CudaHostRegistry::Unregister>(dlsym(scope, "cudaHostUnregister"));
+    r.error_string = reinterpret_cast<CudaHostRegistry::ErrorString>(dlsym(scope, "cudaGetErrorString"));
+    return r;
+  }();
+  return registry;
+}
 
 }  // namespace
 
@@ -74,6 +110,53 @@ void DeviceMarker::MakeStreamWait(const c10::Stream& stream) const {
   event_->block(stream);
 }
 
+void DeviceMarker::Wait() const {
+  // libtorch 1.13's c10::Event has no synchronize(): poll it (the work
+  // waited for is copies already enqueued).
+  while (event_ && !event_->query()) std::this_thread::yield();
+}
+
+HostPin::HostPin(torch::Device device, void* data, size_t bytes) {
+  if (!device.is_cuda() || data == nullptr || bytes == 0) return;
+  const CudaHostRegistry& r = HostRegistry();
+  if (!r.usable()) {
+    error_ = "the CUDA runtime's cudaHostRegister was not found in this process";
+    return;
+  }
+  c10::impl::VirtualGuardImpl guard(device.type());
+  const c10::Device before = guard.exchangeDevice(device);
+  const int rc = r.reg(data, bytes, /*cudaHostRegisterPortable=*/1);
+  guard.setDevice(before);
+  if (rc != 0) {
+    error_ = "cudaHostRegister of " + std::to_string(bytes) + " bytes failed: " +
+             (r.error_string ? std::string(r.error_string(rc)) : "error " + std::to_string(rc));
+    return;
+  }
+  data_ = data;
+}
+
+HostPin::HostPin(HostPin&& other) noexcept : data_(other.data_), error_(std::move(other.error_)) {
+  other.data_ = nullptr;
+}
+
+HostPin& HostPin::operator=(HostPin&& other) noexcept {
+  if (this != &other) {
+    Release();
+    data_ = other.data_;
+    error_ = std::move(other.error_);
+    other.data_ = nullptr;
+  }
+  return *this;
+}
+
+HostPin::~HostPin() { Release(); }
+
+void HostPin::Release() {
+  if (data_ == nullptr) return;
+  if (const int rc = HostRegistry().unreg(data_); rc != 0) spdlog::warn("cudaHostUnregister failed: error {}", rc);
+  data_ = nullptr;
+}
+
 std::optional<c10::Stream> CopyStream(torch::Device device) {
   if (!device.is_cuda()) return std::nullopt;
   return Guard(device).getStreamFromGlobalPool(device, /*isHighPriority=*/false);
@@ -97,7 +180,7 @@ torch::Tensor HostStaging(torch::Device device, int64_t count) {
 
 torch::Tensor ToDeviceAhead(const torch::Tensor& host, torch::Device device,
                             const std::optional<c10::Stream>& copy_stream) {
-  if (!device.is_cuda() || !copy_stream) return host;
+  if (!device.is_cuda() || !copy_stream || host.device() == device) return host;
   torch::Tensor pinned = host.is_pinned() ? host : host.pin_memory();
   torch::Tensor out;
   DeviceMarker copied;

@@ -2,7 +2,10 @@
 // behaviour (the GPU side runs in gpu_test.cc on the GPU machine).
 #include "tenax/train/device.h"
 
+#include <ATen/Context.h>
 #include <gtest/gtest.h>
+
+#include <vector>
 
 namespace tenax {
 namespace {
@@ -54,6 +57,20 @@ TEST(Device, OnTheCpuCopiesAreImmediateAndMarkersAreDone) {
   EXPECT_TRUE(m.Done());
   const torch::Tensor batch = torch::ones({2, 3});
   EXPECT_EQ(batch.data_ptr(), ToDeviceAhead(batch, cpu, std::nullopt).data_ptr()) << "a CPU batch is used as is";
+}
+
+TEST(Device, HostPinIsInactiveWhereThereIsNoCudaRuntime) {
+  std::vector<float> memory(1024, 1.0f);
+  HostPin cpu(torch::kCPU, memory.data(), memory.size() * sizeof(float));
+  EXPECT_FALSE(cpu.active()) << "the CPU needs no page-locked memory";
+  EXPECT_EQ("", cpu.error());
+  if (at::hasCUDA()) return;  // a CUDA libtorch finds the runtime (gpu_test.cc pins there)
+  HostPin cuda(torch::Device(torch::kCUDA, 0), memory.data(), memory.size() * sizeof(float));
+  EXPECT_FALSE(cuda.active());
+  EXPECT_EQ("the CUDA runtime's cudaHostRegister was not found in this process", cuda.error());
+  HostPin moved = std::move(cuda);
+  EXPECT_FALSE(moved.active());
+  EXPECT_EQ(1.0f, memory[1023]) << "the memory is left as it was";
 }
 
 }  // namespace

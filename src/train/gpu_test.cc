@@ -10,10 +10,13 @@
 #include <fstream>
 
 #include "tenax/data/fashion_mnist.h"
+#include "tenax/train/device.h"
 #include "tenax/train/exchange/elastic_membership.h"
+#include "tenax/train/input/device_resident_source.h"
 #include "tenax/train/model.h"
 #include "tenax/train/single_trainer.h"
 #include "tenax/train/sync_trainer.h"
+#include "foreach_sgd.h"
 #include "testing.h"
 #include "thread_group.h"
 
@@ -67,6 +70,7 @@ TEST(Gpu, SingleTrainsOnTheGpuAndSavesACpuModelWithItsBits) {
   auto out = TrainSingle(GpuConfig("single", 64, 300), doc, dir.path(), {});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(0u, out->summary.value("device", std::string()).rfind("cuda:0", 0)) << out->summary.dump();
+  EXPECT_EQ("cuda:0", out->summary.value("train_data_on", std::string())) << "Fashion-MNIST fits on the GPU";
   EXPECT_GT(out->final_test_accuracy, 0.6) << "300 steps of the cnn reach well above 0.6 on Fashion-MNIST";
   EXPECT_LT(out->final_train_loss, out->first_train_loss);
   auto loaded = LoadModel(dir.path() + "/model.pt");
@@ -94,6 +98,78 @@ TEST(Gpu, SyncReplicasOnTheGpuEndBitwiseEqual) {
   EXPECT_EQ(hashes[0], hashes[2]);
   EXPECT_EQ(accuracy[0], accuracy[2]);
   EXPECT_GT(accuracy[0], 0.6);
+}
+
+TEST(Gpu, StagedSumsLandInPageLockedMemory) {
+  ASSERT_TRUE(torch::cuda::is_available()) << "no GPU visible: these tests run on the GPU machine only";
+  std::vector<float> memory(1 << 16, 2.0f);
+  {
+    HostPin pin(torch::Device(torch::kCUDA, 0), memory.data(), memory.size() * sizeof(float));
+    ASSERT_TRUE(pin.active()) << pin.error();
+    // A copy from it to the GPU and back: the values survive.
+    torch::Tensor host = torch::from_blob(memory.data(), {static_cast<int64_t>(memory.size())}, torch::kFloat32);
+    torch::Tensor dev = torch::empty_like(host, torch::TensorOptions().device(torch::kCUDA));
+    dev.copy_(host, /*non_blocking=*/true);
+    EXPECT_EQ(2.0 * static_cast<double>(memory.size()), dev.sum().item<double>());
+  }
+  GpuScratch dir;
+  ConfigDoc doc;
+  std::vector<nlohmann::json> summaries(2);
+  auto results = testing::RunThreadGroup(2, "", [&](comm::Group& g) -> Status {
+    TENAX_ASSIGN_OR_RETURN(TrainOutcome out, TrainSync(GpuConfig("sync", 32, 30), doc, dir.path(), g, {}));
+    summaries[static_cast<size_t>(g.rank())] = out.summary;
+    return g.Barrier(Deadline::After(std::chrono::seconds(60)));
+  });
+  for (const auto& st : results) ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(true, summaries[0]["staging"].value("sums_page_locked", false)) << summaries[0].dump();
+  EXPECT_EQ(summaries[0]["parameter_hash"], summaries[1]["parameter_hash"]);
+}
+
+TEST(Gpu, ForeachSgdOnTheGpuFollowsLibtorchsSgd) {
+  ASSERT_TRUE(torch::cuda::is_available()) << "no GPU visible: these tests run on the GPU machine only";
+  auto make = [] {
+    torch::manual_seed(5);
+    std::vector<torch::Tensor> p;
+    for (auto shape : std::vector<std::vector<int64_t>>{{64, 32}, {32}, {3, 3, 8}}) {
+      p.push_back(torch::randn(shape).to(torch::kCUDA).requires_grad_(true));
+    }
+    return p;
+  };
+  auto a = make(), b = make();
+  const auto o = torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-4);
+  torch::optim::SGD reference(a, o);
+  train_internal::ForeachSgd foreach_sgd(b, o);
+  for (int step = 0; step < 8; ++step) {
+    torch::manual_seed(50 + step);
+    for (size_t i = 0; i < a.size(); ++i) {
+      torch::Tensor g = torch::randn(a[i].sizes()).to(torch::kCUDA);
+      a[i].mutable_grad() = g.clone();
+      b[i].mutable_grad() = g.clone();
+    }
+    reference.step();
+    foreach_sgd.step();
+  }
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::allclose(a[i], b[i], 1e-6, 1e-7)) << "parameter " << i << ": max difference "
+                                                         << (a[i] - b[i]).abs().max().item<double>();
+  }
+}
+
+TEST(Gpu, TheTrainingSetHeldOnTheGpuGivesTheHostsBatches) {
+  ASSERT_TRUE(torch::cuda::is_available()) << "no GPU visible: these tests run on the GPU machine only";
+  TrainConfig c = GpuConfig("single", 64, 1);
+  auto host = OpenDataSource(c, Split::kTrain, 0);
+  ASSERT_TRUE(host.ok()) << host.status().ToString();
+  const torch::Device cuda(torch::kCUDA, 0);
+  auto resident = MakeDeviceResidentSource(**host, cuda, CopyStream(cuda));
+  ASSERT_TRUE(resident.ok()) << resident.status().ToString();
+  const torch::Tensor idx = torch::randperm(60000, torch::kInt64).slice(0, 0, 512);
+  auto a = (*host)->Read(idx);
+  auto b = (*resident)->Read(idx);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(b->images.is_cuda());
+  EXPECT_TRUE(torch::equal(a->images, b->images.cpu()));
+  EXPECT_TRUE(torch::equal(a->labels, b->labels.cpu()));
 }
 
 }  // namespace

@@ -33,7 +33,7 @@ Result<TrainOutcome> TrainSync(const TrainConfig& config, const ConfigDoc& effec
     AllreduceExchangeOptions xo;
     xo.step_timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::duration<double>(options.step_timeout_seconds));
-    xo.bucket_bytes = options.bucket_bytes;
+    xo.bucket_bytes = config.bucket_kib > 0 ? static_cast<size_t>(config.bucket_kib) << 10 : options.bucket_bytes;
     xo.interrupt = options.interrupt;
     xo.stage_gradients = config.staging == "always";
     xo.zones = options.allreduce_zones;
@@ -84,7 +84,7 @@ Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& ef
     ElasticExchangeOptions xo;
     xo.base.step_timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
         std::chrono::duration<double>(options.step_timeout_seconds));
-    xo.base.bucket_bytes = options.bucket_bytes;
+    xo.base.bucket_bytes = config.bucket_kib > 0 ? static_cast<size_t>(config.bucket_kib) << 10 : options.bucket_bytes;
     xo.base.stage_gradients = config.staging == "always";
     xo.membership = &membership;
     xo.joined_late = options.joined_running_job;

@@ -15,9 +15,11 @@
 #include "tenax/core/seeds.h"
 #include "tenax/core/signals.h"
 #include "tenax/train/device.h"
+#include "tenax/train/input/device_resident_source.h"
 #include "tenax/train/exchange/elastic_membership.h"
 #include "tenax/train/torch_runtime.h"
 #include "tenax/version.h"
+#include "foreach_sgd.h"
 #include "trainer_common.h"
 
 namespace tenax {
@@ -30,7 +32,7 @@ std::unique_ptr<torch::optim::Optimizer> MakeOptimizer(const TrainConfig& c, std
     return std::make_unique<torch::optim::Adam>(std::move(params),
                                                 torch::optim::AdamOptions(c.lr).weight_decay(c.weight_decay));
   }
-  return std::make_unique<torch::optim::SGD>(
+  return std::make_unique<ForeachSgd>(
       std::move(params), torch::optim::SGDOptions(c.lr).momentum(c.momentum).weight_decay(c.weight_decay));
 }
 
@@ -86,6 +88,24 @@ class RunOutputs {
   std::optional<JsonLinesWriter> metrics_;
 };
 
+}  // namespace
+
+Status OutOfMemoryStatus(const std::string& device, int64_t step, int64_t batch, const std::vector<int64_t>& sample_shape,
+                         const std::string& model, const std::vector<int64_t>& parameter_counts, const std::string& what) {
+  int64_t params = 0;
+  for (int64_t n : parameter_counts) params += n;
+  const std::string first_line = what.substr(0, what.find('\n'));
+  return Unavailable(
+      fmt::format("out of memory on {} {}: batch {} of {} samples, model {} with {:.1f}M parameters ({} MiB, and about "
+                  "as much again for gradients and optimizer state); lower train.batch_size or use a smaller model "
+                  "(libtorch: {})",
+                  device, step == 0 ? "at start" : "at step " + std::to_string(step + 1), batch,
+                  ShapeText(sample_shape), model, static_cast<double>(params) / 1e6, (params * 4) >> 20,
+                  first_line.substr(0, 160)));
+}
+
+namespace {
+
 // Where the loop stands; turned into the progress every trainer reports.
 struct LoopPosition {
   int64_t epoch, epochs, step, steps_per_epoch, global_step, total_steps, log_every_steps;
@@ -131,6 +151,15 @@ class TrainingRun {
 
   Status Setup(const ConfigDoc& effective_config, const std::string& out_dir);
   Result<TrainOutcome> Run();
+  // The device ran out of memory: one line with what asked for it.
+  Status OutOfMemory(const c10::OutOfMemoryError& e) const {
+    std::vector<int64_t> params;
+    if (model_) {
+      for (const auto& p : model_->Parameters()) params.push_back(p.numel());
+    }
+    return OutOfMemoryStatus(DescribeDevice(device_), global_step_, b_, train_.info().sample_shape,
+                             model_ ? model_->Describe() : c_.model, params, e.what_without_backtrace());
+  }
 
  private:
   // The model, built under the seeded generator on the CPU (the same
@@ -163,6 +192,9 @@ class TrainingRun {
   const TrainRunOptions& options_;
   DataSource& train_;
   DataSource& test_;
+  // Where steps read their batches: train_, or its copy on the GPU.
+  DataSource* reader_ = nullptr;
+  std::unique_ptr<DataSource> resident_train_;
   GradientExchange& exchange_;
   ExchangeMembership* membership_;
   ModelElsewhere* elsewhere_;
@@ -202,6 +234,19 @@ Status TrainingRun::Setup(const ConfigDoc& effective_config, const std::string& 
   threads_ = ConfigureTorchThreads(c_.threads);
   copy_stream_ = CopyStream(device_);
   read_loss_each_step_ = !device_.is_cuda();
+  reader_ = &train_;
+  if (device_.is_cuda() && c_.resident_data == "auto" && train_.HeldInMemory() &&
+      ResidentBytes(train_) <= kDeviceResidentMaxBytes) {
+    auto resident = MakeDeviceResidentSource(train_, device_, copy_stream_);
+    if (resident.ok()) {
+      resident_train_ = std::move(*resident);
+      reader_ = resident_train_.get();
+      spdlog::info("training data held on {} ({} MiB): batches are gathered there", device_.str(),
+                   ResidentBytes(train_) >> 20);
+    } else {
+      spdlog::warn("training data stays on the host: {}", resident.status().message());
+    }
+  }
   n_ = train_.info().size;
   t_ = test_.info().size;
   b_ = c_.batch_size;
@@ -306,7 +351,7 @@ Result<bool> TrainingRun::Step() {
   const auto step_start = Clock::now();
   std::optional<SampleChoice::WeightedSamples> weighted;
   if (chooser_) weighted = chooser_->SamplesOf(global_step_, b_);
-  TENAX_ASSIGN_OR_RETURN(Batch batch, train_.Read(IndicesOf(step, weighted)));
+  TENAX_ASSIGN_OR_RETURN(Batch batch, reader_->Read(IndicesOf(step, weighted)));
   batch.images = ToDeviceAhead(batch.images, device_, copy_stream_);
   batch.labels = ToDeviceAhead(batch.labels, device_, copy_stream_);
   exchange_.BeginStep();
@@ -444,7 +489,7 @@ Result<TrainOutcome> TrainingRun::Finish() {
       steady_samples_ > 0 ? steady_samples_ / std::max(steady_seconds_, 1e-9) : outcome_.samples_per_second;
   outcome_.summary = Summary();
   exchange_.DescribeInSummary(outcome_.summary);
-  train_.AddToSummary(outcome_.summary);
+  reader_->AddToSummary(outcome_.summary);
   if (exchange_.rank() == 0) {
     TENAX_RETURN_IF_ERROR(out_.BecomeWriter());
     TENAX_RETURN_IF_ERROR(model_->Save(out_.model_path()));
@@ -457,8 +502,12 @@ Result<TrainOutcome> TrainingRun::Finish() {
 Result<TrainOutcome> Loop(const TrainConfig& c, const ConfigDoc& effective_config, const std::string& out_dir,
                           const TrainingParts& parts, const TrainRunOptions& options) {
   TrainingRun run(c, parts, options);
-  TENAX_RETURN_IF_ERROR(run.Setup(effective_config, out_dir));
-  return run.Run();
+  try {
+    TENAX_RETURN_IF_ERROR(run.Setup(effective_config, out_dir));
+    return run.Run();
+  } catch (const c10::OutOfMemoryError& e) {
+    return run.OutOfMemory(e);
+  }
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "tenax/core/config.h"
 #include "tenax/core/status.h"
@@ -40,6 +41,12 @@ struct TrainingParts {
   DataSource* test = nullptr;
   GradientExchange* exchange = nullptr;
 };
+
+// A device out of memory during set-up or a step (`step` = steps done),
+// in one line: the device, the batch and sample shape, the model and its
+// size, the fix, and libtorch's own first line.
+Status OutOfMemoryStatus(const std::string& device, int64_t step, int64_t batch, const std::vector<int64_t>& sample_shape,
+                         const std::string& model, const std::vector<int64_t>& parameter_counts, const std::string& what);
 
 Result<TrainOutcome> RunTrainingLoop(const TrainConfig& config, const ConfigDoc& effective_config,
                                      const std::string& out_dir, const TrainingParts& parts,

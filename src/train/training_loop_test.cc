@@ -165,5 +165,18 @@ TEST(TrainingLoop, ABatchLargerThanTheDataIsRefusedBeforeOutputs) {
   EXPECT_FALSE(std::filesystem::exists(dir / "config.toml"));
 }
 
+TEST(TrainingLoop, ADeviceOutOfMemoryNamesTheBatchTheModelAndTheFixInOneLine) {
+  const Status st = OutOfMemoryStatus("cuda:0 (of 1 visible)", 0, 512, {3, 32, 32}, "torchscript resnet18.pt",
+                                      {9408, 64, 2359296, 5120, 10},
+                                      "CUDA out of memory. Tried to allocate 2.00 GiB\nException raised from malloc");
+  EXPECT_EQ(StatusCode::kUnavailable, st.code());
+  EXPECT_EQ(st.message(),
+            "out of memory on cuda:0 (of 1 visible) at start: batch 512 of 3x32x32 samples, model torchscript "
+            "resnet18.pt with 2.4M parameters (9 MiB, and about as much again for gradients and optimizer state); "
+            "lower train.batch_size or use a smaller model (libtorch: CUDA out of memory. Tried to allocate 2.00 GiB)");
+  const Status later = OutOfMemoryStatus("cuda:0 (of 1 visible)", 41, 64, {1, 28, 28}, "cnn", {100}, "oom");
+  EXPECT_NE(std::string::npos, later.message().find(" at step 42: batch 64 of 1x28x28 samples")) << later.message();
+}
+
 }  // namespace
 }  // namespace tenax

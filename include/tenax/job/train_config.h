@@ -141,6 +141,13 @@ struct TrainConfig {
   // ("auto": when the model is on a GPU; "always": on the CPU too, the
   // path the CPU tests and bench run).
   std::string staging = "auto";
+  // Mode "sync": the gradient bucket size in KiB (0: 256 KiB when the
+  // gradients are reduced where they are, 4096 when a GPU's are staged).
+  int64_t bucket_kib = 0;
+  // A model on a GPU: "auto" holds a training set that is decoded in
+  // memory (idx, npy) and at most 2 GiB on the GPU, batches gathered
+  // there; "off" gathers them on the host (pinned, copied ahead).
+  std::string resident_data = "auto";
   // mode "sync": "auto" (the launcher picks the zone-hierarchical allreduce
   // when the workers span zones and the cost model says it is cheaper),
   // "ring" (always the flat ring) or "hierarchical" (whenever the workers

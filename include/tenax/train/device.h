@@ -46,6 +46,8 @@ class DeviceMarker {
   void MakeCurrentStreamWait(torch::Device device) const;
   // Makes `stream` wait for it (the host does not wait).
   void MakeStreamWait(const c10::Stream& stream) const;
+  // Blocks the host until the device has finished that work.
+  void Wait() const;
 
  private:
   std::optional<c10::Event> event_;
@@ -65,9 +67,39 @@ void CopyOnStream(const std::optional<c10::Stream>& stream, const torch::Tensor&
 // the CPU.
 torch::Tensor HostStaging(torch::Device device, int64_t count);
 
+// Host memory that something else allocated (the allreduce's buffer,
+// which the transport allocates) made page-locked for `device`'s copies,
+// so that a copy between it and the GPU runs asynchronously instead of
+// going through the driver's bounce buffer with the stream synchronised
+// first. The CUDA runtime's cudaHostRegister, looked up at run time in
+// the libtorch's own CUDA runtime (no CUDA header here): the CPU build
+// and a CPU device get an inactive pin. Unpins when destroyed; the caller
+// makes sure no copy from or to the range is still pending by then.
+// Failure: a refusal by the runtime leaves the pin inactive and says why
+// in error() (the copies stay correct, only slower).
+class HostPin {
+ public:
+  HostPin() = default;
+  HostPin(torch::Device device, void* data, size_t bytes);
+  HostPin(HostPin&& other) noexcept;
+  HostPin& operator=(HostPin&& other) noexcept;
+  HostPin(const HostPin&) = delete;
+  HostPin& operator=(const HostPin&) = delete;
+  ~HostPin();
+
+  bool active() const { return data_ != nullptr; }
+  const std::string& error() const { return error_; }
+
+ private:
+  void Release();
+  void* data_ = nullptr;
+  std::string error_;
+};
+
 // A batch's tensors on `device`: pinned, then copied on the copy stream,
 // which the current stream waits for (the host does not wait), so the copy
-// of step s+1 overlaps the kernels of step s still running. The CPU: as is.
+// of step s+1 overlaps the kernels of step s still running. The CPU, or a
+// tensor already on `device`: as is.
 torch::Tensor ToDeviceAhead(const torch::Tensor& host, torch::Device device,
                             const std::optional<c10::Stream>& copy_stream);
 

@@ -36,7 +36,7 @@ struct SyncRunOptions {
   TrainRunOptions run;                   // progress callback (every rank), warm-up steps
   std::function<Status()> interrupt;     // consulted while waiting for peers (coordinator failure, signals)
   double step_timeout_seconds = 60;      // a collective with no progress for this long fails
-  size_t bucket_bytes = 256 << 10;       // gradient bucket size
+  size_t bucket_bytes = 0;               // gradient bucket size; 0: by where the gradients live (allreduce_exchange.h)
   int straggler_id = -1;                 // elastic: the launcher's worker index for [stragglers] (-1: a joiner)
   bool joined_running_job = false;       // elastic: admitted after the first generation (it holds no model yet)
   std::function<void()> before_state_offer;  // elastic: AllreduceExchangeOptions' test seam; may be empty

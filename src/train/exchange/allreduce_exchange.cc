@@ -1,6 +1,7 @@
 #include "allreduce_exchange.h"
 
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <spdlog/spdlog.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -63,10 +64,13 @@ Status AllreduceExchange::Setup(TrainableModel& model, bool broadcast, size_t co
   device_ = params.front().device();
   staged_ = options_.stage_gradients || !device_.is_cpu();
   hooks_start_transfers_ = device_.is_cpu();
-  layout_ = PlanGradients(params, options_.bucket_bytes, control_floats);
+  const size_t bucket_bytes =
+      options_.bucket_bytes > 0 ? options_.bucket_bytes : device_.is_cuda() ? kGpuBucketBytes : kCpuBucketBytes;
+  layout_ = PlanGradients(params, bucket_bytes, control_floats);
   TENAX_ASSIGN_OR_RETURN(allreduce_, CreateSum(layout_.total));
   allreduce_->SetInterrupt(options_.interrupt);
   buffer_ = allreduce_->data();
+  PinBuffer();
   if (staged_) {
     grads_ = torch::zeros({static_cast<int64_t>(layout_.params_count)},
                           torch::TensorOptions().dtype(torch::kFloat32).device(device_));
@@ -118,12 +122,33 @@ void AllreduceExchange::PointGradients() {
   }
 }
 
+void AllreduceExchange::PinBuffer() {
+  if (!device_.is_cuda()) return;
+  buffer_pin_ = HostPin(device_, buffer_, layout_.total * sizeof(float));
+  sums_page_locked_ = buffer_pin_.active();
+  if (!buffer_pin_.active()) {
+    spdlog::warn("rank {}: the allreduce buffer could not be page-locked ({}); each sum goes back to the GPU "
+                 "through the driver's bounce buffer, synchronously",
+                 rank(), buffer_pin_.error());
+  }
+}
+
+void AllreduceExchange::UnpinBuffer() {
+  if (!buffer_pin_.active()) return;
+  DeviceMarker copies;  // the sums' copies back to the device read the buffer until done
+  copies.Record(device_);
+  copies.Wait();
+  buffer_pin_ = HostPin();
+}
+
 Status AllreduceExchange::Rebind() {
+  UnpinBuffer();
   allreduce_.reset();  // its regions stay registered for peers still holding their keys (net::MemoryRegion)
   buffer_ = nullptr;
   TENAX_ASSIGN_OR_RETURN(allreduce_, CreateSum(layout_.total));
   allreduce_->SetInterrupt(options_.interrupt);
   buffer_ = allreduce_->data();
+  PinBuffer();
   PointGradients();
   return Status::Ok();
 }
@@ -182,7 +207,11 @@ Status AllreduceExchange::TakeResults() {
     torch::Tensor to = grads_.narrow(0, static_cast<int64_t>(bk.offset), grads);
     const torch::Tensor from = torch::from_blob(buffer_ + bk.offset, {grads}, torch::kFloat32);
     torch::NoGradGuard no_grad;
-    to.copy_(from);  // on the current stream: the optimizer's kernels come after it
+    // On the current stream: the optimizer's kernels come after it. From
+    // page-locked memory (buffer_pin_) the host does not wait; the buffer
+    // is next written by this step's successor's sums, which start only
+    // after backward's kernels, queued behind this copy.
+    to.copy_(from, /*non_blocking=*/true);
   }
   return Status::Ok();
 }
@@ -226,6 +255,7 @@ void AllreduceExchange::Detach() {
   // (a saved model holds parameters, and the buffer dies with us).
   for (auto& s : layout_.slots) s.param.mutable_grad() = torch::Tensor();
   accumulators_.clear();
+  UnpinBuffer();
 }
 
 void AllreduceExchange::DescribeInSummary(nlohmann::json& summary) const {
@@ -253,7 +283,9 @@ void AllreduceExchange::DescribeInSummary(nlohmann::json& summary) const {
     // Bytes through host memory per step (each gradient out, its sum back)
     // and the host's wait, after backward, for the copies to land.
     summary["staging"] = {{"bytes_per_step", 2 * layout_.params_count * sizeof(float)},
-                          {"wait_ms_per_step", 1e3 * staging_wait_seconds_ / static_cast<double>(staged_steps_)}};
+                          {"wait_ms_per_step", 1e3 * staging_wait_seconds_ / static_cast<double>(staged_steps_)},
+                          {"buckets", layout_.buckets.size()},
+                          {"sums_page_locked", sums_page_locked_}};
   }
   summary["global_batch_size"] = GlobalBatchOf(*this, summary.value("batch_size", int64_t{0}));
 }

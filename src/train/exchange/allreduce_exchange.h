@@ -37,9 +37,15 @@
 
 namespace tenax {
 
+inline constexpr size_t kCpuBucketBytes = 256 << 10;
+inline constexpr size_t kGpuBucketBytes = 4 << 20;
+
 struct AllreduceExchangeOptions {
   std::chrono::nanoseconds step_timeout = std::chrono::seconds(60);
-  size_t bucket_bytes = 256 << 10;
+  // Gradient bucket size; 0: kCpuBucketBytes when the gradients are
+  // reduced where they are, kGpuBucketBytes when a GPU's are staged
+  // (fewer, larger copies between the device and the host).
+  size_t bucket_bytes = 0;
   std::function<Status()> interrupt;  // may be empty
   // Gradients go through host staging buffers even on the CPU (always on
   // for a model on a GPU): train.staging = "always". The results are

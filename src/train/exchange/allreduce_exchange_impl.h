@@ -64,6 +64,11 @@ class AllreduceExchange : public GradientExchange {
   Status Setup(TrainableModel& model, bool broadcast, size_t control_floats);
   // A new allreduce over group_ (re-formed), the gradients views of it.
   Status Rebind();
+  // A GPU's staged sums land in buffer_: page-locked while it lives
+  // (buffer_pin_); unpinned, after the copies reading it, before the
+  // allreduce owning it goes.
+  void PinBuffer();
+  void UnpinBuffer();
   // Multiplier of this rank's gradients before the sum (1/W: the mean).
   virtual float LocalScale() const { return 1.0f / static_cast<float>(world()); }
   Result<double> Reduce(double local, float scale);
@@ -109,6 +114,13 @@ class AllreduceExchange : public GradientExchange {
   torch::Device device_{torch::kCPU};
   torch::Tensor grads_;    // [params_count] on device_
   torch::Tensor staging_;  // [total] on the host
+  // A GPU's: buffer_ (the transport's memory, where the sums land) made
+  // page-locked, so that each sum's copy back to the device is
+  // asynchronous (pageable memory would synchronise the stream first).
+  // Released, after the pending copies, before the allreduce that owns
+  // the memory goes (UnpinBuffer).
+  HostPin buffer_pin_;
+  bool sums_page_locked_ = false;  // the last PinBuffer succeeded (for the summary)
   std::optional<c10::Stream> copy_stream_;
   std::vector<DeviceMarker> copied_;                // per bucket: its copy into staging_
   std::unique_ptr<std::atomic<bool>[]> staged_out_;  // per bucket: copy enqueued (hook thread -> training thread)

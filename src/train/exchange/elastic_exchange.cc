@@ -157,6 +157,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
         }
         // The allreduce refers to the old group (its puts still pending wait
         // on its node when it is destroyed): it goes first, then the group.
+        UnpinBuffer();
         allreduce_.reset();
         buffer_ = nullptr;
         owned_ = std::move(*g);

@@ -38,6 +38,7 @@ class InMemorySource final : public DataSource {
   }
 
   Result<torch::Tensor> Labels() override { return data_.labels; }
+  bool HeldInMemory() const override { return true; }
 
  private:
   Status OutOfRange(int64_t index) const {

@@ -68,6 +68,11 @@ class DataSource {
   // (the store's chunks) may shuffle within windows of units, so that a
   // batch reads few units and each unit is read once per epoch.
   virtual torch::Tensor EpochOrder(at::Generator& gen) const;
+  // True when every sample is already decoded in this process's memory
+  // (the idx and npy sources), so that a copy of the whole set on a GPU
+  // costs one pass (train/input/device_resident_source.h); false for a
+  // source that fetches its samples (the store).
+  virtual bool HeldInMemory() const { return false; }
   // What the source did, under its own key of summary.json (the store's
   // reads and degraded reads); nothing by default.
   virtual void AddToSummary(nlohmann::json& /*summary*/) const {}
