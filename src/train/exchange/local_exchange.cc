@@ -11,9 +11,18 @@ class LocalExchange final : public GradientExchange {
     params_ = model.Parameters();
     return Status::Ok();
   }
+  // On a GPU the gradients are dropped (backward then hands each one over
+  // without a zeroing kernel and an add, as PyTorch's zero_grad(set_to_none)
+  // does: a launch-bound model pays per kernel); on the CPU they are zeroed
+  // in place (no fresh allocation, whose pages would fault in every step).
   void BeginStep() override {
     for (auto& p : params_) {
-      if (p.grad().defined()) p.mutable_grad().zero_();
+      if (!p.grad().defined()) continue;
+      if (p.is_cuda()) {
+        p.mutable_grad() = torch::Tensor();
+      } else {
+        p.mutable_grad().zero_();
+      }
     }
   }
   Status FinishStep() override { return Status::Ok(); }
