@@ -8,6 +8,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
 
 #include "tenax/data/fashion_mnist.h"
 #include "tenax/train/device.h"
@@ -170,6 +172,63 @@ TEST(Gpu, TheTrainingSetHeldOnTheGpuGivesTheHostsBatches) {
   EXPECT_TRUE(b->images.is_cuda());
   EXPECT_TRUE(torch::equal(a->images, b->images.cpu()));
   EXPECT_TRUE(torch::equal(a->labels, b->labels.cpu()));
+}
+
+// The device the multi-process test trains on: "cuda", or
+// TENAX_GPU_TEST_DEVICE=cpu to check the test itself on a machine without
+// a GPU (gpu_tests built with -DTENAX_GPU_TESTS=ON).
+std::string MultiProcessDevice() {
+  const char* d = std::getenv("TENAX_GPU_TEST_DEVICE");
+  return d && *d ? d : "cuda";
+}
+
+// The last "final parameters fnv1a H" a worker logged.
+std::string FinalHash(const std::string& log) {
+  static const std::regex re("final parameters fnv1a ([0-9a-f]{16})");
+  std::string hash;
+  for (std::sregex_iterator it(log.begin(), log.end(), re), end; it != end; ++it) hash = (*it)[1];
+  return hash;
+}
+
+TEST(Gpu, ElasticGpuWorkersGoOnAfterASigkillAndAJoinerEndsWithTheirParameters) {
+  const std::string device = MultiProcessDevice();
+  if (device != "cpu") {
+    ASSERT_TRUE(torch::cuda::is_available()) << "no GPU visible: these tests run on the GPU machine only";
+  }
+  setenv("TENAX_SECRET", "gpu-elastic-test-secret-0123456789", 1);
+  GpuScratch dir;
+  // Long enough for the joiner's CUDA start-up (a few seconds) to end
+  // inside the job; the CPU check runs the small mlp.
+  const bool gpu = device != "cpu";
+  const int64_t steps = gpu ? 4500 : 2500, kill_at = gpu ? 1500 : 100;
+  const std::string job = dir.path() + "/elastic.toml";
+  {
+    std::ofstream out(job);
+    out << "mode = \"sync\"\n[cluster]\nworkers = 3\njob_id = \"gpu-elastic\"\nelastic = true\nmin_workers = 2\n"
+        << "max_workers = 3\npeer_timeout_seconds = 4\njoin_timeout_seconds = 60\nstep_timeout_seconds = 60\n"
+        << "[data]\ndir = \"" << kDefaultFashionMnistDir << "\"\ntrain_limit = 8192\ntest_limit = 1000\n"
+        << "[model]\nname = \"" << (gpu ? "cnn" : "mlp") << "\"\n"
+        << "[train]\nepochs = 500\nmax_steps = " << steps << "\nbatch_size = 32\nthreads = 1\nlr = 0.05\n"
+        << "momentum = 0.9\ndevice = \"" << device << "\"\n[log]\nevery_steps = 100\n"
+        << "[[faults]]\naction = \"kill\"\nworker = 1\nat_step = " << kill_at << "\n"
+        << "[[faults]]\naction = \"restart\"\nat_step = " << kill_at << "\ndelay_seconds = 1\n";
+  }
+  const auto r = testing::RunProcess({testing::TenaxBinary(), "run", job, "--out", dir.path() + "/run"});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("fault: SIGKILL worker 1")) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("generation 2: 2 workers (ranks 0, 2)")) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("generation 3: 3 workers (ranks 0, 2, 3)")) << r.err;
+  auto summary = nlohmann::json::parse(testing::ReadText(dir.path() + "/run/summary.json"), nullptr, false);
+  ASSERT_FALSE(summary.is_discarded());
+  EXPECT_EQ(steps, summary.value("steps", int64_t{0}));
+  EXPECT_EQ(0u, summary.value("device", std::string()).rfind(gpu ? "cuda:0" : "cpu", 0)) << summary.dump();
+  // The survivors (workers 0 and 2, the same processes throughout) and the
+  // joiner end with the same parameters.
+  const std::string h0 = FinalHash(testing::ReadText(dir.path() + "/run/logs/worker-0.log"));
+  EXPECT_FALSE(h0.empty());
+  EXPECT_EQ(h0, FinalHash(testing::ReadText(dir.path() + "/run/logs/worker-2.log")));
+  EXPECT_EQ(h0, FinalHash(testing::ReadText(dir.path() + "/run/logs/joiner-1.log")));
+  EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.6);
 }
 
 }  // namespace
