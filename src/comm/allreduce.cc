@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "tenax/comm/channel_codec.h"
+#include "wait_backoff.h"
 #include "tenax/net/control_codec.h"
 
 namespace tenax::comm {
@@ -500,36 +501,13 @@ Result<uint64_t> Allreduce::Poll() {
   return completed_;
 }
 
-namespace {
-// A waiter spins (a peer on its own core answers within microseconds),
-// then yields, then sleeps. Measured with 3 and 4 workers on 2 cores
-// (docs/elastic.md): sleeping after 4096 rounds made steps 10-20% faster
-// than yielding only; after 512 rounds it was no better.
-constexpr uint32_t kSpinsBeforeYield = 2048;
-constexpr uint32_t kSpinsBeforeSleep = 4096;
-constexpr auto kSleep = std::chrono::microseconds(50);
-}  // namespace
-
 Status Allreduce::Wait(Deadline deadline) {
-  uint32_t spins = 0;
+  WaitBackoff backoff(group_.node());
   while (true) {
     TENAX_ASSIGN_OR_RETURN(uint64_t done, Poll());
     (void)done;
     if (queue_.empty()) return Status::Ok();
-    // Spin first (a peer on its own core answers within microseconds), then
-    // yield the core on every round: when processes outnumber cores, the
-    // peer we wait for may need this very core to make progress. A long
-    // wait then sleeps: an idle core lets the scheduler move a runnable
-    // peer onto it (a yielding waiter stays runnable and keeps the core).
-    ++spins;
-    if (spins > kSpinsBeforeSleep) {
-      group_.node().Progress();  // the transport keeps moving while we sleep
-      std::this_thread::sleep_for(kSleep);
-    } else if (spins > kSpinsBeforeYield) {
-      std::this_thread::yield();
-    }
-    // Checks that cost more than a load run every few hundred spins.
-    if (spins % 256 != 0) continue;
+    if (!backoff.Pause()) continue;
     const Segment& s = queue_.front();
     if (waiting_for_ >= 0) {
       if (Status st = group_.node().PeerStatus(group_.peer(waiting_for_)); !st.ok()) {

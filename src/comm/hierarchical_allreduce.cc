@@ -5,6 +5,8 @@
 #include <map>
 #include <thread>
 
+#include "wait_backoff.h"
+
 namespace tenax::comm {
 namespace {
 constexpr size_t kCrossDirectMaxBytes = 256 << 10;
@@ -179,19 +181,12 @@ Result<uint64_t> HierarchicalAllreduce::Poll() {
 }
 
 Status HierarchicalAllreduce::Wait(Deadline deadline) {
-  // The same patience as Allreduce::Wait: spin, then yield, then sleep
-  // (processes may outnumber cores; docs/elastic.md).
-  for (uint32_t spins = 0;; ++spins) {
+  WaitBackoff backoff(zone_group_->node());  // the same patience as Allreduce::Wait
+  while (true) {
     TENAX_ASSIGN_OR_RETURN(uint64_t done, Poll());
     (void)done;
     if (jobs_.empty()) return Status::Ok();
-    if (spins > 4096) {
-      zone_group_->node().Progress();
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    } else if (spins > 2048) {
-      std::this_thread::yield();
-    }
-    if (spins % 256 != 0) continue;
+    if (!backoff.Pause()) continue;
     if (Status st = zone_group_->Health(); !st.ok()) return Fail(Status(st.code(), "hierarchical allreduce, zone step: " + st.message()));
     if (Status st = cross_group_->Health(); !st.ok()) {
       return Fail(Status(st.code(), "hierarchical allreduce, cross-zone step: " + st.message()));
