@@ -2,6 +2,8 @@
 // proofs and the link shaper.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "tenax/net/auth.h"
 #include "tenax/net/control_codec.h"
 #include "tenax/net/link_shaper.h"
@@ -80,6 +82,19 @@ TEST(AuthTest, SecretMustBeSetAndLongEnough) {
   ASSERT_TRUE(configured.ok()) << configured.status().ToString();
   EXPECT_EQ(*configured, "configured-secret-123456");
   ::unsetenv(kSecretEnvVar);
+}
+
+TEST(NodeEnvironmentTest, UcxTcpSegmentDefaultsAreSetBeforeAnyNodeExists) {
+  // ctest runs this test in its own process, where no Node was created:
+  // the defaults were set while the program loaded, before any thread.
+  // Before, the first Node::Create of each thread set them, and a getenv
+  // in a thread beside it crashed (the environment array reallocated).
+  const char* tx = std::getenv("UCX_TCP_TX_SEG_SIZE");
+  const char* rx = std::getenv("UCX_TCP_RX_SEG_SIZE");
+  ASSERT_NE(nullptr, tx);
+  ASSERT_NE(nullptr, rx);
+  EXPECT_STREQ("512k", tx);
+  EXPECT_STREQ("512k", rx);
 }
 
 TEST(MessageKindsTest, OneRegistryWithARangePerLayer) {

@@ -17,6 +17,20 @@ namespace {
 // memory) is noticed when there is no traffic to it.
 constexpr const char* kKeepaliveInterval = "1s";
 
+// UCX's default 8 KiB TCP segments cap one-sided TCP transfers near 1 GB/s
+// on loopback; 512 KiB segments reach ~4 GB/s (bench transport). UCX reads
+// these transport settings only from the environment; a user's own
+// UCX_TCP_*_SEG_SIZE wins. Set while the program loads, before any thread
+// exists: setenv adding a variable reallocates the environment, and a
+// getenv in another thread at that moment read freed memory (a SIGSEGV
+// in getenv when several threads created their first Nodes at once).
+bool SetUcxTcpSegmentDefaults() {
+  ::setenv("UCX_TCP_TX_SEG_SIZE", "512k", /*overwrite=*/0);
+  ::setenv("UCX_TCP_RX_SEG_SIZE", "512k", /*overwrite=*/0);
+  return true;
+}
+[[maybe_unused]] const bool kUcxTcpSegmentDefaultsSet = SetUcxTcpSegmentDefaults();
+
 }  // namespace
 
 void Node::Impl::Progress() {
@@ -169,12 +183,6 @@ Result<std::unique_ptr<Node>> Node::Create(NodeOptions options) {
     if ((s = ucp_worker_create(*context, &wp, worker)) != UCS_OK) return Unavailable("UCX worker: " + UcxError(s));
     return Status::Ok();
   };
-  // UCX's default 8 KiB TCP segments cap one-sided TCP transfers near 1 GB/s
-  // on loopback; 512 KiB segments reach ~4 GB/s (bench transport). UCX reads
-  // these transport settings only from the environment; a user's own
-  // UCX_TCP_*_SEG_SIZE wins.
-  ::setenv("UCX_TCP_TX_SEG_SIZE", "512k", /*overwrite=*/0);
-  ::setenv("UCX_TCP_RX_SEG_SIZE", "512k", /*overwrite=*/0);
   TENAX_RETURN_IF_ERROR(start(options.transports, &im.context, &im.worker));
   TENAX_RETURN_IF_ERROR(start("tcp", &im.ctrl_context, &im.ctrl_worker));
   ucs_status_t s = UCS_OK;
