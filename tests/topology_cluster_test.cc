@@ -165,6 +165,69 @@ TEST_F(TopologyClusterTest, LoopbackModeEmulatesTheLinksAtTheTransportAndSaysSo)
   EXPECT_LT(cross["throughput_gbps"].get<double>(), 0.1) << p["links"].dump();
 }
 
+// The last "state fnv1a H" (final model and momentum) a worker logged.
+std::string StateHash(const std::string& log) {
+  const std::string key = "state fnv1a ";
+  const size_t at = log.rfind(key);
+  return at == std::string::npos ? "" : log.substr(at + key.size(), 16);
+}
+
+// An elastic job across two zones (loopback mode: runs without root),
+// four workers spread over a1, b1, a2, b2, the hierarchical allreduce
+// asked for. Each generation works its zones out: the first sums zone by
+// zone; after worker 1 (on b1) is SIGKILLed, three members in zones of 2
+// and 1 fall back to the flat ring, saying why; the replacement takes the
+// freed slot on b1, so the third generation is two and two again and sums
+// zone by zone. Everyone ends with the same state.
+TEST_F(TopologyClusterTest, AnElasticJobSumsZoneByZoneInEveryGenerationWhoseZonesAreEven) {
+  ScratchDir dir;
+  const std::string job = dir / "elastic-zones.toml";
+  {
+    std::ofstream out(job);
+    out << "mode = \"sync\"\n[cluster]\nworkers = 4\njob_id = \"ezones\"\nelastic = true\nmin_workers = 2\n"
+        << "max_workers = 4\npeer_timeout_seconds = 5\njoin_timeout_seconds = 60\nstep_timeout_seconds = 30\n"
+        << "[topology]\nmode = \"loopback\"\n"
+        << "hosts = [ { name = \"a1\", zone = \"za\", slots = 1 }, { name = \"b1\", zone = \"zb\", slots = 1 },\n"
+        << "          { name = \"a2\", zone = \"za\", slots = 1 }, { name = \"b2\", zone = \"zb\", slots = 1 } ]\n"
+        << "same_zone = { delay_ms = 0.0, bandwidth_gbps = 10 }\n"
+        << "cross_zone = { delay_ms = 2.0, bandwidth_gbps = 10 }\n"
+        << "[placement]\npolicy = \"spread\"\nprobe_seconds = 2\n"
+        << "[data]\ntrain_limit = 4096\ntest_limit = 500\n"
+        << "[model]\nname = \"mlp\"\n"
+        << "[train]\nepochs = 100\nmax_steps = 240\nbatch_size = 32\nthreads = 1\nlr = 0.05\nmomentum = 0.9\n"
+        << "allreduce = \"hierarchical\"\n"
+        << "[log]\nevery_steps = 20\n"
+        << "[[faults]]\naction = \"kill\"\nworker = 1\nat_step = 40\n"
+        << "[[faults]]\naction = \"restart\"\nat_step = 120\n";
+  }
+  auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "out"});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("allreduce: hierarchical")) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("joiner 1 placed on b1 (zb)")) << r.err;
+  auto summary = nlohmann::json::parse(ReadText(dir / "out/summary.json"), nullptr, false);
+  ASSERT_FALSE(summary.is_discarded());
+  EXPECT_EQ(240, summary.value("steps", 0));
+  const auto& g = summary["generations"];
+  ASSERT_EQ(3u, g.size()) << summary.dump();
+  EXPECT_EQ("hierarchical", g[0].value("allreduce", "")) << g.dump();
+  EXPECT_EQ("zone by zone (za: 2, zb: 2)", g[0].value("allreduce_why", "")) << g.dump();
+  EXPECT_EQ("ring", g[1].value("allreduce", "")) << g.dump();
+  EXPECT_EQ("flat ring, zones of unequal size (za: 2, zb: 1)", g[1].value("allreduce_why", "")) << g.dump();
+  EXPECT_EQ("hierarchical", g[2].value("allreduce", "")) << g.dump();
+  EXPECT_EQ("zone by zone (za: 2, zb: 2)", g[2].value("allreduce_why", "")) << g.dump();
+  // The last generation's sum: rank 0 (a1) wrote into both zones.
+  const auto& sent = summary["allreduce"]["rank_bytes_sent"];
+  EXPECT_EQ("hierarchical", summary["allreduce"].value("algorithm", "")) << summary["allreduce"].dump();
+  EXPECT_GT(sent.value("same_zone", uint64_t{0}), 0u) << sent.dump();
+  EXPECT_GT(sent.value("cross_zone", uint64_t{0}), 0u) << sent.dump();
+  // The survivors and the joiner end bit-identical.
+  const std::string h = StateHash(ReadText(dir / "out/logs/worker-0.log"));
+  ASSERT_EQ(16u, h.size());
+  EXPECT_EQ(h, StateHash(ReadText(dir / "out/logs/worker-2.log")));
+  EXPECT_EQ(h, StateHash(ReadText(dir / "out/logs/worker-3.log")));
+  EXPECT_EQ(h, StateHash(ReadText(dir / "out/logs/joiner-1.log")));
+}
+
 TEST_F(TopologyClusterTest, ABadTopologyIsRefusedBeforeAnythingStarts) {
   ScratchDir dir;
   const std::string job = WriteJob(dir, "network_aware", "loopback");

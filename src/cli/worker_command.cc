@@ -53,7 +53,8 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
       ->delimiter(',')
       ->type_name("ZONE,...");
   cmd->add_flag("--hierarchical-allreduce", a->hierarchical_allreduce,
-                "Sum the gradients zone by zone (every rank must be given the same; needs --allreduce-zones)");
+                "Sum the gradients zone by zone (every rank must be given the same; needs --allreduce-zones; "
+                "elastic jobs: in every generation whose members' zones, from the emulated topology, have equal sizes)");
   cmd->footer("Exit status: 0 done, 2 bad input or refused, 3 another rank or the network failed, 130 stopped.");
   cmd->callback([a, &exit_code] {
     Status st = RunWorkerCommand(*a);

@@ -265,8 +265,8 @@ void CheckDeviceForMode(ConfigReader& r, TrainConfig& c) {
                                "\" trains on the CPU only (GPUs: modes \"single\" and \"sync\"); use \"cpu\" or \"auto\"");
   }
   if (!gpu_mode) c.device = "cpu";
-  if ((c.mode != "sync" || c.cluster.elastic) && r.has("train.allreduce")) {
-    r.Fail("train.allreduce", "only applies to mode = \"sync\" without cluster.elastic (elastic jobs run the flat ring)");
+  if (c.mode != "sync" && r.has("train.allreduce")) {
+    r.Fail("train.allreduce", "only applies to mode = \"sync\" (fixed or elastic): the other modes take no allreduce");
   }
   if (c.mode != "sync" && r.has("train.staging")) {
     r.Fail("train.staging", "only applies to mode = \"sync\" (gradients staged for the allreduce)");

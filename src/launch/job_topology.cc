@@ -221,7 +221,17 @@ std::string JobTopology::HostOfSlot(int slot) const {
   return n.name + (n.zone.empty() ? "" : " (" + n.zone + ")");
 }
 
-std::vector<std::string> JobTopology::OnNewHost(const std::vector<std::string>& argv, std::string* host_name) {
+std::optional<size_t> JobTopology::HostIndexOfSlot(int slot) const {
+  if (slot < 0 || static_cast<size_t>(slot) >= host_of_slot_.size()) return std::nullopt;
+  return host_of_slot_[static_cast<size_t>(slot)];
+}
+
+void JobTopology::ReleaseSlotOn(size_t host) {
+  if (host < nodes_.size() && nodes_[host].used > 0) nodes_[host].used -= 1;
+}
+
+std::vector<std::string> JobTopology::OnNewHost(const std::vector<std::string>& argv, std::string* host_name,
+                                                size_t* host_index) {
   std::vector<int> free_hosts, peers;
   for (size_t i = 0; i < nodes_.size(); ++i) {
     if (nodes_[i].free() > 0) free_hosts.push_back(static_cast<int>(i));
@@ -237,6 +247,7 @@ std::vector<std::string> JobTopology::OnNewHost(const std::vector<std::string>& 
     host = static_cast<size_t>(best->index);
   }
   nodes_[host].used += 1;
+  if (host_index) *host_index = host;
   if (host_name) *host_name = nodes_[host].name + (nodes_[host].zone.empty() ? "" : " (" + nodes_[host].zone + ")");
   return OnHost(host, argv);
 }

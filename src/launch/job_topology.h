@@ -56,8 +56,16 @@ class JobTopology {
   std::vector<std::string> OnSlot(int slot, const std::vector<std::string>& argv) const;
   // argv of a process started later (a joiner): the host scored best
   // against the placed workers among hosts with a free slot.
-  // `host_name`, if given, gets the host's name and zone.
-  std::vector<std::string> OnNewHost(const std::vector<std::string>& argv, std::string* host_name = nullptr);
+  // `host_name`, if given, gets the host's name and zone; `host_index`, the
+  // host (for ReleaseSlotOn).
+  std::vector<std::string> OnNewHost(const std::vector<std::string>& argv, std::string* host_name = nullptr,
+                                     size_t* host_index = nullptr);
+  // The host process `slot` was placed on (nullopt if none).
+  std::optional<size_t> HostIndexOfSlot(int slot) const;
+  // A process on `host` exited (an elastic job's worker lost or gone): its
+  // slot is free for the next joiner, which then lands where the lost one
+  // was when nothing scores better (and an elastic job's zones stay even).
+  void ReleaseSlotOn(size_t host);
   // "h2 (zone-b)": the host process `slot` was placed on ("" if none).
   std::string HostOfSlot(int slot) const;
 

@@ -223,6 +223,10 @@ class LocalLaunch {
         for (const auto& z : allreduce_zones_) zones += (zones.empty() ? "" : ",") + z;
         args.insert(args.end(), {"--allreduce-zones", zones});
         if (hierarchical_allreduce_) args.push_back("--hierarchical-allreduce");
+      } else if (elastic_ && !async_ && hierarchical_allreduce_) {
+        // Every member and joiner alike: each generation works out its
+        // zones and sums zone by zone when they have equal sizes.
+        args.push_back("--hierarchical-allreduce");
       }
       return RoleArgv(args);
     }
@@ -406,12 +410,15 @@ class LocalLaunch {
       placed += (r ? ", " : "") + ("worker " + std::to_string(r)) + " on " + topology_->HostOfSlot(r);
     }
     monitor_->Notice("placement (" + job_.config.placement.policy + "): " + placed);
-    if (job_.config.mode == "sync" && !elastic_ && !coded()) {
+    if (job_.config.mode == "sync" && !coded()) {
       const sched::AllreduceChoice c =
           topology_->ChooseAllreduce(static_cast<int>(cluster().workers), job_.config.allreduce);
-      allreduce_zones_ = c.zones;
+      // An elastic job's ranks change: its members get the choice, not the
+      // zone list, and apply it in every generation whose zones allow it.
+      if (!elastic_) allreduce_zones_ = c.zones;
       hierarchical_allreduce_ = c.hierarchical;
-      monitor_->Notice("allreduce: " + c.reason);
+      monitor_->Notice("allreduce: " + c.reason +
+                       (elastic_ && c.hierarchical ? " (elastic: in every generation whose zones have equal sizes)" : ""));
     }
     return Status::Ok();
   }
@@ -451,6 +458,9 @@ class LocalLaunch {
       // In an elastic job a worker that dies is the coordinator's to judge
       // (the others go on): its exit is not the launcher's failure.
       if (elastic_) children_->ExpectExit(index);
+      if (elastic_ && topology_) {
+        if (auto host = topology_->HostIndexOfSlot(r)) host_of_member_[index] = *host;
+      }
       workers_.push_back(index);
       roles_.push_back("worker");
     }
@@ -472,10 +482,16 @@ class LocalLaunch {
     const std::vector<std::string> argv = WorkerArgv(-1);
     const std::string id = std::to_string(n);
     std::string host;
-    auto index = children_->StartLogged("joiner " + id, topology_ ? topology_->OnNewHost(argv, &host) : argv,
-                                        run_.log("joiner-" + id));
+    size_t host_index = 0;
+    if (topology_) {
+      children_->Poll();  // the slots of members that exited since the last look are free again
+      WatchExits();
+    }
+    auto index = children_->StartLogged(
+        "joiner " + id, topology_ ? topology_->OnNewHost(argv, &host, &host_index) : argv, run_.log("joiner-" + id));
     if (index.ok()) {
       children_->ExpectExit(*index);
+      if (topology_) host_of_member_[*index] = host_index;
       roles_.push_back("worker");
       monitor_->AddWorker("joiner " + id, children_->pid(*index), host);
       if (topology_) {
@@ -542,6 +558,10 @@ class LocalLaunch {
       if (exit_seen_[i]) continue;
       if (auto code = children_->exit_code(i)) {
         exit_seen_[i] = true;
+        if (auto h = host_of_member_.find(i); h != host_of_member_.end()) {
+          topology_->ReleaseSlotOn(h->second);  // an elastic member gone: its slot takes the next joiner
+          host_of_member_.erase(h);
+        }
         std::optional<ChildFailure> report = children_->ExitReport(i);
         const std::string why = report && !report->last_lines.empty() ? report->last_lines.back() : "";
         if (monitor_->OnExit(children_->pid(i), *code, why) && report && !first_own_failure_) first_own_failure_ = report;
@@ -769,6 +789,7 @@ class LocalLaunch {
   SyncJob job_;
   bool async_ = false;
   bool elastic_ = false;
+  std::map<size_t, size_t> host_of_member_;  // elastic on a topology: child index -> host, until it exits
   bool inside_topology_ = false;  // the launcher re-run inside a topology's namespaces
   std::vector<std::string> allreduce_zones_;  // fixed sync jobs with a topology: the workers' zones by rank
   bool hierarchical_allreduce_ = false;       // and whether they sum zone by zone

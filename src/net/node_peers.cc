@@ -156,7 +156,7 @@ Status Node::PeerStatus(PeerId peer) const { return impl_->PeerUsable(peer); }
 Result<PeerInfo> Node::Info(PeerId peer) const {
   PeerState* p = impl_->Find(peer);
   if (!p) return NotFound("unknown peer " + std::to_string(peer));
-  return PeerInfo{p->name, p->address, p->phase == Phase::kReady, p->lost};
+  return PeerInfo{p->name, p->address, p->phase == Phase::kReady, p->lost, p->emulated_host};
 }
 
 void Node::Disconnect(PeerId peer, Deadline deadline) {

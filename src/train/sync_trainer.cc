@@ -86,6 +86,7 @@ Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& ef
         std::chrono::duration<double>(options.step_timeout_seconds));
     xo.base.bucket_bytes = config.bucket_kib > 0 ? static_cast<size_t>(config.bucket_kib) << 10 : options.bucket_bytes;
     xo.base.stage_gradients = config.staging == "always";
+    xo.base.hierarchical = options.hierarchical_allreduce;  // per generation, where the zones allow it
     xo.membership = &membership;
     xo.joined_late = options.joined_running_job;
     xo.configured_workers = config.cluster.workers;

@@ -17,8 +17,11 @@ namespace tenax::testing {
 // fails records that Status and returns, never aborting the binary: bodies
 // use TENAX_ASSIGN_OR_RETURN on Results, and the test asserts every rank's
 // Status with ASSERT_OK(statuses[r]) << "rank " << r.
+// `configure`, when given, adjusts rank r's NodeOptions before its Node
+// is created (e.g. an emulated host).
 inline std::vector<Status> RunThreadGroup(int world, const std::string& transports,
-                                          const std::function<Status(comm::Group&)>& body) {
+                                          const std::function<Status(comm::Group&)>& body,
+                                          const std::function<void(int, net::NodeOptions&)>& configure = nullptr) {
   using namespace std::chrono_literals;
   std::vector<Status> status(static_cast<size_t>(world));
   std::vector<comm::GroupMember> members(static_cast<size_t>(world));
@@ -32,6 +35,7 @@ inline std::vector<Status> RunThreadGroup(int world, const std::string& transpor
       o.secret = "thread-group-test-secret-0123456789";
       o.transports = transports;
       o.net_devices = "lo";
+      if (configure) configure(r, o);
       auto node = net::Node::Create(o);
       auto port = node.ok() ? (*node)->Listen("127.0.0.1", 0) : Result<uint16_t>(node.status());
       members[static_cast<size_t>(r)] = {"127.0.0.1", port.ok() ? *port : uint16_t{0}, "thread " + std::to_string(r)};

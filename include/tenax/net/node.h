@@ -173,6 +173,7 @@ struct PeerInfo {
   std::string address;  // host:port as connected or accepted
   bool ready = false;   // handshake done
   Status lost;          // OK unless the peer is lost
+  std::string emulated_host;  // the peer's emulated host from its handshake ("" = none; emulated_links.h)
 };
 
 class Node {

@@ -36,6 +36,9 @@ struct WorkerOptions {
   // `tenax run` placed them, for the summary's bytes by link class; with
   // hierarchical_allreduce, the gradients are summed zone by zone
   // (sched::ChooseAllreduce decided it in the launcher, once for all ranks).
+  // Elastic jobs: only hierarchical_allreduce, for every worker and joiner;
+  // each generation then sums zone by zone when its members' zones (from
+  // the emulated topology) have equal sizes (comm/group_zones.h).
   std::vector<std::string> allreduce_zones;
   bool hierarchical_allreduce = false;
   ProgressFn on_progress;  // this rank's progress after every step; may be empty

@@ -41,7 +41,7 @@ struct SyncRunOptions {
   bool joined_running_job = false;       // elastic: admitted after the first generation (it holds no model yet)
   std::function<void()> before_state_offer;  // elastic: AllreduceExchangeOptions' test seam; may be empty
   std::vector<std::string> allreduce_zones;  // sync: AllreduceExchangeOptions::zones
-  bool hierarchical_allreduce = false;       // sync: AllreduceExchangeOptions::hierarchical
+  bool hierarchical_allreduce = false;       // AllreduceExchangeOptions::hierarchical (elastic: per generation)
 };
 
 // Collective over `group`: every rank calls it with the same config.

@@ -55,8 +55,10 @@ struct AllreduceExchangeOptions {
   // the bytes sent inside and across zones. With `hierarchical`, the
   // gradients are summed by the zone-hierarchical allreduce
   // (comm/hierarchical_allreduce.h), which the launcher picks with
-  // sched::ChooseAllreduce. Sync mode only: the elastic exchange runs the
-  // flat ring (its ranks, and so their zones, change).
+  // sched::ChooseAllreduce. The elastic exchange ignores `zones` (its ranks,
+  // and so their zones, change): with `hierarchical` it works the zones out
+  // for every generation from the emulated topology (comm/group_zones.h)
+  // and sums zone by zone whenever they have equal sizes, else the flat ring.
   std::vector<std::string> zones;
   bool hierarchical = false;
 };

@@ -16,6 +16,7 @@
 #include "allreduce_exchange_impl.h"
 #include "optimizer_state_key.h"
 #include "tenax/comm/channel_codec.h"
+#include "tenax/comm/group_zones.h"
 #include "tenax/core/run_records.h"
 #include "tenax/core/signals.h"
 #include "tenax/net/control_codec.h"
@@ -35,7 +36,10 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
   ElasticExchange(std::unique_ptr<comm::Group> group, ElasticExchangeOptions o)
       : AllreduceExchange(group.get(), o.base), owned_(std::move(group)), eo_(std::move(o)) {
     options_.interrupt = [this] { return Interrupt(); };
-    options_.zones.clear();  // ranks change with every generation: the flat ring (docs/architecture.md)
+    // Ranks change with every generation: the zones, and so the choice of
+    // allreduce, are worked out for each one (ChooseAllreduce).
+    want_hierarchical_ = options_.hierarchical;
+    options_.zones.clear();
     options_.hierarchical = false;
     prescale_ = true;
     joined_late_ = eo_.joined_late;
@@ -66,6 +70,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
     }
     // The flag, then (measured shares) one speed slot per possible rank.
     const size_t speed_slots = eo_.measured_shares ? static_cast<size_t>(eo_.max_workers) : 0;
+    ChooseAllreduce();
     TENAX_RETURN_IF_ERROR(Setup(model, /*broadcast=*/!joined_late_, 1 + speed_slots));
     params_ = model.Parameters();
     TENAX_ASSIGN_OR_RETURN(arena_, group_->node().Allocate(2 * layout_.params_count * sizeof(float)));
@@ -162,6 +167,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
         buffer_ = nullptr;
         owned_ = std::move(*g);
         group_ = owned_.get();
+        ChooseAllreduce();
         if (Status st = Rebind(); !st.ok()) {
           if (!RepairedByNewMembership(st)) return st;
           ReportSuspects(st);
@@ -518,17 +524,42 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
     g.number = static_cast<int64_t>(group_->generation());
     g.first_step = first_step;
     g.why = why;
-    spdlog::info("rank {}/{}: generation {} from step {} ({}); detect {:.0f} ms, re-form {:.0f} ms, join copy {:.0f} ms",
+    spdlog::info("rank {}/{}: generation {} from step {} ({}); detect {:.0f} ms, re-form {:.0f} ms, join copy {:.0f} ms; "
+                 "allreduce: {}",
                  rank(), world(), g.number, first_step, why, g.detect_ms.value_or(0), g.reform_ms.value_or(0),
-                 g.join_transfer_ms.value_or(0));
+                 g.join_transfer_ms.value_or(0), allreduce_why_);
     nlohmann::json e = records::ToJson(g);
+    e["allreduce"] = allreduce_ ? allreduce_->algorithm() : "none";
+    e["allreduce_why"] = allreduce_why_;
     if (eo_.on_event) eo_.on_event(e);
     e.erase("event");
     generations_.push_back(std::move(e));
   }
 
+  // This generation's allreduce: zone by zone when it was asked for
+  // (--hierarchical-allreduce: the launcher's cost model preferred it for
+  // the placed workers) and the members' zones, from the emulated topology,
+  // allow it (two or more zones of equal size); the flat ring otherwise.
+  // Every member works it out from the same roster and links file, so all
+  // choose alike; the collective's setup refuses members that did not.
+  void ChooseAllreduce() {
+    const comm::GroupZones z = comm::ZonesOfGroup(*group_);
+    options_.zones = z.zone_of_rank;  // also counts the summary's bytes by link class
+    options_.hierarchical = false;
+    if (!want_hierarchical_) {
+      allreduce_why_ = "flat ring";
+      return;
+    }
+    const std::string why_not = z.zone_of_rank.empty() ? z.why_unknown : comm::WhyNotHierarchical(z.zone_of_rank);
+    options_.hierarchical = why_not.empty();
+    allreduce_why_ = options_.hierarchical ? "zone by zone (" + comm::DescribeZones(z.zone_of_rank) + ")"
+                                           : "flat ring, " + why_not;
+  }
+
   std::unique_ptr<comm::Group> owned_;
   ElasticExchangeOptions eo_;
+  bool want_hierarchical_ = false;
+  std::string allreduce_why_;
   bool joined_late_ = false, has_state_ = true, reform_needed_ = false, sync_needed_ = false, detached_ = false;
   uint64_t failed_generation_ = 0;
   // This member's connections of each generation it formed (member id ->
