@@ -126,11 +126,12 @@ Status ServeRun(net::Node& node, net::PeerId peer, const std::string& mode, cons
   return InvalidArgument("unknown mode " + mode);
 }
 
-Status RunTransportPeer(const std::string& transports, const std::string& shapes) {
+Status RunTransportPeer(const std::string& transports, const std::string& shapes, int tcp_streams) {
   TENAX_ASSIGN_OR_RETURN(std::vector<Workload> workloads, Workloads(shapes));
   net::NodeOptions o;
   o.name = "bench-receiver";
   o.transports = transports;
+  o.tcp_streams = tcp_streams;
   o.net_devices = "lo";
   TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(o));
   TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen("127.0.0.1", 0));
@@ -229,6 +230,7 @@ struct BenchArgs {
   bool quick = false;
   std::string json_path;
   std::string shapes = BenchFile("resnet50_shapes.txt");
+  int tcp_streams = 1;  // data connections per peer in the TCP runs
 };
 
 Status RunBenchTransport(const BenchArgs& a) {
@@ -244,7 +246,8 @@ Status RunBenchTransport(const BenchArgs& a) {
   for (auto [transport, tls] : {std::pair<const char*, const char*>{"shm", ""}, {"tcp", "tcp"}}) {
     PeerGroup receiver;
     TENAX_RETURN_IF_ERROR(receiver.Start(std::string("transport peer (") + transport + ")",
-                                         {bench_bin, "transport-peer", "--transports", tls, "--shapes", a.shapes}));
+                                         {bench_bin, "transport-peer", "--transports", tls, "--shapes", a.shapes,
+                                          "--tcp-streams", std::to_string(a.tcp_streams)}));
     unsigned ucx_port = 0, grpc_port = 0;
     TENAX_RETURN_IF_ERROR(receiver  // libraries may print on stdout too: look for our line
                               .WaitForLine(
@@ -257,6 +260,7 @@ Status RunBenchTransport(const BenchArgs& a) {
     net::NodeOptions o;
     o.name = "bench-sender";
     o.transports = tls;
+    o.tcp_streams = a.tcp_streams;
     o.net_devices = "lo";
     TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(o));
     TENAX_ASSIGN_OR_RETURN(net::PeerId peer,
@@ -315,6 +319,7 @@ Status RunBenchTransport(const BenchArgs& a) {
   }
   nlohmann::json out = {{"benchmark", "transport"},
                         {"quick", a.quick},
+                        {"tcp_streams", a.tcp_streams},
                         {"memcpy_gbps", memcpy_gbps},
                         {"latency_4KiB_one_way_seconds", find("4KiB", "tenax", "shm") / 2},
                         {"latency_4KiB_one_way_seconds_tcp", find("4KiB", "tenax", "tcp") / 2},
@@ -332,16 +337,21 @@ void AddTransportBenchmark(CLI::App& bench, int& exit_code) {
       bench, "transport", "Planned one-sided transfers vs serialised messages (same UCX) vs gRPC, two processes",
       "Fewer iterations (under 3 minutes)", a->quick, a->json_path, [a] { return RunBenchTransport(*a); }, exit_code);
   cmd->add_option("--shapes", a->shapes, "ResNet-50 tensor shapes file")->capture_default_str();
+  cmd->add_option("--tcp-streams", a->tcp_streams, "Data connections per peer for the TCP runs (net.tcp_streams)")
+      ->check(CLI::Range(1, net::kMaxTcpStreams))
+      ->capture_default_str();
 
   auto peer_transports = std::make_shared<std::string>();
   auto peer_shapes = std::make_shared<std::string>(a->shapes);
+  auto peer_streams = std::make_shared<int>(1);
   CLI::App* peer = bench.add_subcommand("transport-peer", "The receiving process of 'bench transport' (internal)");
   peer->group("");  // hidden from --help
   peer->add_option("--transports", *peer_transports, "UCX transports");
   peer->add_option("--shapes", *peer_shapes, "ResNet-50 tensor shapes file");
-  peer->callback([peer_transports, peer_shapes, &exit_code] {
+  peer->add_option("--tcp-streams", *peer_streams, "Data connections per peer over TCP");
+  peer->callback([peer_transports, peer_shapes, peer_streams, &exit_code] {
     InitLogging("bench-peer");
-    const Status st = RunTransportPeer(*peer_transports, *peer_shapes);
+    const Status st = RunTransportPeer(*peer_transports, *peer_shapes, *peer_streams);
     exit_code = st.ok() ? 0 : cli::ReportError("bench transport-peer", st);
   });
 }

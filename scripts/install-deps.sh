@@ -39,6 +39,8 @@ PACKAGES=(
   # the raw TCP ceiling of `tenax bench allreduce --hosts` (its Debian
   # service is never started, see below); ip and tc make the hosts
   iperf3 iproute2
+  # nft drops TCP packets at random in the TCP-streams loss test (net_tests)
+  nftables
 )
 # tools/k8s-check (the Kubernetes schema test of `tenax k8s manifests`) runs
 # on Node.js with npm: the machine's own when it has both (they may come

@@ -17,8 +17,10 @@
 // usage: net_test_peer SECRET TRANSPORTS(""|tcp)
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "net_test_protocol.h"
@@ -57,20 +59,22 @@ void Flood(Node& node, PeerId to, const std::string& payload, Deadline deadline)
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: net_test_peer SECRET TRANSPORTS\n");
+    std::fprintf(stderr, "usage: net_test_peer SECRET TRANSPORTS [TCP_STREAMS [LISTEN_HOST NET_DEVICES]]\n");
     return 2;
   }
   NodeOptions o;
   o.name = "test-peer";
   o.secret = argv[1];
   o.transports = argv[2];
-  o.net_devices = "lo";
+  if (argc > 3) o.tcp_streams = std::atoi(argv[3]);
+  o.net_devices = argc > 5 ? argv[5] : "lo";
+  const std::string listen_host = argc > 4 ? argv[4] : "127.0.0.1";
   auto node = Node::Create(o);
   if (!node.ok()) {
     std::fprintf(stderr, "create: %s\n", node.status().ToString().c_str());
     return 1;
   }
-  auto port = (*node)->Listen("127.0.0.1", 0);
+  auto port = (*node)->Listen(listen_host, 0);
   if (!port.ok()) {
     std::fprintf(stderr, "listen: %s\n", port.status().ToString().c_str());
     return 1;

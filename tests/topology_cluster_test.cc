@@ -72,6 +72,8 @@ TEST_F(TopologyClusterTest, NetworkAwarePlacementKeepsTheWorkersInOneZoneOnRealN
   const pid_t launcher = run.pid();
   ASSERT_EQ(run.Wait(), 0) << run.stderr_text();
   EXPECT_TRUE(NamespacesOf(launcher).empty()) << "the launcher left namespaces behind";
+  // One zone, short clean links: net.tcp_streams "auto" takes one stream.
+  EXPECT_NE(std::string::npos, run.stderr_text().find("net.tcp_streams (auto): 1 per peer")) << run.stderr_text();
 
   auto summary = nlohmann::json::parse(ReadText(dir / "out/summary.json"), nullptr, false);
   ASSERT_FALSE(summary.is_discarded());
@@ -104,6 +106,10 @@ TEST_F(TopologyClusterTest, SpreadPlacementCrossesZonesAndSigtermRemovesTheNames
     auto summary = nlohmann::json::parse(ReadText(dir / "out/summary.json"), nullptr, false);
     ASSERT_FALSE(summary.is_discarded());
     EXPECT_EQ(summary["placement"]["worker_zones"].size(), 2u) << summary["placement"].dump();
+    // The workers span a 10 ms link: "auto" takes 4 TCP streams per peer,
+    // and the job trains over them to its last step.
+    EXPECT_NE(std::string::npos, run.stderr_text().find("net.tcp_streams (auto): 4 per peer")) << run.stderr_text();
+    EXPECT_EQ(16, summary.value("steps", 0));
   }
   // Stopped while its workers run: every child stops and the namespaces go.
   Child run({TenaxBinary(), "run", job, "--out", dir / "out2", "--set", "train.max_steps=100000",

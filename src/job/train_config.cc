@@ -12,6 +12,7 @@
 #include "tenax/coding/straggler_model.h"
 #include "tenax/core/files.h"
 #include "tenax/net/host_port.h"
+#include "tenax/net/node.h"
 #include "tenax/data/fashion_mnist.h"
 #include "tenax/data/npy.h"
 #include "tenax/job/price_table.h"
@@ -331,6 +332,14 @@ void ParseCluster(ConfigReader& r, TrainConfig& c, bool cluster_mode, int64_t tr
     k.secret = r.String("cluster.secret", "");
     if (!k.secret.empty() && k.secret.size() < 16) r.Fail("cluster.secret", "must be at least 16 bytes");
     k.transports = r.String("cluster.transports", "");
+    if (const toml::node* n = r.Node("net.tcp_streams")) {
+      if (auto v = n->value_exact<int64_t>(); v && *v >= 1 && *v <= net::kMaxTcpStreams) {
+        k.tcp_streams = static_cast<int>(*v);
+      } else if (auto t = n->value_exact<std::string>(); !(t && *t == "auto")) {
+        r.Fail("net.tcp_streams", "must be \"auto\" or an integer from 1 to " + std::to_string(net::kMaxTcpStreams) +
+                                      " (data connections per peer over TCP)");
+      }
+    }
     k.metrics_listen = r.String("cluster.metrics_listen", "");
     if (r.has("cluster.metrics_listen")) {
       if (auto hp = net::ParseHostPort(k.metrics_listen); !hp.ok()) r.Fail("cluster.metrics_listen", hp.status().message());

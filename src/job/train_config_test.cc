@@ -393,3 +393,30 @@ TEST(WorkerCommandTest, FaultStepsAreCheckedAgainstTheStatedSteps) {
 
 }  // namespace
 }  // namespace tenax
+
+namespace tenax {
+namespace {
+
+// net.tcp_streams: "auto" (0, resolved to 1 away from a topology) or 1-16;
+// anything else is refused naming the key and what it takes.
+TEST(TrainConfigTcpStreams, AutoOrOneToSixteenAndNothingElse) {
+  auto plain = Parse("mode = \"sync\"\n");
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(0, plain->cluster.tcp_streams);
+  EXPECT_EQ(1, plain->cluster.resolved_tcp_streams());
+  auto four = Parse("mode = \"sync\"\n[net]\ntcp_streams = 4\n");
+  ASSERT_TRUE(four.ok()) << four.status().message();
+  EXPECT_EQ(4, four->cluster.resolved_tcp_streams());
+  auto autos = Parse("mode = \"sync\"\n[net]\ntcp_streams = \"auto\"\n");
+  ASSERT_TRUE(autos.ok()) << autos.status().message();
+  EXPECT_EQ(0, autos->cluster.tcp_streams);
+  for (const char* bad : {"0", "17", "-1", "\"many\"", "2.5", "true"}) {
+    auto r = Parse(std::string("mode = \"sync\"\n[net]\ntcp_streams = ") + bad + "\n");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(std::string::npos, r.status().message().find("net.tcp_streams")) << r.status().message();
+    EXPECT_NE(std::string::npos, r.status().message().find("from 1 to 16")) << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace tenax

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <thread>
@@ -302,6 +303,17 @@ Status JobTopology::ProbeAndPlace(const std::string& self, const std::string& co
   spdlog::info("placement ({}, zone {}): {}", policy, sched::ZoneConstraintName(config_.placement.zone),
                PlacementLine(hosts, host_of_slot_, slot_roles_, workers));
   return Status::Ok();
+}
+
+int JobTopology::AutoTcpStreams(std::string* why) const {
+  const bool short_and_clean = worst_link_.rtt_ms < 2.0 && worst_link_.loss <= 0.0;
+  if (why) {
+    char text[160];
+    std::snprintf(text, sizeof text, "worst worker link: round trip %.2f ms, loss %.4f", worst_link_.rtt_ms,
+                  worst_link_.loss);
+    *why = text;
+  }
+  return short_and_clean ? 1 : 4;
 }
 
 sched::AllreduceChoice JobTopology::ChooseAllreduce(int workers, const std::string& setting) {

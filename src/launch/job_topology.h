@@ -76,6 +76,15 @@ class JobTopology {
   // equal sizes. Kept for Summary().
   sched::AllreduceChoice ChooseAllreduce(int workers, const std::string& setting);
 
+  // net.tcp_streams = "auto" after ProbeAndPlace: data connections per peer
+  // from the worst link among the placed workers. One TCP flow fills a
+  // short clean link; on a long or lossy one its window (the bandwidth-delay
+  // product, cut at every loss) holds it below the link's rate, and several
+  // flows side by side add up (PCCL's reason for its streams). So 1 stream
+  // when that link's round trip is under 2 ms with no loss measured, else
+  // 4. `why` gets the link's numbers.
+  int AutoTcpStreams(std::string* why) const;
+
   nlohmann::json Summary() const;
 
  private:

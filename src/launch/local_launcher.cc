@@ -410,6 +410,14 @@ class LocalLaunch {
       placed += (r ? ", " : "") + ("worker " + std::to_string(r)) + " on " + topology_->HostOfSlot(r);
     }
     monitor_->Notice("placement (" + job_.config.placement.policy + "): " + placed);
+    if (cluster().tcp_streams == 0 && topology_->ChildSets().size() > 0) {
+      // net.tcp_streams = "auto" between namespaced hosts (TCP): from the
+      // probes. The processes started from here on get it.
+      std::string why;
+      const int streams = topology_->AutoTcpStreams(&why);
+      sets_.insert(sets_.end(), {"--set", "net.tcp_streams=" + std::to_string(streams)});
+      monitor_->Notice("net.tcp_streams (auto): " + std::to_string(streams) + " per peer (" + why + ")");
+    }
     if (job_.config.mode == "sync" && !coded()) {
       const sched::AllreduceChoice c =
           topology_->ChooseAllreduce(static_cast<int>(cluster().workers), job_.config.allreduce);

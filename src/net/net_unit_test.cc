@@ -8,6 +8,7 @@
 #include "tenax/net/control_codec.h"
 #include "tenax/net/link_shaper.h"
 #include "tenax/net/message_kinds.h"
+#include "tenax/net/node.h"
 
 namespace tenax::net {
 namespace {
@@ -95,6 +96,19 @@ TEST(NodeEnvironmentTest, UcxTcpSegmentDefaultsAreSetBeforeAnyNodeExists) {
   ASSERT_NE(nullptr, rx);
   EXPECT_STREQ("512k", tx);
   EXPECT_STREQ("512k", rx);
+}
+
+TEST(NodeOptionsTest, TcpStreamsOutsideOneToSixteenAreRefusedAtCreate) {
+  for (int bad : {0, -3, kMaxTcpStreams + 1}) {
+    NodeOptions o;
+    o.secret = "node-options-test-secret-0123456789";
+    o.tcp_streams = bad;
+    auto node = Node::Create(o);
+    ASSERT_FALSE(node.ok()) << bad;
+    EXPECT_EQ(StatusCode::kInvalidArgument, node.status().code());
+    EXPECT_NE(std::string::npos, node.status().message().find("tcp_streams is " + std::to_string(bad)))
+        << node.status().message();
+  }
 }
 
 TEST(MessageKindsTest, OneRegistryWithARangePerLayer) {

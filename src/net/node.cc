@@ -109,6 +109,7 @@ Node::~Node() {
     if (p.ep) impl_->to_close.push_back({p.ep, p.lost.ok()});
     p.ep = nullptr;
     p.data_ep = nullptr;
+    p.stream_eps.clear();
   }
   impl_->by_ep.clear();
   impl_->by_data_ep.clear();
@@ -136,6 +137,10 @@ Node::~Node() {
 
 Result<std::unique_ptr<Node>> Node::Create(NodeOptions options) {
   TENAX_ASSIGN_OR_RETURN(options.secret, ResolveSecret(options.secret));
+  if (options.tcp_streams < 1 || options.tcp_streams > kMaxTcpStreams) {
+    return InvalidArgument("[" + options.name + "] tcp_streams is " + std::to_string(options.tcp_streams) +
+                           ": use 1 to " + std::to_string(kMaxTcpStreams) + " data connections per peer");
+  }
   if (options.emulated_host.empty()) {
     TENAX_ASSIGN_OR_RETURN(auto emulated, EmulatedLinksFromEnvironment());
     if (emulated) {

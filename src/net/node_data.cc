@@ -52,6 +52,8 @@ Op& Op::operator=(Op&& o) noexcept {
   if (this != &o) {
     Release();
     request_ = std::exchange(o.request_, nullptr);
+    more_requests_ = std::move(o.more_requests_);
+    o.more_requests_.clear();
     status_ = std::move(o.status_);
     peer_ = o.peer_;
     complete_at_ = o.complete_at_;
@@ -62,6 +64,8 @@ Op::~Op() { Release(); }
 void Op::Release() {
   if (request_) ucp_request_free(request_);  // UCX completes and frees it
   request_ = nullptr;
+  for (void* r : more_requests_) ucp_request_free(r);
+  more_requests_.clear();
 }
 
 // ------------------------------------------------------- data endpoints
@@ -89,6 +93,24 @@ Status Node::Impl::CreateDataEp(PeerState& p, const std::string& address) {
   ucs_status_t s = ucp_ep_create(worker, &params, &p.data_ep);
   if (s != UCS_OK) return ProtocolError("cannot open a data endpoint to the peer's address: " + UcxError(s));
   by_data_ep[p.data_ep] = p.id;
+  if (message_rma && p.tcp_streams > 1) return CreateStreamEps(p, params);
+  return Status::Ok();
+}
+
+// Streams 1..N-1: more endpoints to the same worker address. UCX matches
+// the k-th endpoint each side creates towards the other (its connection
+// sequence number), so the receiver's reply endpoint of a message on
+// stream k is its own stream k, registered here as the same peer; each has
+// its own TCP connection.
+Status Node::Impl::CreateStreamEps(PeerState& p, const ucp_ep_params_t& params) {
+  for (int k = 1; k < p.tcp_streams; ++k) {
+    ucp_ep_h ep = nullptr;
+    if (ucs_status_t s = ucp_ep_create(worker, &params, &ep); s != UCS_OK) {
+      return ProtocolError("cannot open TCP stream " + std::to_string(k) + " to the peer: " + UcxError(s));
+    }
+    by_data_ep[ep] = p.id;
+    p.stream_eps.push_back(ep);
+  }
   return Status::Ok();
 }
 
@@ -125,21 +147,34 @@ bool Node::Impl::SharedRange(PeerId peer, uint64_t address, size_t length) const
   return false;
 }
 
-ucs_status_ptr_t Node::Impl::SendPut(PeerState& p, const void* local, size_t size, uint64_t address) {
+ucs_status_ptr_t Node::Impl::SendPut(PeerState& p, const void* local, size_t size, uint64_t address,
+                                     std::vector<void*>& more) {
   // Pieces of at most kPutPiece bytes, each one eager message of one
   // fragment (UCX_TCP_*_SEG_SIZE is 512 KiB): the receiver copies each
   // straight from UCX's receive buffer. One message for the whole put would
   // be reassembled in a fresh buffer first, 5-8x slower for 64 MiB.
   constexpr size_t kPutPiece = 256 << 10;
   const auto* bytes = static_cast<const uint8_t*>(local);
-  ucs_status_ptr_t last = nullptr;
+  // The last request on each stream this put used (index 0 = data_ep);
+  // sends on one endpoint complete in order.
+  const size_t streams = 1 + p.stream_eps.size();
+  std::vector<ucs_status_ptr_t> last_on(streams, nullptr);
+  auto free_all = [&] {
+    for (ucs_status_ptr_t r : last_on) {
+      if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
+    }
+  };
   size_t off = 0;
+  size_t stream = 0;
   do {
     const size_t n = std::min(kPutPiece, size - off);
     auto* header = new std::string(sizeof(PutHeader), '\0');
     PutHeader h;
     h.address = address + off;
+    h.barrier = p.fence_barrier;
     std::memcpy(header->data(), &h, sizeof h);
+    stream = p.next_stream++ % streams;
+    ucp_ep_h ep = stream == 0 ? p.data_ep : p.stream_eps[stream - 1];
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     // Eager only: a rendezvous message lands after later eager ones, and a
@@ -147,19 +182,23 @@ ucs_status_ptr_t Node::Impl::SendPut(PeerState& p, const void* local, size_t siz
     param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
     param.cb.send = FreeAfterSend;
     param.user_data = header;
-    ucs_status_ptr_t req = ucp_am_send_nbx(p.data_ep, kPutAm, header->data(), header->size(), bytes + off, n, &param);
+    ucs_status_ptr_t req = ucp_am_send_nbx(ep, kPutAm, header->data(), header->size(), bytes + off, n, &param);
     if (!UCS_PTR_IS_PTR(req)) delete header;  // done (or failed) at once: no callback
     if (UCS_PTR_IS_ERR(req)) {
-      if (UCS_PTR_IS_PTR(last)) ucp_request_free(last);
+      free_all();
       return req;
     }
-    // Sends on one endpoint complete in order: the last piece's request
-    // stands for the whole put.
-    if (UCS_PTR_IS_PTR(last)) ucp_request_free(last);
-    last = req;
+    ++p.puts_sent;
+    if (UCS_PTR_IS_PTR(last_on[stream])) ucp_request_free(last_on[stream]);
+    last_on[stream] = req;
     off += n;
   } while (off < size);
-  return last;
+  // The last piece's stream stands for the put with its own request; the
+  // others' last requests complete it too.
+  for (size_t k = 0; k < streams; ++k) {
+    if (k != stream && UCS_PTR_IS_PTR(last_on[k])) more.push_back(last_on[k]);
+  }
+  return last_on[stream];
 }
 
 bool Node::Impl::SendDataAm(PeerState& p, uint16_t am_id, std::string bytes) {
@@ -206,16 +245,25 @@ ucs_status_t Node::Impl::OnPutAm(void* arg, const void* header, size_t header_le
                    true);
     return UCS_OK;
   }
-  // Held while the link has a delay, or while earlier puts are still held
-  // (a shape changed meanwhile): puts from one peer apply in order.
-  if (PeerState* p = self->Find(peer); p && (HeldDelay(*p).count() > 0 || !p->held.empty())) {
+  PeerState* p = self->Find(peer);
+  if (!p) return UCS_OK;
+  // Held while the link has a delay (puts from one peer then apply in
+  // order, one delay late), or until the puts before the sender's last
+  // Fence are applied (they may still be on another TCP stream). A put
+  // whose barrier is met applies at once even when later ones wait: it
+  // was sent before them.
+  const bool delayed = HeldDelay(*p).count() > 0 || (!p->held.empty() && p->held.back().due > SteadyClock::now());
+  if (delayed || h.barrier > p->puts_applied) {
     const auto* bytes = static_cast<const uint8_t*>(data);
     auto due = SteadyClock::now() + HeldDelay(*p);
     if (!p->held.empty()) due = std::max(due, p->held.back().due);
-    p->held.push_back({due, h.address, std::vector<uint8_t>(bytes, bytes + length)});
+    PeerState::Held held{due, h.address, std::vector<uint8_t>(bytes, bytes + length)};
+    held.barrier = h.barrier;
+    p->held.push_back(std::move(held));
     return UCS_OK;
   }
   if (length > 0) std::memcpy(reinterpret_cast<void*>(h.address), data, length);
+  ++p->puts_applied;
   return UCS_OK;
 }
 
@@ -228,15 +276,28 @@ size_t Node::Impl::ApplyHeld() {
       p.held.clear();
       continue;
     }
-    while (!p.held.empty() && p.held.front().due <= now) {
-      PeerState::Held& h = p.held.front();
-      if (h.flush) {
-        flush_answers.emplace_back(id, h.token);
-      } else if (SharedRange(id, h.address, h.data.size())) {  // still shared: not retired meanwhile
-        if (!h.data.empty()) std::memcpy(reinterpret_cast<void*>(h.address), h.data.data(), h.data.size());
+    // In arrival order, each once it is due (dues never decrease along the
+    // queue) and its barrier is met; applying one may meet another's
+    // barrier, so go round until nothing moves.
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (auto it = p.held.begin(); it != p.held.end() && it->due <= now;) {
+        if (it->barrier > p.puts_applied) {
+          ++it;
+          continue;
+        }
+        if (it->flush) {
+          flush_answers.emplace_back(id, it->token);
+        } else {
+          if (SharedRange(id, it->address, it->data.size()) && !it->data.empty()) {  // not retired meanwhile
+            std::memcpy(reinterpret_cast<void*>(it->address), it->data.data(), it->data.size());
+          }
+          ++p.puts_applied;
+        }
+        it = p.held.erase(it);
+        ++applied;
+        moved = true;
       }
-      p.held.pop_front();
-      ++applied;
     }
   }
   return applied;
@@ -255,19 +316,24 @@ std::optional<std::pair<PeerId, uint64_t>> Node::Impl::FlushTokenOf(const void* 
 ucs_status_t Node::Impl::OnFlushAm(void* arg, const void*, size_t, void* data, size_t length,
                                    const ucp_am_recv_param_t* param) {
   auto* self = static_cast<Impl*>(arg);
-  // Answered from Progress, not from this handler; behind the puts it
-  // follows when those are held (an emulated delay).
-  if (auto t = self->FlushTokenOf(data, length, param)) {
-    PeerState* p = self->Find(t->first);
-    if (p && !p->held.empty()) {
-      PeerState::Held h;
-      h.due = p->held.back().due;
-      h.flush = true;
-      h.token = t->second;
-      p->held.push_back(std::move(h));
-    } else {
-      self->flush_answers.push_back(*t);
-    }
+  // Answered from Progress, not from this handler, once the puts sent
+  // before it are applied: behind them when they are held (an emulated
+  // delay, or pieces still on another TCP stream).
+  const PeerId peer = self->DataPeerOf(param);
+  FlushRequest f;
+  if (peer == 0 || length != sizeof f || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
+  std::memcpy(&f, data, sizeof f);
+  PeerState* p = self->Find(peer);
+  if (!p) return UCS_OK;
+  if (!p->held.empty() || f.barrier > p->puts_applied) {
+    PeerState::Held h;
+    h.due = p->held.empty() ? SteadyClock::now() : p->held.back().due;
+    h.flush = true;
+    h.token = f.token;
+    h.barrier = f.barrier;
+    p->held.push_back(std::move(h));
+  } else {
+    self->flush_answers.emplace_back(peer, f.token);
   }
   return UCS_OK;
 }
@@ -438,13 +504,16 @@ Op Node::Rma(bool put, void* local, size_t size, const RemoteRegion& remote, siz
   for (int i = 0; i < transmissions; ++i) {  // lost transmissions really move the bytes again
     if (req && !UCS_PTR_IS_ERR(req)) ucp_request_free(req);
     if (put && impl_->message_rma) {
-      req = impl_->SendPut(p, local, size, remote.address() + remote_offset);
+      for (void* r : op.more_requests_) ucp_request_free(r);
+      op.more_requests_.clear();
+      req = impl_->SendPut(p, local, size, remote.address() + remote_offset, op.more_requests_);
     } else {
       req = put ? ucp_put_nbx(p.data_ep, local, size, remote.address() + remote_offset, rkey, &param)
                 : ucp_get_nbx(p.data_ep, local, size, remote.address() + remote_offset, rkey, &param);
     }
   }
   if (UCS_PTR_IS_ERR(req)) {
+    op.Release();
     op.status_ = PeerLost("peer " + p.Label() + ": " + what + " failed: " + UcxError(UCS_PTR_STATUS(req)));
   } else {
     op.request_ = req;
@@ -454,7 +523,13 @@ Op Node::Rma(bool put, void* local, size_t size, const RemoteRegion& remote, siz
 
 Status Node::Fence(PeerId peer) {
   TENAX_RETURN_IF_ERROR(impl_->PeerUsable(peer));
-  if (impl_->message_rma) return Status::Ok();  // eager messages on one endpoint are applied in order
+  if (impl_->message_rma) {
+    // Puts sent from now on apply only after every put sent so far (their
+    // barrier), whichever TCP stream each took.
+    PeerState& p = impl_->peers[peer];
+    p.fence_barrier = p.puts_sent;
+    return Status::Ok();
+  }
   ucs_status_t s = ucp_worker_fence(impl_->worker);
   return s == UCS_OK ? Status::Ok() : Internal("fence: " + UcxError(s));
 }
@@ -462,6 +537,20 @@ Status Node::Fence(PeerId peer) {
 Status Node::Wait(Op& op, Deadline deadline) {
   impl_->MaybeProgress();
   while (true) {
+    // A put over several streams: its other streams' last pieces first.
+    while (!op.more_requests_.empty()) {
+      void* r = op.more_requests_.back();
+      ucs_status_t s = ucp_request_check_status(r);
+      if (s == UCS_INPROGRESS) break;
+      ucp_request_free(r);
+      op.more_requests_.pop_back();
+      if (s != UCS_OK && op.status_.ok()) {
+        PeerState* p = impl_->Find(op.peer_);
+        op.status_ = (p && !p->lost.ok()) ? p->lost
+                                          : PeerLost("peer " + (p ? p->Label() : std::to_string(op.peer_)) +
+                                                     ": operation failed: " + UcxError(s));
+      }
+    }
     if (op.request_) {
       ucs_status_t s = ucp_request_check_status(op.request_);
       if (s != UCS_INPROGRESS) {
@@ -475,7 +564,7 @@ Status Node::Wait(Op& op, Deadline deadline) {
         }
       }
     }
-    if (!op.request_) {
+    if (!op.request_ && op.more_requests_.empty()) {
       if (!op.status_.ok()) return op.status_;
       if (SteadyClock::now() >= op.complete_at_) return Status::Ok();
     }
@@ -504,8 +593,11 @@ Status Node::Flush(PeerId peer, Deadline deadline) {
   if (impl_->message_rma) {
     // A token after the puts: the peer answers it once it has applied
     // every earlier message from us (they are handled in order).
-    const uint64_t token = ++p.flush_sent;
-    if (!impl_->SendDataAm(p, kFlushAm, std::string(reinterpret_cast<const char*>(&token), sizeof token))) {
+    FlushRequest f;
+    f.token = ++p.flush_sent;
+    f.barrier = p.puts_sent;
+    const uint64_t token = f.token;
+    if (!impl_->SendDataAm(p, kFlushAm, std::string(reinterpret_cast<const char*>(&f), sizeof f))) {
       return PeerLost("peer " + p.Label() + ": flush request not sent");
     }
     while (true) {

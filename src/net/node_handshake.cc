@@ -109,6 +109,7 @@ void Node::Impl::HandleControl(PeerState& p, const std::vector<uint8_t>& bytes) 
       p.their_nonce = env.hello().client_nonce();
       p.name = env.hello().node_name();
       p.emulated_host = env.hello().emulated_host();
+      p.tcp_streams = AgreedStreams(env.hello().tcp_streams());
       p.my_nonce = RandomNonce();
       wire::Envelope reply;
       auto* c = reply.mutable_challenge();
@@ -116,6 +117,7 @@ void Node::Impl::HandleControl(PeerState& p, const std::vector<uint8_t>& bytes) 
       c->set_server_proof(ServerProof(options.secret, p.their_nonce, p.my_nonce));
       c->set_node_name(options.name);
       c->set_emulated_host(options.emulated_host);
+      c->set_tcp_streams(static_cast<uint32_t>(options.tcp_streams));
       p.phase = Phase::kAwaitAuth;
       if (Status st = SendEnvelope(p, std::move(reply)); !st.ok()) LosePeer(p.id, st, true);
       return;
@@ -125,6 +127,7 @@ void Node::Impl::HandleControl(PeerState& p, const std::vector<uint8_t>& bytes) 
       p.their_nonce = env.challenge().server_nonce();
       p.name = env.challenge().node_name();
       p.emulated_host = env.challenge().emulated_host();
+      p.tcp_streams = AgreedStreams(env.challenge().tcp_streams());
       if (!ConstantTimeEqual(env.challenge().server_proof(), ServerProof(options.secret, p.my_nonce, p.their_nonce))) {
         return Refuse(p, "server failed to prove the cluster secret",
                       tenax::Refused("server does not know the cluster secret"));
@@ -219,6 +222,7 @@ Result<PeerId> Node::Connect(const std::string& host, uint16_t port, Deadline de
   hello.mutable_hello()->set_client_nonce(p.my_nonce);
   hello.mutable_hello()->set_node_name(options_.name);
   hello.mutable_hello()->set_emulated_host(options_.emulated_host);
+  hello.mutable_hello()->set_tcp_streams(static_cast<uint32_t>(options_.tcp_streams));
   if (Status st = impl_->SendEnvelope(p, std::move(hello)); !st.ok()) {
     impl_->LosePeer(id, st, true);
     return st;

@@ -14,6 +14,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -37,6 +38,15 @@ inline constexpr uint16_t kFlushAckAm = 5;
 
 struct PutHeader {
   uint64_t address = 0;  // where the bytes go in the receiver's memory
+  // Applied only once the receiver has applied this many of the sender's
+  // puts (the count sent before the sender's last Fence): pieces on other
+  // TCP streams may arrive later than this one.
+  uint64_t barrier = 0;
+};
+// A flush request: answered once `barrier` puts are applied.
+struct FlushRequest {
+  uint64_t token = 0;
+  uint64_t barrier = 0;
 };
 
 inline std::string UcxError(ucs_status_t s) { return ucs_status_string(s); }
@@ -54,6 +64,15 @@ struct PeerState {
   PeerId id = 0;
   ucp_ep_h ep = nullptr;       // control: handshake, messages, failure detection (error mode PEER)
   ucp_ep_h data_ep = nullptr;  // one-sided traffic (error mode NONE: UCX keeps its fast shm lanes)
+  // Data connections both sides agreed on in the handshake: the smaller of
+  // the two NodeOptions::tcp_streams (an old or hostile value counts as 1
+  // or is capped by ours).
+  int tcp_streams = 1;
+  std::vector<ucp_ep_h> stream_eps;  // message RMA: TCP streams 1..tcp_streams-1
+  uint64_t next_stream = 0;          // round-robin over data_ep and stream_eps
+  // Message RMA ordering: puts sent to it, and that count at our last
+  // Fence (the barrier of the puts after it); puts from it applied here.
+  uint64_t puts_sent = 0, fence_barrier = 0, puts_applied = 0;
   std::string name;            // the peer's own name, once known
   std::string emulated_host;   // the peer's emulated host ("" = none)
   std::string address;         // host:port
@@ -67,7 +86,7 @@ struct PeerState {
   // Its data endpoint's close is in flight: until it completes, a put the
   // peer sent may still be written into our memory (software puts over TCP
   // are applied by our progress), so regions it holds keys to stay mapped.
-  bool data_closing = false;
+  int data_closing = 0;  // data endpoint closes in flight (one per stream)
   // Message RMA (Impl::message_rma): flush tokens sent to it and answered.
   uint64_t flush_sent = 0;
   uint64_t flush_answered = 0;
@@ -83,6 +102,7 @@ struct PeerState {
     std::vector<uint8_t> data;
     bool flush = false;         // a flush request: answer `token` once the puts before it are applied
     uint64_t token = 0;
+    uint64_t barrier = 0;       // apply (or answer) once this many puts from the peer are applied
   };
   std::deque<Held> held;
   // Its control messages queued and not yet read (bounded by NodeOptions).
@@ -252,7 +272,7 @@ struct Node::Impl {
   // its data endpoint still closing.
   bool MayWrite(PeerId id) {
     PeerState* p = Find(id);
-    return p && (p->phase != Phase::kLost || p->data_closing);
+    return p && (p->phase != Phase::kLost || p->data_closing > 0);
   }
   // Message RMA: the region shared with `peer` that holds [address,
   // address + length), if any.
@@ -260,8 +280,12 @@ struct Node::Impl {
   // Sends a small message on the peer's data endpoint; the bytes live until
   // UCX is done with them. False if the send failed at once.
   bool SendDataAm(PeerState& p, uint16_t am_id, std::string bytes);
-  // A put as a kPutAm message (eager); the request, null or an error.
-  ucs_status_ptr_t SendPut(PeerState& p, const void* local, size_t size, uint64_t address);
+  // A put as kPutAm messages (eager pieces, round-robin over the peer's
+  // TCP streams); the last piece's request (null or an error), and in
+  // `more` the last request of every other stream the put used.
+  ucs_status_ptr_t SendPut(PeerState& p, const void* local, size_t size, uint64_t address, std::vector<void*>& more);
+  // Applies a put from `p` now (its range is checked again) and counts it.
+  void ApplyPut(PeerState& p, uint64_t address, const void* data, size_t length);
   void SendFlushAnswers();
   // Applies held puts and flush requests whose delay has passed (PeerState::held).
   size_t ApplyHeld();
@@ -278,6 +302,12 @@ struct Node::Impl {
   PeerId DataPeerOf(const ucp_am_recv_param_t* param) const;
   std::optional<std::pair<PeerId, uint64_t>> FlushTokenOf(const void* data, size_t length,
                                                           const ucp_am_recv_param_t* param) const;
+  // The streams to use with a peer that asked for `theirs`.
+  int AgreedStreams(uint32_t theirs) const {
+    return static_cast<int>(std::min<uint32_t>(std::max<uint32_t>(theirs, 1), static_cast<uint32_t>(options.tcp_streams)));
+  }
+  // Creates the peer's extra TCP streams (message RMA, tcp_streams > 1).
+  Status CreateStreamEps(PeerState& p, const ucp_ep_params_t& params);
   // Queues the peer's data endpoint for a (flushing) close.
   void CloseDataEp(PeerState& p);
   // Frees finished data endpoint closes and clears their peers' data_closing.

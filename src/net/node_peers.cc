@@ -74,10 +74,14 @@ void Node::Impl::LosePeer(PeerId id, Status why, bool close_ep, bool flush_close
 }
 
 void Node::Impl::CloseDataEp(PeerState& p) {
-  by_data_ep.erase(p.data_ep);
-  to_close.push_back({p.data_ep, /*flush=*/true, /*data=*/true, p.id});  // error mode NONE: flush only (Closing)
+  p.stream_eps.push_back(p.data_ep);
+  for (ucp_ep_h ep : p.stream_eps) {
+    by_data_ep.erase(ep);
+    to_close.push_back({ep, /*flush=*/true, /*data=*/true, p.id});  // error mode NONE: flush only (Closing)
+    ++p.data_closing;
+  }
+  p.stream_eps.clear();
   p.data_ep = nullptr;
-  p.data_closing = true;
 }
 
 void Node::Impl::ReapDataCloses() {
@@ -88,7 +92,7 @@ void Node::Impl::ReapDataCloses() {
       continue;
     }
     ucp_request_free(req);
-    if (PeerState* p = Find(peer)) p->data_closing = false;
+    if (PeerState* p = Find(peer); p && p->data_closing > 0) --p->data_closing;
     closing_data[i] = closing_data.back();
     closing_data.pop_back();
   }
@@ -137,7 +141,7 @@ void Node::Impl::CloseEndpoints() {
         closing.push_back(req);
       }
     } else if (c.data) {
-      if (PeerState* p = Find(c.peer)) p->data_closing = false;  // closed at once
+      if (PeerState* p = Find(c.peer); p && p->data_closing > 0) --p->data_closing;  // closed at once
     }
   }
   to_close.clear();

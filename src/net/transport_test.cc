@@ -6,6 +6,9 @@
 #include <csignal>
 #include <cstring>
 #include <random>
+#include <regex>
+
+#include <unistd.h>
 
 #include "net_test_protocol.h"
 #include "raw_ucx_client.h"
@@ -24,6 +27,7 @@ constexpr const char* kSecret = "transport-test-secret-0123456789";
 struct TransportParam {
   const char* name;
   const char* transports;
+  int tcp_streams = 1;  // both sides (NodeOptions::tcp_streams)
 };
 
 class TransportTest : public ::testing::TestWithParam<TransportParam> {
@@ -33,6 +37,7 @@ class TransportTest : public ::testing::TestWithParam<TransportParam> {
     o.name = "test-client";
     o.secret = secret;
     o.transports = GetParam().transports;
+    o.tcp_streams = GetParam().tcp_streams;
     o.net_devices = "lo";
     o.peer_timeout = std::chrono::milliseconds(2000);
     return o;
@@ -41,7 +46,8 @@ class TransportTest : public ::testing::TestWithParam<TransportParam> {
   // Starts a peer process and returns its port (0, with a test failure
   // recorded, when it did not start).
   uint16_t StartPeer(std::unique_ptr<Child>& child, const std::string& secret = kSecret) {
-    child = std::make_unique<Child>(std::vector<std::string>{TENAX_NET_TEST_PEER, secret, GetParam().transports});
+    child = std::make_unique<Child>(std::vector<std::string>{TENAX_NET_TEST_PEER, secret, GetParam().transports,
+                                                             std::to_string(GetParam().tcp_streams)});
     if (!child->WaitForStderrLine("PORT ")) {
       ADD_FAILURE() << "the peer process did not start: " << child->stderr_text();
       return 0;
@@ -524,7 +530,8 @@ TEST_P(TransportTest, LiarsAndMalformedFramesAreRefusedWhileOthersAreServed) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
-                         ::testing::Values(TransportParam{"shm", ""}, TransportParam{"tcp", "tcp"}),
+                         ::testing::Values(TransportParam{"shm", ""}, TransportParam{"tcp", "tcp"},
+                                           TransportParam{"tcp4streams", "tcp", 4}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
@@ -566,6 +573,101 @@ TEST_P(TransportTest, APeerKilledWhilePuttingIntoUsCostsUsOnlyThatPeer) {
     EXPECT_FALSE(s.node->PeerStatus(s.peer).ok()) << "the killed peer was never seen lost";
   }
 }
+
+}  // namespace
+}  // namespace tenax::net
+
+namespace tenax::net {
+namespace {
+
+// Four TCP streams through a namespace whose firewall drops 1% of the TCP
+// segments each way at random (nftables `numgen random`): the kernel's
+// TCP retransmits them, and the streams' pieces then arrive out of order
+// among themselves. A put, a Fence and a second put over the same bytes
+// must leave the second put's bytes everywhere (a piece of the first
+// applied late would show), and a Flush must wait for every piece.
+class TcpStreamsUnderLossTest : public TransportTest {};
+
+TEST_P(TcpStreamsUnderLossTest, APutSplitAcrossStreamsArrivesWholeAndInOrderWhileTheKernelDropsPackets) {
+  if (std::string why = testing::NamespacesUnavailable(); !why.empty()) GTEST_SKIP() << why;
+  const std::string id = std::to_string(::getpid() % 1000000);
+  const std::string ns = "tnxloss" + id, here = "tlA" + id, there = "tlB" + id;
+  const std::string subnet = "10.79." + std::to_string(::getpid() % 250) + ".";
+  struct Cleanup {
+    std::string ns, here;
+    ~Cleanup() {
+      (void)testing::RunProcess({"ip", "link", "del", here});
+      (void)testing::RunProcess({"ip", "netns", "del", ns});
+    }
+  } cleanup{ns, here};
+  const std::vector<std::vector<std::string>> setup = {
+      {"ip", "netns", "add", ns},
+      {"ip", "link", "add", here, "type", "veth", "peer", "name", there},
+      {"ip", "link", "set", there, "netns", ns},
+      {"ip", "addr", "add", subnet + "1/24", "dev", here},
+      {"ip", "link", "set", here, "up"},
+      {"ip", "-n", ns, "addr", "add", subnet + "2/24", "dev", there},
+      {"ip", "-n", ns, "link", "set", there, "up"},
+      {"ip", "-n", ns, "link", "set", "lo", "up"},
+      {"ip", "netns", "exec", ns, "nft", "add", "table", "inet", "loss"},
+      {"ip", "netns", "exec", ns, "nft", "add", "chain", "inet", "loss", "in", "{ type filter hook input priority 0; }"},
+      {"ip", "netns", "exec", ns, "nft", "add", "chain", "inet", "loss", "out", "{ type filter hook output priority 0; }"},
+      {"ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "loss", "in", "meta", "l4proto", "tcp", "numgen",
+       "random", "mod", "100", "<", "1", "counter", "drop"},
+      {"ip", "netns", "exec", ns, "nft", "add", "rule", "inet", "loss", "out", "meta", "l4proto", "tcp", "numgen",
+       "random", "mod", "100", "<", "1", "counter", "drop"},
+  };
+  for (const auto& argv : setup) {
+    auto r = testing::RunProcess(argv);
+    ASSERT_EQ(0, r.exit_code) << argv[argv.size() > 4 ? 4 : 0] << ": " << r.err;
+  }
+  Child child({"ip", "netns", "exec", ns, TENAX_NET_TEST_PEER, kSecret, "tcp", "4", subnet + "2", there});
+  ASSERT_TRUE(child.WaitForStderrLine("PORT ")) << child.stderr_text();
+  const std::string& err = child.stderr_text();
+  const auto port = static_cast<uint16_t>(std::strtoul(err.c_str() + err.rfind("PORT ") + 5, nullptr, 10));
+  NodeOptions o = Options();
+  o.net_devices = here;
+  o.peer_timeout = std::chrono::milliseconds(20000);  // retransmissions must not look like a loss
+  auto node = MakeNodeWith(o);
+  ASSERT_TRUE(node);
+  ASSERT_RESULT(const PeerId peer, node->Connect(subnet + "2", port, Deadline::After(30s)));
+  constexpr size_t kSize = 6 << 20;  // 24 pieces of 256 KiB: 6 on each stream
+  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(*node, peer, kSize));
+  std::vector<uint8_t> first(kSize), second(kSize);
+  for (int round = 0; round < 6; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    for (size_t i = 0; i < kSize; ++i) {
+      first[i] = static_cast<uint8_t>((i * 131 + static_cast<size_t>(round) * 17 + 3) >> 3);
+      second[i] = static_cast<uint8_t>((i * 2654435761u + static_cast<size_t>(round)) >> 13);
+    }
+    Op a = node->Put(first.data(), kSize, remote, 0);
+    // One more piece shifts the round-robin: piece j of the second put
+    // then takes another stream than piece j of the first, so only the
+    // barrier keeps the first from landing over the second.
+    Op shift = node->Put(first.data(), 1, remote, 0);
+    ASSERT_TRUE(node->Fence(peer).ok());
+    Op b = node->Put(second.data(), kSize, remote, 0);
+    ASSERT_TRUE(node->Flush(peer, Deadline::After(60s)).ok());
+    ASSERT_TRUE(node->Wait(a, Deadline::After(60s)).ok());
+    ASSERT_TRUE(node->Wait(b, Deadline::After(60s)).ok());
+    ASSERT_TRUE(node->Wait(shift, Deadline::After(60s)).ok());
+    ASSERT_RESULT(const std::string hash, RemoteHash(*node, peer, 0, kSize));
+    EXPECT_EQ(testproto::HashHex(second.data(), kSize), hash) << "the peer does not hold the second put's bytes";
+  }
+  // The rule did drop packets (else this tested nothing of the kernel's).
+  auto counters = testing::RunProcess({"ip", "netns", "exec", ns, "nft", "list", "table", "inet", "loss"});
+  ASSERT_EQ(0, counters.exit_code) << counters.err;
+  uint64_t dropped = 0;
+  static const std::regex counter_re("counter packets ([0-9]+)");
+  for (std::sregex_iterator it(counters.out.begin(), counters.out.end(), counter_re), end; it != end; ++it) {
+    dropped += std::stoull((*it)[1]);
+  }
+  EXPECT_GT(dropped, 0u) << counters.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, TcpStreamsUnderLossTest,
+                         ::testing::Values(TransportParam{"tcp4streams", "tcp", 4}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace tenax::net

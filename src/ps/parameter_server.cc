@@ -461,6 +461,7 @@ Result<ServerOutcome> RunServer(const ServerOptions& o) {
   no.name = "server-" + std::to_string(o.shard);
   no.secret = o.secret;
   no.transports = o.transports;
+  no.tcp_streams = o.tcp_streams;
   no.peer_timeout = o.peer_timeout;
   TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(no));
   TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen(o.listen_host, 0));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "tenax/comm/channel_codec.h"
@@ -45,6 +46,7 @@ Status ElasticMember::Join(TenaxEngine& e) {
   no.name = "python member@" + host + "/" + std::to_string(::getpid());
   no.secret = secret;
   if (const char* t = std::getenv("TENAX_TRANSPORTS")) no.transports = t;
+  if (const char* t = std::getenv("TENAX_TCP_STREAMS")) no.tcp_streams = std::atoi(t);  // Node::Create checks it
   TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(no));
   TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen(host, 0));
   net::Node& n = *node;

@@ -397,6 +397,7 @@ Status TenaxEngine::Connect(const c10::intrusive_ptr<c10d::Store>& store) {
     o.name = "torch rank " + std::to_string(rank_);
     o.secret = JobSecret(store, rank_);
     if (const char* t = std::getenv("TENAX_TRANSPORTS")) o.transports = t;
+    if (const char* t = std::getenv("TENAX_TCP_STREAMS")) o.tcp_streams = std::atoi(t);  // Node::Create checks it
     TENAX_ASSIGN_OR_RETURN(node_, net::Node::Create(o));
     const std::string host = AdvertisedHost();
     TENAX_ASSIGN_OR_RETURN(uint16_t port, node_->Listen(host, 0));

@@ -33,6 +33,7 @@ Result<ps::ServerOutcome> RunServerRole(const ServerRoleOptions& a) {
   o.listen_host = k.host;
   o.secret = secret;
   o.transports = k.transports;
+  o.tcp_streams = k.resolved_tcp_streams();
   o.checkpoint_dir = a.checkpoint_dir.empty() ? "runs/" + k.job_id + "/server-" + std::to_string(a.shard)
                                               : a.checkpoint_dir;
   o.merge = MergeParamsOf(job.config);

@@ -260,6 +260,7 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   no.name = label + "@" + k.host;
   no.secret = secret;
   no.transports = k.transports;
+  no.tcp_streams = k.resolved_tcp_streams();
   no.peer_timeout = k.peer_timeout();
   TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(no));
   TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen(k.host, 0));

@@ -17,6 +17,11 @@ struct ClusterConfig {
   std::string host = "127.0.0.1";           // the address this host's workers listen on
   std::string secret;                       // "" = $TENAX_SECRET (the launcher makes one up)
   std::string transports;                   // UCX_TLS for the data plane; "" = UCX's choice
+  // net.tcp_streams: data connections per peer over TCP (net::NodeOptions::
+  // tcp_streams); 0 = "auto": `tenax run` on a [topology] picks it from the
+  // probes' worst worker link (TcpStreamsFor), 1 otherwise.
+  int tcp_streams = 0;
+  int resolved_tcp_streams() const { return tcp_streams > 0 ? tcp_streams : 1; }
   std::string metrics_listen;               // host:port of the coordinator's Prometheus /metrics; "" = off
   double join_timeout_seconds = 60;         // all workers must have joined by then
   double step_timeout_seconds = 60;         // a collective without progress for this long fails

@@ -41,11 +41,21 @@ namespace tenax::net {
 
 using PeerId = uint64_t;
 
+inline constexpr int kMaxTcpStreams = 16;
+
 struct NodeOptions {
   std::string name = "node";  // in logs and in the peer's logs
   std::string secret;         // the cluster secret (see ResolveSecret)
   std::string transports;     // UCX_TLS; "" = UCX's choice, "tcp" = force TCP
   std::string net_devices;    // UCX_NET_DEVICES; "" = all, "lo" = loopback only
+  // With transports = "tcp": data connections per peer (1-16). A put's
+  // 256 KiB pieces go round-robin over them, so a lossy or long link's
+  // TCP windows add up; each piece carries the count of pieces sent
+  // before the sender's last Fence, and the receiver applies a piece only
+  // once that many are applied, so data still lands before the signal
+  // after it. Both sides of a pair must use the same value (the data
+  // connections pair up in creation order).
+  int tcp_streams = 1;  // 1 to kMaxTcpStreams, else Create fails (InvalidArgument)
   std::chrono::milliseconds handshake_timeout{5000};
   // Each ready peer's control connection is written to at least this often,
   // so that a peer that died without closing is detected within about one
@@ -152,6 +162,7 @@ class Op {
   friend class Node;
   void Release();
   void* request_ = nullptr;  // ucs_status_ptr_t still in progress, or null
+  std::vector<void*> more_requests_;  // a put over several TCP streams: each stream's last piece
   Status status_;            // the immediate outcome when request_ is null
   PeerId peer_ = 0;
   SteadyClock::time_point complete_at_{};  // link emulation

@@ -52,6 +52,7 @@ struct ServerOptions {
   std::string listen_host = "127.0.0.1";
   std::string secret;
   std::string transports;  // UCX_TLS; "" = UCX's choice
+  int tcp_streams = 1;     // net::NodeOptions::tcp_streams
   std::string checkpoint_dir;
   MergeParams merge;
   ValidatorOptions validator;
