@@ -72,6 +72,7 @@ struct RankArgs {
   std::vector<std::string> zones;
   std::string algorithm = "ring";
   comm::AllreduceOptions options;  // --piece-bytes, --window (experiments; every rank the same)
+  int tcp_streams = 1;             // net::NodeOptions::tcp_streams
 };
 
 std::string PortFile(const std::string& dir, int rank) { return dir + "/rank-" + std::to_string(rank) + ".port"; }
@@ -121,6 +122,7 @@ Status RunRank(const RankArgs& a) {
   net::NodeOptions o;
   o.name = "allreduce-rank-" + std::to_string(a.rank);
   o.transports = a.transports;
+  o.tcp_streams = a.tcp_streams;
   // On a namespaced host the rank's interface is its veth, not lo.
   o.net_devices = a.addresses.empty() ? "lo" : "";
   TENAX_ASSIGN_OR_RETURN(o.secret, net::ResolveSecret(""));  // the parent's per-run $TENAX_SECRET
@@ -222,6 +224,7 @@ struct BenchArgs {
   double iperf_seconds = 3;
   std::string iperf3 = "iperf3";
   uint64_t piece_bytes = 0, window = 0;
+  int tcp_streams = 1;        // tenax ranks over TCP: data connections per peer
   uint64_t budget_bytes = 0;  // 0 = 64 MiB with --quick, else 256 MiB
   uint64_t min_iters = 0;     // 0 = 5 with --quick, else 10
   int64_t warmup = -1;        // -1 = 2 with --quick, else 3
@@ -266,6 +269,7 @@ Result<std::vector<RunResult>> RunOne(const BenchArgs& a, const RunPlan& plan, c
         if (!a.transports.empty()) argv.insert(argv.end(), {"--transports", a.transports});
         if (a.piece_bytes) argv.insert(argv.end(), {"--piece-bytes", std::to_string(a.piece_bytes)});
         if (a.window) argv.insert(argv.end(), {"--window", std::to_string(a.window)});
+        argv.insert(argv.end(), {"--tcp-streams", std::to_string(a.tcp_streams)});
       } else {
         argv = {gloo_bin,      "--rank",  std::to_string(r), "--procs", std::to_string(plan.procs),
                 "--store-dir", rendezvous};
@@ -311,6 +315,7 @@ Status RunBenchAllreduce(const BenchArgs& in) {
     h.iperf3 = a.iperf3;
     h.piece_bytes = a.piece_bytes;
     h.window = a.window;
+    h.tcp_streams = a.tcp_streams;
     h.gloo_bin = a.gloo_bin;
     h.timeout_seconds = a.timeout_seconds;
     h.json_path = a.json_path;
@@ -475,6 +480,7 @@ Status RunBenchAllreduce(const BenchArgs& in) {
                         {"min_iters", base.min_iters},
                         {"warmup", base.warmup},
                         {"tenax_transports", a.transports.empty() ? "auto" : a.transports},
+                        {"tenax_tcp_streams", a.tcp_streams},
                         {"wall_seconds", wall},
                         {"results", jresults},
                         {"ratios", jratios},
@@ -533,6 +539,10 @@ void AddAllreduceBenchmark(CLI::App& bench, int& exit_code) {
       ->check(CLI::Range(uint64_t{4096}, uint64_t{1} << 30));
   cmd->add_option("--window", a->window, "tenax's ring pieces in flight over the transport (default: the library's, 8)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{64}));
+  cmd->add_option("--tcp-streams", a->tcp_streams,
+                  "tenax's data connections per peer over TCP (net.tcp_streams; --transports tcp or --hosts)")
+      ->check(CLI::Range(1, net::kMaxTcpStreams))
+      ->capture_default_str();
   cmd->add_option("--budget-bytes", a->budget_bytes,
                   "Timed calls per size = max(min-iters, min(2000, budget/size)) (default 64 MiB quick, 256 MiB full)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
@@ -566,6 +576,7 @@ void AddAllreduceBenchmark(CLI::App& bench, int& exit_code) {
   rank->add_option("--algorithm", r->algorithm);
   rank->add_option("--piece-bytes", r->options.ring_piece_bytes);
   rank->add_option("--window", r->options.ring_window);
+  rank->add_option("--tcp-streams", r->tcp_streams);
   rank->callback([r, &exit_code] {
     // Do not outlive the benchmark that started us.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);

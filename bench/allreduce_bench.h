@@ -51,6 +51,7 @@ struct HostsArgs {
   double iperf_seconds = 3;
   std::string iperf3 = "iperf3";
   uint64_t piece_bytes = 0, window = 0;  // tenax ranks' ring pieces and window (0: the library's default)
+  int tcp_streams = 1;                    // tenax ranks' data connections per peer (net.tcp_streams)
   std::string gloo_bin;  // "" = next to tenax-bench
   int64_t timeout_seconds = 300;
   std::string json_path;

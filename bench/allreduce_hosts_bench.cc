@@ -127,6 +127,7 @@ Result<std::vector<RunResult>> RunOnHosts(const sched::EmulatedNetwork& net, con
     }
     if (impl != "gloo" && a.piece_bytes) argv.insert(argv.end(), {"--piece-bytes", std::to_string(a.piece_bytes)});
     if (impl != "gloo" && a.window) argv.insert(argv.end(), {"--window", std::to_string(a.window)});
+    if (impl != "gloo") argv.insert(argv.end(), {"--tcp-streams", std::to_string(a.tcp_streams)});
     argv.insert(argv.end(), common.begin(), common.end());
     TENAX_RETURN_IF_ERROR(ranks.Start(impl + " rank " + std::to_string(r), net.OnHost(static_cast<size_t>(r), argv)));
   }
