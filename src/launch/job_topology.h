@@ -45,6 +45,9 @@ class JobTopology {
   std::string ControlHost() const { return network_->ControlAddress(); }
   // --set overrides every child gets (TCP between hosts in namespaces mode).
   std::vector<std::string> ChildSets() const;
+  // The hosts are network namespaces (their processes talk over TCP), not
+  // names on loopback.
+  bool namespaces() const { return network_->namespaces(); }
 
   // Starts one probe per host, waits until every pair of hosts is measured
   // (at most placement.probe_seconds), then places `slots` processes

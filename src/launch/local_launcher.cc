@@ -223,7 +223,7 @@ class LocalLaunch {
         for (const auto& z : allreduce_zones_) zones += (zones.empty() ? "" : ",") + z;
         args.insert(args.end(), {"--allreduce-zones", zones});
         if (hierarchical_allreduce_) args.push_back("--hierarchical-allreduce");
-      } else if (elastic_ && !async_ && hierarchical_allreduce_) {
+      } else if (elastic_ && hierarchical_allreduce_) {
         // Every member and joiner alike: each generation works out its
         // zones and sums zone by zone when they have equal sizes.
         args.push_back("--hierarchical-allreduce");
@@ -410,7 +410,7 @@ class LocalLaunch {
       placed += (r ? ", " : "") + ("worker " + std::to_string(r)) + " on " + topology_->HostOfSlot(r);
     }
     monitor_->Notice("placement (" + job_.config.placement.policy + "): " + placed);
-    if (cluster().tcp_streams == 0 && topology_->ChildSets().size() > 0) {
+    if (cluster().tcp_streams == 0 && topology_->namespaces()) {
       // net.tcp_streams = "auto" between namespaced hosts (TCP): from the
       // probes. The processes started from here on get it.
       std::string why;
