@@ -54,6 +54,7 @@ using allreduce_peer::Iterations;
 
 constexpr const char* kMpiBinName = "tenax_bench_mpi_allreduce";
 constexpr const char* kGlooBinName = "tenax_bench_gloo_allreduce";
+constexpr const char* kSocketsBinName = "tenax_bench_socket_ring";
 
 // ------------------------------------------------------------ one tenax rank
 
@@ -232,6 +233,7 @@ struct BenchArgs {
   std::string mpirun = "mpirun";
   std::string mpi_bin;
   std::string gloo_bin;
+  std::string sockets_bin;
   int64_t timeout_seconds = 300;
 };
 
@@ -245,7 +247,7 @@ struct RunPlan {
 // Runs one (impl, procs) and returns its per-size results.
 Result<std::vector<RunResult>> RunOne(const BenchArgs& a, const RunPlan& plan, const std::string& bench_bin,
                                       const std::string& mpi_bin, const std::string& gloo_bin,
-                                      const std::string& rendezvous) {
+                                      const std::string& sockets_bin, const std::string& rendezvous) {
   const std::vector<std::string> common = {
       "--sizes",     JoinSizes(plan.sizes),          "--budget-bytes", std::to_string(plan.budget_bytes),
       "--min-iters", std::to_string(plan.min_iters), "--warmup",       std::to_string(plan.warmup)};
@@ -271,8 +273,13 @@ Result<std::vector<RunResult>> RunOne(const BenchArgs& a, const RunPlan& plan, c
         if (a.window) argv.insert(argv.end(), {"--window", std::to_string(a.window)});
         argv.insert(argv.end(), {"--tcp-streams", std::to_string(a.tcp_streams)});
       } else {
-        argv = {gloo_bin,      "--rank",  std::to_string(r), "--procs", std::to_string(plan.procs),
-                "--store-dir", rendezvous};
+        argv = {plan.impl == "gloo" ? gloo_bin : sockets_bin,
+                "--rank",
+                std::to_string(r),
+                "--procs",
+                std::to_string(plan.procs),
+                "--store-dir",
+                rendezvous};
       }
       argv.insert(argv.end(), common.begin(), common.end());
       TENAX_RETURN_IF_ERROR(children.Start(plan.impl + " rank " + std::to_string(r), argv));
@@ -300,7 +307,7 @@ Status RunBenchAllreduce(const BenchArgs& in) {
   if (!a.hosts.empty()) {
     HostsArgs h;
     h.zones = a.hosts;
-    for (const char* name : {"tenax", "hierarchical", "gloo", "iperf3", "mpi"}) {  // a fixed order
+    for (const char* name : {"tenax", "hierarchical", "gloo", "iperf3", "mpi", "sockets"}) {  // a fixed order
       if (std::find(a.impls.begin(), a.impls.end(), name) != a.impls.end()) h.impls.push_back(name);
     }
     h.sizes = base.sizes;
@@ -322,14 +329,16 @@ Status RunBenchAllreduce(const BenchArgs& in) {
     h.quick = a.quick;
     return RunHostsBench(h);
   }
-  if (a.impls.empty()) a.impls = {"tenax", "mpi", "gloo"};
+  // Over TCP, the plain-sockets ring shows what TCP itself allows here.
+  if (a.impls.empty()) a.impls = a.transports == "tcp" ? std::vector<std::string>{"tenax", "mpi", "gloo", "sockets"}
+                                                       : std::vector<std::string>{"tenax", "mpi", "gloo"};
   for (const auto& impl : a.impls) {
     if (impl == "hierarchical" || impl == "iperf3") {
       return InvalidArgument("--impls " + impl + " runs only between namespaced hosts (--hosts ZONES)");
     }
   }
   std::vector<std::string> impls;  // in a fixed order, without duplicates
-  for (const char* name : {"tenax", "mpi", "gloo"}) {
+  for (const char* name : {"tenax", "mpi", "gloo", "sockets"}) {
     if (std::find(a.impls.begin(), a.impls.end(), name) != a.impls.end()) impls.push_back(name);
   }
   std::vector<int> procs = a.procs;
@@ -339,7 +348,7 @@ Status RunBenchAllreduce(const BenchArgs& in) {
 
   // Find every program before running anything.
   TENAX_ASSIGN_OR_RETURN(const std::string bench_bin, SelfExe());
-  std::string mpi_bin, gloo_bin;
+  std::string mpi_bin, gloo_bin, sockets_bin;
   const bool want_mpi = std::count(impls.begin(), impls.end(), "mpi") > 0;
   const bool want_gloo = std::count(impls.begin(), impls.end(), "gloo") > 0;
   if (want_mpi) {
@@ -348,6 +357,9 @@ Status RunBenchAllreduce(const BenchArgs& in) {
   }
   if (want_gloo) {
     TENAX_ASSIGN_OR_RETURN(gloo_bin, FindProgram(kGlooBinName, a.gloo_bin, "--gloo-bin"));
+  }
+  if (std::count(impls.begin(), impls.end(), "sockets") > 0) {
+    TENAX_ASSIGN_OR_RETURN(sockets_bin, FindProgram(kSocketsBinName, a.sockets_bin, "--sockets-bin"));
   }
 
   UseFreshSecret();  // for the tenax ranks
@@ -372,7 +384,7 @@ Status RunBenchAllreduce(const BenchArgs& in) {
           work.path() + "/run-" + std::to_string(run_index++) + "-" + impl + "-" + std::to_string(p);
       const auto t0 = SteadyClock::now();
       spdlog::info("{} with {} processes ...", impl, p);
-      auto r = RunOne(a, plan, bench_bin, mpi_bin, gloo_bin, dir);
+      auto r = RunOne(a, plan, bench_bin, mpi_bin, gloo_bin, sockets_bin, dir);
       std::error_code ec;
       std::filesystem::remove_all(dir, ec);
       if (!r.ok()) {
@@ -400,7 +412,9 @@ Status RunBenchAllreduce(const BenchArgs& in) {
   };
   auto best_peer = [&](int p, uint64_t bytes) -> std::optional<double> {
     std::optional<double> best;
+    // Over TCP the peer is Gloo: Open MPI picks shared memory on one host.
     for (const char* peer : {"mpi", "gloo"}) {
+      if (a.transports == "tcp" && std::string(peer) == "mpi") continue;
       auto s = find(peer, p, bytes);
       if (s && (!best || *s < *best)) best = s;
     }
@@ -420,14 +434,16 @@ Status RunBenchAllreduce(const BenchArgs& in) {
   nlohmann::json jratios = nlohmann::json::array();
   for (int p : procs) {
     for (uint64_t bytes : base.sizes) {
-      const auto t = find("tenax", p, bytes), best = best_peer(p, bytes);
+      const auto t = find("tenax", p, bytes), best = best_peer(p, bytes), sock = find("sockets", p, bytes);
       jratios.push_back(
           {{"procs", p},
            {"bytes", bytes},
            {"tenax_seconds", json_or_null(t)},
            {"mpi_seconds", json_or_null(find("mpi", p, bytes))},
            {"gloo_seconds", json_or_null(find("gloo", p, bytes))},
-           {"tenax_vs_best_peer", json_or_null(t && best ? std::optional<double>(*t / *best) : std::nullopt)}});
+           {"sockets_seconds", json_or_null(find("sockets", p, bytes))},
+           {"tenax_vs_best_peer", json_or_null(t && best ? std::optional<double>(*t / *best) : std::nullopt)},
+           {"tenax_vs_sockets", json_or_null(t && sock ? std::optional<double>(*t / *sock) : std::nullopt)}});
     }
   }
 
@@ -438,7 +454,7 @@ Status RunBenchAllreduce(const BenchArgs& in) {
   for (const auto& impl : impls) std::printf(" %10s", (impl + " time").c_str());
   std::printf(" |");
   for (const auto& impl : impls) std::printf(" %11s", (impl + " GB/s").c_str());
-  std::printf(" | %s\n", "tenax/best peer");
+  std::printf(" | %s\n", a.transports == "tcp" ? "tenax/gloo" : "tenax/best peer");
   for (int p : procs) {
     for (uint64_t bytes : base.sizes) {
       std::printf("%5d %8s |", p, HumanBytes(bytes).c_str());
@@ -468,8 +484,21 @@ Status RunBenchAllreduce(const BenchArgs& in) {
     const auto t = find("tenax", 2, bytes), best = best_peer(2, bytes);
     if (!t || !best) continue;
     const double ratio = *t / *best;
-    std::printf("%s, 2 procs: tenax takes %.3f of the faster peer's time (target <= %.1f): %s\n",
-                HumanBytes(bytes).c_str(), ratio, target, ratio <= target ? "met" : "MISSED");
+    std::printf("%s, 2 procs: tenax takes %.3f of %s time (target <= %.1f): %s\n", HumanBytes(bytes).c_str(), ratio,
+                a.transports == "tcp" ? "Gloo's" : "the faster peer's", target, ratio <= target ? "met" : "MISSED");
+  }
+  // The plain-sockets ring pays TCP's copies and one sum, nothing else: a
+  // time below its own is below what TCP allows on this machine.
+  for (int p : procs) {
+    for (uint64_t bytes : base.sizes) {
+      const auto sock = find("sockets", p, bytes), gloo = find("gloo", p, bytes), t = find("tenax", p, bytes);
+      if (!sock || p < 2) continue;
+      std::printf("%s, %d procs: a ring on plain sockets takes %s", HumanBytes(bytes).c_str(), p,
+                  HumanSeconds(*sock).c_str());
+      if (gloo) std::printf(" = %.3f of Gloo's time", *sock / *gloo);
+      if (t) std::printf("; tenax takes %.3f of its time", *t / *sock);
+      std::printf("\n");
+    }
   }
   std::printf("wall time: %.1f s\n", wall);
   std::fflush(stdout);
@@ -495,7 +524,8 @@ void AddAllreduceBenchmark(CLI::App& bench, int& exit_code) {
   auto a = std::make_shared<BenchArgs>();
   CLI::App* cmd = AddBenchmark(
       bench, "allreduce",
-      "In-place float32 sum allreduce: tenax vs Open MPI vs Gloo, 2 and 4 processes on this machine; with --hosts, "
+      "In-place float32 sum allreduce: tenax vs Open MPI vs Gloo (and, with --transports tcp, a ring on plain "
+      "sockets: what TCP itself allows), 2 and 4 processes on this machine; with --hosts, "
       "between namespaced hosts in zones: the flat ring vs the zone-hierarchical allreduce vs Gloo vs iperf3",
       "Fewer iterations (under 4 minutes)", a->quick, a->json_path, [a] { return RunBenchAllreduce(*a); }, exit_code);
   CLI::Option* procs = cmd->add_option("--procs", a->procs, "Process counts, comma-separated")
@@ -507,10 +537,10 @@ void AddAllreduceBenchmark(CLI::App& bench, int& exit_code) {
                   "with --hosts 16MiB,64MiB)")
       ->delimiter(',');
   cmd->add_option("--impls", a->impls,
-                  "Implementations, comma-separated (default tenax,mpi,gloo; with --hosts tenax, hierarchical when "
-                  "the hosts span zones, gloo when no delay is added, iperf3)")
+                  "Implementations, comma-separated (default tenax,mpi,gloo, and sockets with --transports tcp; "
+                  "with --hosts tenax, hierarchical when the hosts span zones, gloo when no delay is added, iperf3)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"tenax", "mpi", "gloo", "hierarchical", "iperf3"}));
+      ->check(CLI::IsMember({"tenax", "mpi", "gloo", "sockets", "hierarchical", "iperf3"}));
   cmd->add_option("--hosts", a->hosts,
                   "Run between namespaced hosts (root), one per zone name given, in rank order: e.g. a,a,a,a (one "
                   "zone) or a,b,a,b (two)")
@@ -555,6 +585,8 @@ void AddAllreduceBenchmark(CLI::App& bench, int& exit_code) {
   cmd->add_option("--mpirun", a->mpirun, "Open MPI launcher")->capture_default_str();
   cmd->add_option("--mpi-bin", a->mpi_bin, "The MPI peer (default: tenax_bench_mpi_allreduce next to tenax-bench)");
   cmd->add_option("--gloo-bin", a->gloo_bin, "The Gloo peer (default: tenax_bench_gloo_allreduce next to tenax-bench)");
+  cmd->add_option("--sockets-bin", a->sockets_bin,
+                  "The plain-sockets ring (default: tenax_bench_socket_ring next to tenax-bench)");
   cmd->add_option("--timeout", a->timeout_seconds, "Time limit per (implementation, procs) run, seconds")
       ->check(CLI::Range(int64_t{1}, int64_t{86400}))
       ->capture_default_str();

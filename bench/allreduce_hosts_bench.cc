@@ -161,6 +161,10 @@ Status RunHostsBench(const HostsArgs& in) {
       return InvalidArgument("--impls mpi does not run with --hosts (mpirun starts its ranks outside the hosts' "
                              "namespaces); use tenax, hierarchical, gloo, iperf3");
     }
+    if (impl == "sockets") {
+      return InvalidArgument("--impls sockets runs only on this machine (--transports tcp); between hosts iperf3 "
+                             "measures what TCP allows");
+    }
     if (impl == "hierarchical" && zones < 2) {
       return InvalidArgument("--impls hierarchical needs hosts in at least 2 zones (--hosts " + Join(a.zones) + ")");
     }

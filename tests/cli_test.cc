@@ -303,6 +303,29 @@ TEST(CliTest, BenchAllreduceHostsRefusesBadInput) {
   ExpectBadInput(RunProcess({TenaxBinary(), "bench", "allreduce", "--impls", "iperf3"}), "only between namespaced");
 }
 
+// The plain-sockets ring (the TCP floor that `bench allreduce --transports
+// tcp` reports) is a real allreduce: on 3 processes, with a size whose
+// chunks are uneven, every rank's sum is checked exactly by the peer itself
+// (it exits 1 on one wrong float, which fails the benchmark). It runs only
+// on this machine.
+TEST(CliTest, BenchAllreduceSocketRingSumsExactlyOnUnevenChunks) {
+  ScratchDir dir;
+  auto r = RunProcess({TenaxBinary(), "bench", "allreduce", "--transports", "tcp", "--impls", "sockets", "--procs",
+                       "1,3", "--sizes", "4KiB,1000004", "--quick", "--json", dir / "ar.json"},
+                      std::chrono::seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(testing::ReadText(dir / "ar.json"));
+  std::map<std::pair<int, uint64_t>, double> seconds;
+  for (const auto& x : j["results"]) {
+    EXPECT_EQ(x["impl"], "sockets") << x.dump();
+    seconds[{x["procs"].get<int>(), x["bytes"].get<uint64_t>()}] = x["seconds"].get<double>();
+  }
+  ASSERT_EQ(seconds.size(), 4u) << j.dump();
+  for (const auto& [key, s] : seconds) EXPECT_GT(s, 0) << key.first << " procs, " << key.second << " bytes";
+  ExpectBadInput(RunProcess({TenaxBinary(), "bench", "allreduce", "--hosts", "a,a", "--impls", "sockets"}),
+                 "runs only on this machine");
+}
+
 // Four namespaced hosts a, b, a, b: every rank's neighbours in the flat
 // ring are in the other zone, so all its 2(n-1)/n x size bytes cross
 // (6 sizes in all); the hierarchical allreduce sends each member's half of
