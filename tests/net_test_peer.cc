@@ -10,6 +10,10 @@
 //                               decimal, zero-padded), then kFloodDone; stops at the first failed send
 //   kPutForever <region>     -> imports the sender's region and puts 'p' bytes over all of it, again and
 //                               again, until a put fails (the tests SIGKILL it meanwhile)
+//   kConnectFlood "<port> <count> <size>"
+//                            -> connects to another peer listening on its own host's <port>, replies
+//                               kEchoReply "connected" (or "error: ..."), then floods that peer as kFlood
+//                               does (the teardown stress test SIGKILLs it meanwhile)
 //   kExit                    -> exits 0
 // It exits by itself after 120 s without messages, so a crashed test
 // never leaves it behind.
@@ -131,6 +135,21 @@ int main(int argc, char** argv) {
         while (true) {
           Op put = (*node)->Put(bytes.data(), bytes.size(), *remote, 0);
           if (!(*node)->Wait(put, Deadline::After(std::chrono::seconds(10))).ok()) break;
+        }
+        break;
+      }
+      case testproto::kConnectFlood: {
+        std::istringstream in(msg->payload);
+        unsigned port = 0;
+        size_t count = 0, size = 0;
+        in >> port >> count >> size;
+        auto to = (*node)->Connect(listen_host, static_cast<uint16_t>(port), Deadline::After(std::chrono::seconds(20)));
+        (void)(*node)->SendControl(msg->from, testproto::kEchoReply,
+                                   to.ok() ? std::string("connected") : "error: " + to.status().ToString(),
+                                   reply_deadline);
+        if (to.ok()) {
+          Flood(**node, *to, std::to_string(count) + " " + std::to_string(size),
+                Deadline::After(std::chrono::seconds(30)));
         }
         break;
       }

@@ -24,8 +24,9 @@ enum Kind : uint32_t {
   kFloodItem = net::kFirstTestKind + 11,
   kFloodDone = net::kFirstTestKind + 12,
   kPutForever = net::kFirstTestKind + 13,
+  kConnectFlood = net::kFirstTestKind + 14,
 };
-static_assert(kPutForever <= net::kLastTestKind);
+static_assert(kConnectFlood <= net::kLastTestKind);
 
 // The first 8 bytes of flood item `i`: its index, decimal, zero-padded.
 inline std::string FloodIndex(size_t i) {

@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -117,6 +119,74 @@ TEST(NodeTeardown, AClientThatSpeaksWhileTheNodeClosesNeitherCrashesItNorFillsIt
     if (::testing::Test::HasFailure()) return;
   }
 }
+
+// The crash seen twice at teardown (exit 139: a probe agent on SIGTERM after
+// a peer was SIGKILLed; the coordinator once): a Node destroyed shortly after
+// one of its peers was lost, while UCX's async thread may still be handling
+// that loss. Each cycle: a victim process connects to a doomed one and floods
+// it; the doomed one is SIGKILLed a different while into the flood each cycle
+// (0 to 5.7 ms, driving our own node meanwhile), and the victim is told to
+// exit at once. Its send fails on the lost peer, it returns from main and its
+// Node's destructor runs: it must exit 0 (a sanitizer's report or a signal
+// would not). TENAX_TEARDOWN_CYCLES sets the cycles per transport (the
+// extended script runs 500 under each sanitizer).
+class NodeTeardownStress : public ::testing::TestWithParam<const char*> {};
+
+int CyclesFromEnvironment(int fallback) {
+  const char* v = std::getenv("TENAX_TEARDOWN_CYCLES");
+  const int n = v ? std::atoi(v) : 0;
+  return n > 0 ? n : fallback;
+}
+
+TEST_P(NodeTeardownStress, ANodeTornDownRightAfterItsPeerWasKilledExitsCleanly) {
+  const std::string transports = GetParam();
+  const int cycles = CyclesFromEnvironment(20);
+  NodeOptions options;
+  options.name = "teardown-stress";
+  options.secret = kSecret;
+  options.transports = transports;
+  options.net_devices = "lo";
+  auto node = Node::Create(options);
+  ASSERT_TRUE(node.ok()) << node.status().ToString();
+  for (int cycle = 0; cycle < cycles; ++cycle) {
+    SCOPED_TRACE("cycle " + std::to_string(cycle) + " of " + std::to_string(cycles));
+    Child victim({TENAX_NET_TEST_PEER, kSecret, transports});
+    Child doomed({TENAX_NET_TEST_PEER, kSecret, transports});
+    ASSERT_TRUE(victim.WaitForStderrLine("PORT ")) << victim.stderr_text();
+    ASSERT_TRUE(doomed.WaitForStderrLine("PORT ")) << doomed.stderr_text();
+    const uint16_t victim_port = PortOf(victim), doomed_port = PortOf(doomed);
+    ASSERT_NE(victim_port, 0) << victim.stderr_text();
+    ASSERT_NE(doomed_port, 0) << doomed.stderr_text();
+
+    auto session = (*node)->Connect("127.0.0.1", victim_port, Deadline::After(20s));
+    ASSERT_TRUE(session.ok()) << session.status().ToString();
+    ASSERT_TRUE((*node)
+                    ->SendControl(*session, testproto::kConnectFlood, std::to_string(doomed_port) + " 1000000 1024",
+                                  Deadline::After(10s))
+                    .ok());
+    auto reply = (*node)->ReceiveControl(Deadline::After(30s), *session, testproto::kEchoReply);
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString() << "\n" << victim.stderr_text();
+    ASSERT_EQ(reply->payload, "connected");
+
+    const auto kill_at = std::chrono::steady_clock::now() + std::chrono::microseconds(300 * (cycle % 20));
+    while (std::chrono::steady_clock::now() < kill_at) (*node)->Progress();
+    doomed.Signal(SIGKILL);
+    ASSERT_TRUE((*node)->SendControl(*session, testproto::kExit, "", Deadline::After(10s)).ok());
+    const int exit_code = victim.Wait(60s);
+    EXPECT_EQ(exit_code, 0) << "the victim died at teardown (139 = SIGSEGV):\n" << victim.stderr_text();
+    EXPECT_EQ(victim.stderr_text().find("Sanitizer"), std::string::npos) << victim.stderr_text();
+    EXPECT_EQ(doomed.Wait(10s), 128 + SIGKILL);
+    // Our side of the victim goes too; wait for it, so the next cycle starts clean.
+    const Deadline gone = Deadline::After(20s);
+    while ((*node)->PeerStatus(*session).ok() && !gone.Expired()) (*node)->Progress();
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, NodeTeardownStress, ::testing::Values("", "tcp"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(*info.param ? info.param : "shm");
+                         });
 
 }  // namespace
 }  // namespace tenax::net

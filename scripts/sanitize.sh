@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# scripts/sanitize.sh asan|tsan [ctest arguments...]
+#
+# Builds tenax, its tests and its peers with sanitizers in their own build
+# folder and runs the tests under them:
+#   asan  AddressSanitizer + UndefinedBehaviorSanitizer (and LeakSanitizer),
+#         every test binary (build-asan/): unit, cluster, CLI, storage, ...
+#   tsan  ThreadSanitizer over the threaded layers (build-tsan/): net, comm
+#         (with the training exchanges), coord, store and ps.
+# The Python package is not built (its module would need the sanitizer's
+# runtime preloaded into an uninstrumented python3) and the libFuzzer targets
+# are not either (CI already runs them under ASan + UBSan).
+# libtorch, OpenMP, UCX and the system libraries are not instrumented; what
+# they report is kept out by scripts/sanitizers/*.supp, one reason per entry.
+# Extra arguments go to ctest, e.g. `scripts/sanitize.sh asan -R Transport`.
+# Exit code: ctest's (non-zero when any test failed or a sanitizer reported).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+mode=${1:-}
+[ $# -gt 0 ] && shift
+case "$mode" in
+  asan)
+    san=address dir=build-asan
+    targets=(all)
+    labels=()
+    ;;
+  tsan)
+    san=thread dir=build-tsan
+    tsan_binaries=(net_tests comm_tests coord_tests store_tests ps_tests)
+    targets=(tenax net_test_peer "${tsan_binaries[@]}")
+    labels=(-L "^($(IFS='|'; echo "${tsan_binaries[*]}"))\$")
+    ;;
+  *)
+    echo "usage: scripts/sanitize.sh asan|tsan [ctest arguments...]" >&2
+    exit 2
+    ;;
+esac
+
+if [ "${TENAX_SKIP_DEPS:-0}" != 1 ]; then bash scripts/install-deps.sh; fi
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENAX_SANITIZE="$san" -DTENAX_FUZZ=OFF -DTENAX_PYTHON=OFF
+cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}"
+
+supp="$root/scripts/sanitizers"
+export ASAN_OPTIONS="detect_leaks=1:check_initialization_order=1:detect_stack_use_after_return=0"
+export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$supp/ubsan.supp"
+export TSAN_OPTIONS="suppressions=$supp/tsan.supp:second_deadlock_stack=1:history_size=4"
+cd "$dir"
+# Sanitized code runs 2-10x slower: a longer per-test limit than CI's.
+ctest --output-on-failure -j"$(nproc)" --timeout 1800 "${labels[@]}" "$@"
