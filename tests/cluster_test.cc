@@ -2,10 +2,12 @@
 // loopback: the launcher's outputs and cleanup, a SIGKILLed worker, mpirun,
 // a coordinator killed and restarted, and bad input.
 #include <signal.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -87,6 +89,46 @@ TEST_F(ClusterTest, RunTrainsWithTwoWorkersAndLeavesARunDirectory) {
   EXPECT_NE(std::string::npos, ReadText(dir / "run/logs/coordinator.log").find("finished"));
   EXPECT_NE(std::string::npos, r.out.find("final test accuracy"));
   EXPECT_TRUE(ProcessesMentioning(dir.path()).empty()) << "children outlived the launcher";
+}
+
+// The cluster secret given in a job file (mode 0600) reaches every process of
+// the job and nothing else: no process's command line while the job runs, no
+// file of the run directory (logs, config.toml, metrics.jsonl, summary.json,
+// report.html, the coordinator's state file) and not the launcher's output.
+// A copy of the file that others may read, and `--set cluster.secret`, are
+// refused without echoing the secret.
+TEST_F(ClusterTest, TheSecretIsInNoCommandLineNoRunFileAndNoLog) {
+  unsetenv("TENAX_SECRET");  // the job file's secret is the only one
+  ScratchDir dir;
+  const std::string secret = "job-file-secret-7f3a9c1e5b2d4a60";
+  const std::string job = WriteJob(dir, "secretive", "secret = \"" + secret + "\"\n", 120);
+  ASSERT_EQ(0, chmod(job.c_str(), 0600));
+  Child run({TenaxBinary(), "run", job, "--out", dir / "run"});
+  ASSERT_TRUE(run.WaitForStderrLine("step")) << run.stderr_text();
+  EXPECT_EQ(4u, ProcessesMentioning(dir / "run").size()) << "expected the launcher, a coordinator and 2 workers";
+  EXPECT_TRUE(ProcessesMentioning(secret).empty()) << "a command line holds the secret";
+  ASSERT_EQ(0, run.Wait()) << run.stderr_text();
+  EXPECT_EQ(run.stderr_text().find(secret), std::string::npos);
+  int files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir / "run")) {
+    if (!entry.is_regular_file()) continue;
+    ++files;
+    EXPECT_EQ(ReadText(entry.path().string()).find(secret), std::string::npos) << entry.path() << " holds the secret";
+  }
+  EXPECT_GE(files, 6) << "the run left fewer files than expected";
+  EXPECT_TRUE(std::ifstream(dir / "run/config.toml").good() || std::ifstream(dir / "run/summary.json").good());
+
+  const std::string other = "command-line-secret-0123456789ab";
+  auto on_command_line = RunProcess({TenaxBinary(), "run", job, "--out", dir / "run2", "--set",
+                                     "cluster.secret=" + other});
+  EXPECT_EQ(2, on_command_line.exit_code) << on_command_line.err;
+  EXPECT_NE(std::string::npos, on_command_line.err.find("TENAX_SECRET")) << on_command_line.err;
+  EXPECT_EQ(std::string::npos, on_command_line.err.find(other)) << on_command_line.err;
+  ASSERT_EQ(0, chmod(job.c_str(), 0644));
+  auto readable = RunProcess({TenaxBinary(), "run", job, "--out", dir / "run3"});
+  EXPECT_EQ(2, readable.exit_code) << readable.err;
+  EXPECT_NE(std::string::npos, readable.err.find("chmod 600")) << readable.err;
+  EXPECT_EQ(std::string::npos, readable.err.find(secret)) << readable.err;
 }
 
 TEST_F(ClusterTest, SigtermToTheLauncherStopsEveryChild) {

@@ -260,6 +260,12 @@ TEST(K8sCliTest, SecretLeavesTheJobFileAndTheStreamIsPrivate) {
   const std::string job = dir / "job.toml";
   WriteText(job, "mode = \"sync\"\n[cluster]\njob_id = \"private\"\nsecret = \"a-secret-of-24-bytes-xx\"\n");
   const std::string out = dir / "private.yaml";
+  // A job file that holds the secret and that others may read is refused.
+  ASSERT_EQ(::chmod(job.c_str(), 0644), 0);
+  ProcessResult loose = Manifests(job, out);
+  EXPECT_EQ(loose.exit_code, 2) << loose.err;
+  EXPECT_NE(loose.err.find("chmod 600"), std::string::npos) << loose.err;
+  ASSERT_EQ(::chmod(job.c_str(), 0600), 0);
   ProcessResult r = Manifests(job, out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   struct stat st {};

@@ -1,9 +1,14 @@
 #include "tenax/core/config.h"
 
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include <cctype>
+#include <cstdio>
+#include <fstream>
 
+#include "tenax/core/config_secret.h"
 #include "testing.h"
 
 namespace tenax {
@@ -119,6 +124,52 @@ TEST(ConfigTest, LoadReportsMissingFile) {
   ASSERT_FALSE(doc.ok());
   EXPECT_EQ(doc.status().code(), StatusCode::kNotFound);
   EXPECT_NE(doc.status().message().find("/nonexistent/job.toml"), std::string::npos);
+}
+
+// A job file that holds the cluster secret must be its owner's alone; one
+// without a secret may be read by anyone. The refusal names the file, its
+// mode and the fix.
+TEST(ConfigSecretTest, AJobFileWithTheSecretMustBeReadableByItsOwnerOnly) {
+  testing::ScratchDir dir;
+  const std::string with = dir / "with.toml", without = dir / "without.toml";
+  std::ofstream(with) << "[cluster]\nsecret = \"0123456789abcdef-secret\"\n";
+  std::ofstream(without) << "[cluster]\nworkers = 2\n";
+  ASSERT_OK_AND_ASSIGN(ConfigDoc w, ConfigDoc::Load(with));
+  ASSERT_OK_AND_ASSIGN(ConfigDoc wo, ConfigDoc::Load(without));
+  for (mode_t mode : {0644, 0640, 0604}) {
+    ASSERT_EQ(::chmod(with.c_str(), mode), 0);
+    ASSERT_EQ(::chmod(without.c_str(), mode), 0);
+    Status st = CheckSecretFileMode(with, w.table());
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << mode;
+    EXPECT_NE(st.message().find(with), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("chmod 600"), std::string::npos) << st.message();
+    char octal[8];
+    std::snprintf(octal, sizeof octal, "%04o", static_cast<unsigned>(mode));
+    EXPECT_NE(st.message().find(octal), std::string::npos) << st.message();
+    EXPECT_EQ(st.message().find("0123456789abcdef-secret"), std::string::npos) << "the refusal shows the secret";
+    EXPECT_OK(CheckSecretFileMode(without, wo.table()));
+  }
+  ASSERT_EQ(::chmod(with.c_str(), 0600), 0);
+  EXPECT_OK(CheckSecretFileMode(with, w.table()));
+}
+
+TEST(ConfigSecretTest, AnOverrideOfTheSecretIsRefusedWithoutEchoingIt) {
+  Status st = CheckOverrideHoldsNoSecret("cluster.secret=0123456789abcdef-on-the-command-line");
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("TENAX_SECRET"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find("on-the-command-line"), std::string::npos) << st.message();
+  EXPECT_EQ(CheckOverrideHoldsNoSecret(" cluster.secret = x").code(), StatusCode::kInvalidArgument);
+  EXPECT_OK(CheckOverrideHoldsNoSecret("cluster.workers=4"));
+  EXPECT_OK(CheckOverrideHoldsNoSecret("cluster.secretive=1"));
+}
+
+TEST(ConfigSecretTest, CopiesOfTheConfigurationLeaveOnlyTheSecretOut) {
+  ConfigDoc doc = MustParse("[cluster]\nsecret = \"0123456789abcdef-secret\"\nworkers = 3\n[train]\nlr = 0.5\n");
+  const toml::table t = WithoutSecret(doc.table());
+  EXPECT_FALSE(t.at_path("cluster.secret"));
+  EXPECT_EQ(t.at_path("cluster.workers").value<int64_t>(), 3);
+  EXPECT_EQ(t.at_path("train.lr").value<double>(), 0.5);
+  EXPECT_TRUE(doc.table().at_path("cluster.secret")) << "the original keeps it";
 }
 
 }  // namespace

@@ -8,6 +8,9 @@
 
 namespace tenax::net {
 
+// A UCX worker address is a few hundred bytes; more is not one.
+constexpr size_t kMaxWorkerAddressBytes = 64 << 10;
+
 // ---------------------------------------------------------------- handles
 
 MemoryRegion::MemoryRegion(MemoryRegion&& o) noexcept { *this = std::move(o); }
@@ -83,6 +86,21 @@ void Node::Impl::OnDataEpError(void* arg, ucp_ep_h ep, ucs_status_t status) {
 // of ~12 GB/s); the handler still reports what UCX notices, and the control
 // endpoint detects a dead peer.
 Status Node::Impl::CreateDataEp(PeerState& p, const std::string& address) {
+  // UCX unpacks a worker address without a length and aborts the process on
+  // a header it does not know (ucp_address_unpack's assertion: seen with a
+  // peer that passed the handshake and sent garbage). Its layout starts with
+  // a header byte (version and flags) and a 64-bit uuid; peers run the same
+  // UCX, so their header byte equals ours. This keeps a malformed address
+  // from reaching UCX; one forged past the header still can (UCX 1.13 has no
+  // call that checks an address), but only from a peer that knows the secret.
+  if (address.size() < 1 + 8 + 1 || address.size() > kMaxWorkerAddressBytes) {
+    return ProtocolError("a worker address of " + std::to_string(address.size()) + " bytes");
+  }
+  if (worker_address.empty() || address[0] != worker_address[0]) {
+    return ProtocolError("a worker address whose header is not UCX's (" + std::to_string(static_cast<uint8_t>(address[0])) +
+                         ", ours is " + std::to_string(worker_address.empty() ? 0 : static_cast<uint8_t>(worker_address[0])) +
+                         "): another UCX version, or not an address");
+  }
   ucp_ep_params_t params{};
   params.field_mask =
       UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;

@@ -12,6 +12,7 @@
 
 #include "net_test_protocol.h"
 #include "raw_ucx_client.h"
+#include "tenax/net/auth.h"
 #include "tenax/net/control_codec.h"
 #include "tenax/net/node.h"
 #include "testing.h"
@@ -521,6 +522,64 @@ TEST_P(TransportTest, LiarsAndMalformedFramesAreRefusedWhileOthersAreServed) {
     EXPECT_TRUE(client.WaitClosed(10s)) << "frame of " << bad.size() << " bytes was not refused";
   }
   // The server is still healthy for an honest peer.
+  auto node = MakeNode();
+  ASSERT_TRUE(node);
+  auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
+  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(*node, *peer, 4096));
+  ExpectPeerServesPattern(*node, *peer, remote);
+}
+
+// A recorded handshake cannot be replayed. The first session answers the
+// server's challenge with the right proof (the server accepts it and only
+// then finds the raw client's address unusable: before that check, UCX
+// aborted the server on it); the second sends the very same bytes again. The server's fresh nonce makes the recorded proof wrong,
+// and the replay is refused as "wrong cluster secret".
+TEST_P(TransportTest, AReplayedHandshakeIsRefused) {
+  std::unique_ptr<Child> child;
+  uint16_t port = StartPeer(child);
+  ASSERT_NE(port, 0);
+  const std::string client_nonce = RandomNonce();
+  wire::Envelope hello;
+  hello.mutable_hello()->set_client_nonce(client_nonce);
+  hello.mutable_hello()->set_node_name("recorded");
+  const std::string hello_bytes = EncodeEnvelope(hello);
+  auto refusal_of = [](const std::optional<std::string>& reply) -> std::string {
+    if (!reply) return "(no reply)";
+    auto env = DecodeEnvelope(std::vector<uint8_t>(reply->begin(), reply->end()), 1 << 20, "server");
+    if (!env.ok()) return "(undecodable: " + env.status().ToString() + ")";
+    return env->has_refused() ? env->refused().reason() : "(not a refusal)";
+  };
+  std::string auth_bytes;
+  std::string first_server_nonce;
+  {
+    testing::RawUcxClient first(port);
+    ASSERT_TRUE(first.connected());
+    first.Send(hello_bytes);
+    auto challenge = first.Receive(10s);
+    ASSERT_TRUE(challenge.has_value());
+    auto env = DecodeEnvelope(std::vector<uint8_t>(challenge->begin(), challenge->end()), 1 << 20, "server");
+    ASSERT_TRUE(env.ok() && env->has_challenge()) << env.status().ToString();
+    first_server_nonce = env->challenge().server_nonce();
+    wire::Envelope auth;
+    auth.mutable_auth()->set_client_proof(ClientProof(kSecret, first_server_nonce, client_nonce));
+    auth.mutable_auth()->set_worker_address("not-an-address");
+    auth_bytes = EncodeEnvelope(auth);
+    first.Send(auth_bytes);
+    EXPECT_EQ(refusal_of(first.Receive(10s)), "unusable worker address") << "the honest proof was not accepted";
+  }
+  testing::RawUcxClient replay(port);
+  ASSERT_TRUE(replay.connected());
+  replay.Send(hello_bytes);
+  auto challenge = replay.Receive(10s);
+  ASSERT_TRUE(challenge.has_value());
+  auto env = DecodeEnvelope(std::vector<uint8_t>(challenge->begin(), challenge->end()), 1 << 20, "server");
+  ASSERT_TRUE(env.ok() && env->has_challenge()) << env.status().ToString();
+  EXPECT_NE(env->challenge().server_nonce(), first_server_nonce) << "the server reused its nonce";
+  replay.Send(auth_bytes);
+  EXPECT_EQ(refusal_of(replay.Receive(10s)), "wrong cluster secret");
+  EXPECT_TRUE(replay.WaitClosed(10s));
+  // The server lived through both and serves an honest peer.
   auto node = MakeNode();
   ASSERT_TRUE(node);
   auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));

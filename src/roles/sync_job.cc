@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "tenax/core/config_secret.h"
 #include "tenax/store/catalog.h"
 #include "tenax/data/fashion_mnist.h"
 #include "tenax/data/npy.h"
@@ -11,7 +12,9 @@
 namespace tenax {
 
 Result<ConfigDoc> LoadConfigWithOverrides(const std::string& path, const std::vector<std::string>& overrides) {
+  for (const auto& o : overrides) TENAX_RETURN_IF_ERROR(CheckOverrideHoldsNoSecret(o));
   TENAX_ASSIGN_OR_RETURN(ConfigDoc doc, ConfigDoc::Load(path));
+  TENAX_RETURN_IF_ERROR(CheckSecretFileMode(path, doc.table()));
   for (const auto& o : overrides) TENAX_RETURN_IF_ERROR(doc.Override(o));
   return doc;
 }
@@ -23,8 +26,9 @@ Result<SyncJob> FromDoc(ConfigDoc doc) {
     return InvalidArgument(doc.source_name() + ": mode is \"" + config.mode +
                            "\"; cluster jobs need mode = \"sync\", \"async\" or \"coded\" (use 'tenax train' for a single process)");
   }
+  // The copy handed to the coordinator (its state file, the workers) holds no secret.
   std::ostringstream text;
-  text << doc.table() << "\n";
+  text << WithoutSecret(doc.table()) << "\n";
   return SyncJob{std::move(doc), std::move(config), text.str()};
 }
 }  // namespace

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "tenax/core/config_secret.h"
 #include "tenax/core/files.h"
 #include "tenax/core/metrics.h"
 #include "tenax/core/run_dir.h"
@@ -56,7 +57,7 @@ class RunOutputs {
     std::filesystem::remove(o.summary_path(), ec);
     if (ec) return IoError(o.summary_path() + ": cannot remove the previous run's summary: " + ec.message());
     std::ostringstream toml_text;
-    toml_text << effective_config.table() << "\n";
+    toml_text << WithoutSecret(effective_config.table()) << "\n";
     TENAX_RETURN_IF_ERROR(WriteFileAtomic(RunDir(out_dir).config(), toml_text.str()));
     // Under `tenax run` the launcher started the file (its own records
     // come first) and removed the previous run's.
