@@ -240,15 +240,29 @@ TEST_F(StorageClusterTest, AClientThatBreaksTheProtocolIsDroppedAndOthersAreStil
   EXPECT_EQ(stats.degraded_chunks, 0u);
 }
 
-// A data node killed during ingest (after the client connected to it):
-// its chunks go to the other nodes and the ingest completes; every byte
-// reads back without a degraded read. With too few nodes left the ingest
-// says exactly what was not stored.
-TEST_F(StorageClusterTest, ANodeKilledDuringIngestIsReplacedAndTheIngestCompletes) {
+// A data node killed during ingest (after the client connected to it)
+// leaves 5 live nodes for stripes of k+m = 6: the ingest refuses, naming the
+// chunk and the node it would share, and stores nothing. With the reduced
+// durability accepted, its chunks go to the other nodes and the ingest
+// completes; every byte reads back without a degraded read, and the stripes
+// that share a node are counted. With no node left the ingest says exactly
+// what was not stored.
+TEST_F(StorageClusterTest, ANodeKilledDuringIngestStopsItUnlessReducedDurabilityIsAccepted) {
   Kill(3);
+  std::vector<int> refused_failed;
+  auto refused = PutDataset("fmnist", records_, layout_, 10, [this](uint64_t r) { return int{labels_[r]}; }, nodes_,
+                            Stores(), &refused_failed);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.status().message().find("fmnist was not stored: fewer than k+m = 6 data nodes are live"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("--allow-reduced-durability"), std::string::npos)
+      << refused.status().message();
+  EXPECT_EQ(refused_failed, std::vector<int>{3});
   std::vector<int> failed;
   auto m = PutDataset("fmnist", records_, layout_, 10, [this](uint64_t r) { return int{labels_[r]}; }, nodes_, Stores(),
-                      &failed);
+                      &failed, /*allow_reduced_durability=*/true);
   ASSERT_TRUE(m.ok()) << m.status().message();
   EXPECT_EQ(failed, std::vector<int>{3});
   for (const auto& stripe : m->stripes) {
@@ -259,10 +273,12 @@ TEST_F(StorageClusterTest, ANodeKilledDuringIngestIsReplacedAndTheIngestComplete
   ASSERT_TRUE(all.ok()) << all.status().message();
   EXPECT_TRUE(*all == records_);
   EXPECT_EQ(stats.degraded_chunks, 0u);
+  // Every stripe had 6 chunks for 5 nodes.
+  EXPECT_EQ(StripesSharingANode(*m), m->stripes.size());
 
   for (int i : {0, 1, 2, 4, 5}) Kill(i);
   auto none = PutDataset("fmnist2", records_, layout_, 10, [this](uint64_t r) { return int{labels_[r]}; }, nodes_,
-                         Stores());
+                         Stores(), nullptr, /*allow_reduced_durability=*/true);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(none.status().message().find("fmnist2 was not stored: no live data node is left for fmnist2 stripe 0 chunk"),

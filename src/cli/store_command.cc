@@ -37,6 +37,7 @@ struct StoreArgs {
   std::string node;
   // scrub / recover
   bool dry_run = false, all = false;
+  bool allow_reduced_durability = false;
   double background_gbps = 0;
   std::string policy = "prm", important_classes;
   double min_available = 0.9, class_tolerance = 0.01;
@@ -169,7 +170,8 @@ int RunPut(const StoreArgs& a) {
   layout.m = a.m;
   const auto& labels = records->labels;
   auto put = (*store)->Put(name, records->bytes, layout, records->classes,
-                           [&labels](uint64_t r) { return int{labels[r]}; }, records->sample_shape);
+                           [&labels](uint64_t r) { return int{labels[r]}; }, records->sample_shape,
+                           a.allow_reduced_durability);
   if (!put.ok()) return ReportError("store put", put.status());
   const auto& m = put->manifest;
   std::vector<uint64_t> per_node((*store)->nodes().size(), 0);
@@ -185,7 +187,8 @@ int RunPut(const StoreArgs& a) {
            {"classes", m.classes}, {"k", m.layout.k}, {"m", m.layout.m}, {"stripes", m.stripes.size()},
            {"chunks", m.stripes.size() * static_cast<size_t>(m.layout.k + m.layout.m)},
            {"bytes_written", put->bytes_written}, {"seconds", put->seconds}, {"nodes", nodes},
-           {"transport_bytes", TransportJson(**store)}, {"nodes_failed", put->nodes_failed}});
+           {"transport_bytes", TransportJson(**store)}, {"nodes_failed", put->nodes_failed},
+           {"stripes_sharing_a_node", put->stripes_sharing_a_node}});
   } else {
     for (const auto& f : put->nodes_failed) {
       std::printf("data node %s failed during the ingest: marked failed, its chunks were placed on other nodes\n",
@@ -195,6 +198,11 @@ int RunPut(const StoreArgs& a) {
                 name.c_str(), static_cast<unsigned long long>(m.layout.records),
                 static_cast<unsigned long long>(m.layout.record_bytes), m.classes, m.layout.k, m.layout.m,
                 m.stripes.size(), Mib(put->bytes_written).c_str(), put->seconds);
+    if (put->stripes_sharing_a_node > 0) {
+      std::printf("reduced durability (--allow-reduced-durability): %llu of %zu stripes hold two or more chunks on one "
+                  "node; losing that node costs such a stripe more than one of its %d parity chunks\n",
+                  static_cast<unsigned long long>(put->stripes_sharing_a_node), m.stripes.size(), m.layout.m);
+    }
     for (const auto& n : (*store)->nodes()) {
       std::printf("  %-8s %-8s %llu chunks\n", n.name.c_str(), n.zone.empty() ? "-" : n.zone.c_str(),
                   static_cast<unsigned long long>(per_node[static_cast<size_t>(n.id)]));
@@ -443,6 +451,9 @@ void AddStoreCommand(CLI::App& root, int& exit_code) {
   put->add_option("--chunk-bytes", a->chunk_bytes, "Target bytes per data chunk (whole records)")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30))
       ->capture_default_str();
+  put->add_flag("--allow-reduced-durability", a->allow_reduced_durability,
+                "When nodes fail during the ingest and fewer than k+m are left, place two chunks of a stripe on one "
+                "node instead of refusing (the stripes then survive fewer node losses; the report counts them)");
   put->callback([a, &exit_code] { exit_code = RunPut(*a); });
 
   CLI::App* get = store->add_subcommand("get", "Read records back (degraded reads decode lost chunks) into a file");

@@ -20,7 +20,7 @@ Result<DatasetManifest> PutDataset(const std::string& dataset, std::span<const u
                                    const LayoutParams& layout, int classes,
                                    const std::function<int(uint64_t)>& label_of,
                                    const std::vector<DataNodeInfo>& nodes, const std::vector<ChunkStore*>& stores,
-                                   std::vector<int>* nodes_failed) {
+                                   std::vector<int>* nodes_failed, bool allow_reduced_durability) {
   TENAX_RETURN_IF_ERROR(CheckDatasetName(dataset));
   TENAX_ASSIGN_OR_RETURN(StripeLayout plan, StripeLayout::Create(layout));
   if (records.size() != layout.records * layout.record_bytes) {
@@ -91,6 +91,15 @@ Result<DatasetManifest> PutDataset(const std::string& dataset, std::span<const u
             return Unavailable(dataset + " was not stored: no live data node is left for " + meta.id.Describe() +
                                " (stripes " + std::to_string(s) + ".." + std::to_string(plan.stripes() - 1) +
                                " are not written; nothing is in the catalog)" + failures);
+          }
+          if (r->shares_a_node && !allow_reduced_durability) {
+            return FailedPrecondition(
+                dataset + " was not stored: fewer than k+m = " + std::to_string(n) +
+                " data nodes are live, so " + meta.id.Describe() + " would share data node " +
+                nodes[static_cast<size_t>(r->node)].name +
+                " with another chunk of its stripe, and one more node loss would cost that stripe two chunks; "
+                "nothing is in the catalog (bring a node back, add one, lower k + m, or accept the reduced "
+                "durability with --allow-reduced-durability)" + failures);
           }
           c.node = r->node;
         }
@@ -212,6 +221,17 @@ Result<std::vector<uint8_t>> ReadRecords(const DatasetManifest& m, const std::ve
     next = end;
   }
   return out;
+}
+
+uint64_t StripesSharingANode(const DatasetManifest& m) {
+  uint64_t shared = 0;
+  for (const auto& stripe : m.stripes) {
+    std::vector<int> nodes;
+    for (const StoredChunk& c : stripe) nodes.push_back(c.node);
+    std::sort(nodes.begin(), nodes.end());
+    if (std::adjacent_find(nodes.begin(), nodes.end()) != nodes.end()) ++shared;
+  }
+  return shared;
 }
 
 }  // namespace tenax::store

@@ -177,7 +177,7 @@ Result<std::vector<StoreNode>> StoreClient::DetectFailures() {
 Result<PutReport> StoreClient::Put(const std::string& dataset, std::span<const uint8_t> records,
                                   const LayoutParams& layout, int classes,
                                   const std::function<int(uint64_t)>& label_of,
-                                  const std::vector<uint64_t>& sample_shape) {
+                                  const std::vector<uint64_t>& sample_shape, bool allow_reduced_durability) {
   const auto start = std::chrono::steady_clock::now();
   TENAX_RETURN_IF_ERROR(CheckDatasetName(dataset));
   uint64_t sample_bytes = 1;
@@ -208,7 +208,7 @@ Result<PutReport> StoreClient::Put(const std::string& dataset, std::span<const u
     return FailedPrecondition("store catalog " + catalog_->path() + " has no data nodes (give --root DIR --nodes N)");
   }
   std::vector<int> failed;
-  auto put = PutDataset(dataset, records, layout, classes, label_of, infos, stores, &failed);
+  auto put = PutDataset(dataset, records, layout, classes, label_of, infos, stores, &failed, allow_reduced_durability);
   // Nodes that failed a write are failed in the catalog, whatever the outcome.
   for (int f : failed) TENAX_RETURN_IF_ERROR(catalog_->SetNodeState(live_ids[static_cast<size_t>(f)], NodeState::kFailed));
   if (!failed.empty()) TENAX_RETURN_IF_ERROR(Reload());
@@ -217,6 +217,7 @@ Result<PutReport> StoreClient::Put(const std::string& dataset, std::span<const u
   m.sample_shape = sample_shape;
   PutReport report;
   for (int f : failed) report.nodes_failed.push_back(infos[static_cast<size_t>(f)].name);
+  report.stripes_sharing_a_node = StripesSharingANode(m);
   for (auto& stripe : m.stripes) {
     for (StoredChunk& c : stripe) {
       c.node = live_ids[static_cast<size_t>(c.node)];

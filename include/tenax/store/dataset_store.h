@@ -82,13 +82,21 @@ struct DatasetManifest {
 // are fewer nodes than k+m. A node whose write fails (a lost machine, a
 // dead disk) is left out from then on and its chunks are placed on others
 // (`nodes_failed` lists it); when no node is left, Unavailable names the
-// chunk and the stripes not written. InvalidArgument from a store (a chunk
-// too large for it) stops at once.
+// chunk and the stripes not written. When fewer than k+m nodes are left, a
+// chunk would have to share a node with another chunk of its stripe (one
+// node loss would then cost the stripe two chunks): FailedPrecondition says
+// so and nothing is stored, unless `allow_reduced_durability`, which places
+// it there anyway. InvalidArgument from a store (a chunk too large for it)
+// stops at once.
 Result<DatasetManifest> PutDataset(const std::string& dataset, std::span<const uint8_t> records,
                                    const LayoutParams& layout, int classes,
                                    const std::function<int(uint64_t)>& label_of,
                                    const std::vector<DataNodeInfo>& nodes, const std::vector<ChunkStore*>& stores,
-                                   std::vector<int>* nodes_failed = nullptr);
+                                   std::vector<int>* nodes_failed = nullptr, bool allow_reduced_durability = false);
+
+// Stripes of `m` with two or more chunks on one node: each survives fewer
+// node losses than its m parity chunks promise.
+uint64_t StripesSharingANode(const DatasetManifest& m);
 
 struct ReadStats {
   uint64_t chunks_read = 0;       // chunk files read (survivors of degraded reads too)

@@ -54,6 +54,7 @@ struct PutReport {
   uint64_t bytes_written = 0;  // data and parity payloads
   double seconds = 0;
   std::vector<std::string> nodes_failed;  // failed a write during the ingest; their chunks went elsewhere
+  uint64_t stripes_sharing_a_node = 0;     // only with allow_reduced_durability: stripes that survive fewer losses
 };
 
 inline constexpr const char* kStorageScheme = "storage://";
@@ -91,10 +92,13 @@ class StoreClient {
   // manifest with `sample_shape` (InvalidArgument unless its product + 1
   // is the record size). FailedPrecondition when the dataset exists already or fewer
   // than k+m nodes are live. Nothing enters the catalog unless every chunk
-  // was written durably (a failed write names the node and chunk).
+  // was written durably (a failed write names the node and chunk). Nodes
+  // lost during the ingest that leave fewer than k+m: FailedPrecondition,
+  // unless `allow_reduced_durability` (PutDataset; the report counts the
+  // stripes that then share a node).
   Result<PutReport> Put(const std::string& dataset, std::span<const uint8_t> records, const LayoutParams& layout,
                         int classes, const std::function<int(uint64_t)>& label_of,
-                        const std::vector<uint64_t>& sample_shape = {});
+                        const std::vector<uint64_t>& sample_shape = {}, bool allow_reduced_durability = false);
 
   Result<std::vector<uint8_t>> Get(const std::string& dataset, uint64_t first, uint64_t count, ReadStats* stats);
   // The same from a manifest the caller holds (a loader reads many ranges
