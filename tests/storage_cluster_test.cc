@@ -3,8 +3,12 @@
 // transport with every byte counted, a restart that verifies the disk and
 // quarantines a flipped chunk, and a client that breaks the protocol.
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -101,6 +105,68 @@ class StorageClusterTest : public ::testing::Test {
   std::vector<std::unique_ptr<Child>> children_;
   std::vector<std::unique_ptr<NetChunkStore>> stores_;
 };
+
+// Data node 5's disk is a 160 KiB tmpfs (mounted by the test; root only):
+// it fills after a few chunks. Its write fails with ENOSPC, the client names
+// the node and the disk's error, and the node leaves no torn chunk: every
+// file on the full disk is a whole chunk whose CRC checks, and no temporary
+// file is left. With 5 nodes left for stripes of 6 the ingest stops (nothing
+// in the catalog); accepting the reduced durability, it completes on the
+// others and every record reads back.
+class StorageDiskFullTest : public StorageClusterTest {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+    std::filesystem::create_directories(Dir(5));
+    ASSERT_EQ(::mount("tmpfs", Dir(5).c_str(), "tmpfs", 0, "size=160k"), 0) << std::strerror(errno);
+    mounted_ = true;
+    StorageClusterTest::SetUp();
+  }
+  ~StorageDiskFullTest() override {
+    if (mounted_) ::umount2(Dir(5).c_str(), MNT_DETACH);
+  }
+  bool mounted_ = false;
+};
+
+TEST_F(StorageDiskFullTest, AFullDiskIsNamedLeavesNoTornChunkAndTheIngestGoesOnlyWhereAllowed) {
+  auto refused = Put();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("node-5: "), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("No space left on device"), std::string::npos)
+      << refused.status().message();
+  int whole_chunks = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(Dir(5))) {
+    if (!entry.is_regular_file()) continue;
+    const std::string name = std::filesystem::relative(entry.path(), Dir(5)).string();  // "fmnist/s...c0.chunk"
+    EXPECT_EQ(name.find(".tmp"), std::string::npos) << "a torn write was left: " << entry.path();
+    if (name.rfind("fmnist/", 0) != 0) continue;  // the node's own files
+    // The file names its chunk: read it back expecting exactly that id.
+    bool matched = false;
+    for (uint64_t s = 0; s < 15 && !matched; ++s) {
+      for (uint32_t i = 0; i < 6 && !matched; ++i) {
+        const ChunkId id{"fmnist", s, i};
+        if (id.FileName() != name) continue;
+        matched = true;
+        auto chunk = ReadChunkFile(entry.path().string(), id);
+        EXPECT_TRUE(chunk.ok()) << entry.path() << ": " << chunk.status().message();
+        whole_chunks += chunk.ok() ? 1 : 0;
+      }
+    }
+    EXPECT_TRUE(matched) << "an unexpected file: " << entry.path();
+  }
+  EXPECT_GT(whole_chunks, 0) << "the disk took no chunk before it filled";
+  EXPECT_LT(whole_chunks, 15) << "the disk did not fill";
+
+  std::vector<int> failed;
+  auto m = PutDataset("fmnist", records_, layout_, 10, [this](uint64_t r) { return int{labels_[r]}; }, nodes_, Stores(),
+                      &failed, /*allow_reduced_durability=*/true);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(failed, std::vector<int>{5});
+  auto all = ReadRecords(*m, Stores(), 0, 3000, nullptr);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  EXPECT_TRUE(*all == records_);
+}
 
 TEST_F(StorageClusterTest, IngestReadKillWipeReadDegradedRecoverAndEveryByteIsCounted) {
   auto m = Put();

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# scripts/extended-tests.sh [asan|tsan|all]
+#
+# The long checks CI does not run (they would take it past its time limit on
+# 2 cores); their last results are in docs/benchmarks.md ("Sanitizers and
+# the teardown stress"):
+#   1. every test binary under AddressSanitizer + UndefinedBehaviorSanitizer
+#      (scripts/sanitize.sh asan), then the teardown stress test at 500
+#      cycles per transport under them;
+#   2. the threaded layers under ThreadSanitizer (scripts/sanitize.sh tsan),
+#      then the teardown stress at 500 cycles per transport under it.
+# Exit code: non-zero if any part failed; every part runs regardless.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+cycles=${TENAX_TEARDOWN_CYCLES:-500}
+failed=()
+
+run() {  # run NAME COMMAND...
+  local name=$1
+  shift
+  echo "=== $name"
+  local start=$SECONDS
+  if "$@"; then
+    echo "=== $name: passed in $((SECONDS - start)) s"
+  else
+    echo "=== $name: FAILED (exit $?) after $((SECONDS - start)) s"
+    failed+=("$name")
+  fi
+}
+
+stress() {  # stress BUILD_DIR
+  TENAX_TEARDOWN_CYCLES=$cycles "$1/tests/net_tests" --gtest_filter='*NodeTeardownStress*'
+}
+
+case "$what" in
+  asan | all)
+    run "asan + ubsan, every test binary" bash scripts/sanitize.sh asan
+    run "teardown stress, $cycles cycles per transport, asan" stress build-asan
+    ;;&
+  tsan | all)
+    run "tsan, net comm coord store ps" bash scripts/sanitize.sh tsan
+    run "teardown stress, $cycles cycles per transport, tsan" stress build-tsan
+    ;;
+  asan) ;;
+  *)
+    echo "usage: scripts/extended-tests.sh [asan|tsan|all]" >&2
+    exit 2
+    ;;
+esac
+
+if [ ${#failed[@]} -gt 0 ]; then
+  printf 'failed: %s\n' "${failed[@]}"
+  exit 1
+fi
+echo "all extended checks passed"
