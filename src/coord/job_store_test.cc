@@ -5,6 +5,12 @@
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 #include "testing.h"
 
@@ -28,6 +34,58 @@ void RawSql(const std::string& path, const std::string& sql) {
   EXPECT_EQ(SQLITE_OK, rc) << (err ? err : "");
   sqlite3_free(err);
   sqlite3_close(db);
+}
+
+// The state file on a disk that fills (a 128 KiB tmpfs the test mounts; root
+// only): the write that does not fit fails with an error naming the file,
+// and nothing committed before it is lost: the file reopens, passes SQLite's
+// integrity check and holds exactly the members written before the failure.
+TEST(JobStore, AFullDiskFailsTheWriteNamingTheFileAndKeepsEveryCommittedRow) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  ScratchDir dir;
+  const std::string disk = dir / "disk";
+  std::filesystem::create_directories(disk);
+  ASSERT_EQ(::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=128k"), 0) << std::strerror(errno);
+  struct Unmount {
+    std::string at;
+    ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+  } unmount{disk};
+  const std::string path = disk + "/state.db";
+  int written = 0;
+  Status failure;
+  {
+    auto store = OpenStore(path);
+    ASSERT_NE(nullptr, store);
+    ASSERT_TRUE(store->OpenJob("job-full", "mode = \"sync\"\n", 4).ok());
+    for (int rank = 0; rank < 1000; ++rank) {  // 1000 x 2 KiB is far beyond 128 KiB
+      MemberRecord m{rank, std::string(2048, 'a' + rank % 26), "127.0.0.1", static_cast<uint16_t>(1000 + rank)};
+      failure = store->PutMember(m);
+      if (!failure.ok()) break;
+      ++written;
+    }
+  }
+  ASSERT_FALSE(failure.ok()) << "the disk never filled";
+  std::printf("full disk after %d members: %s\n", written, failure.message().c_str());
+  EXPECT_GT(written, 0);
+  EXPECT_NE(failure.message().find(path), std::string::npos) << failure.message();
+  EXPECT_NE(failure.message().find("full"), std::string::npos) << failure.message();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(SQLITE_OK, sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr));
+  sqlite3_stmt* q = nullptr;
+  ASSERT_EQ(SQLITE_OK, sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &q, nullptr));
+  ASSERT_EQ(SQLITE_ROW, sqlite3_step(q));
+  EXPECT_STREQ("ok", reinterpret_cast<const char*>(sqlite3_column_text(q, 0)));
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  auto reopened = OpenStore(path);
+  ASSERT_NE(nullptr, reopened);
+  auto members = reopened->Members();
+  ASSERT_TRUE(members.ok()) << members.status().ToString();
+  ASSERT_EQ(static_cast<int>(members->size()), written);
+  for (const MemberRecord& m : *members) {
+    EXPECT_EQ(m.name, std::string(2048, 'a' + m.rank % 26)) << "rank " << m.rank;
+    EXPECT_EQ(m.port, 1000 + m.rank);
+  }
 }
 
 TEST(JobStore, ANewJobStartsJoiningAtGenerationZero) {
