@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -171,6 +172,31 @@ int MeasureSizes(const Args& a, int rank, int procs, const char* impl, const cha
     }
   }
   return 0;
+}
+
+// main() of a peer launched once per rank (--rank, --procs, --store-dir):
+// parses the flags (2 and the usage on bad ones), runs `run(args)` and turns
+// an exception (the peers' libraries report failures so) into one line
+// naming the program and the rank, and exit code 1.
+template <typename RunFn>
+int RankedPeerMain(int argc, char** argv, const char* program, const char* usage_head, RunFn run) {
+  Args a;
+  bool help = false;
+  const std::string err = ParseArgs(argc, argv, /*ranked=*/true, &a, &help);
+  if (help) {
+    std::printf("%s%s", usage_head, kCommonUsage);
+    return 0;
+  }
+  if (!err.empty()) {
+    std::fprintf(stderr, "%s: %s\n%s%s", program, err.c_str(), usage_head, kCommonUsage);
+    return 2;
+  }
+  try {
+    return run(a);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: rank %llu: %s\n", program, static_cast<unsigned long long>(a.rank), e.what());
+    return 1;
+  }
 }
 
 }  // namespace allreduce_peer

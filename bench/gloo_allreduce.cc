@@ -106,23 +106,5 @@ int Run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args a;
-  bool help = false;
-  const std::string err = allreduce_peer::ParseArgs(argc, argv, /*ranked=*/true, &a, &help);
-  if (help) {
-    std::printf("%s%s", kUsageHead, allreduce_peer::kCommonUsage);
-    return 0;
-  }
-  if (!err.empty()) {
-    std::fprintf(stderr, "tenax_bench_gloo_allreduce: %s\n%s%s", err.c_str(), kUsageHead, allreduce_peer::kCommonUsage);
-    return 2;
-  }
-  // Gloo reports transport failures and timeouts as exceptions.
-  try {
-    return Run(a);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tenax_bench_gloo_allreduce: rank %llu: %s\n", static_cast<unsigned long long>(a.rank),
-                 e.what());
-    return 1;
-  }
+  return allreduce_peer::RankedPeerMain(argc, argv, "tenax_bench_gloo_allreduce", kUsageHead, Run);
 }

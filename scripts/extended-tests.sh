@@ -39,7 +39,7 @@ case "$what" in
     run "teardown stress, $cycles cycles per transport, asan" stress build-asan
     ;;&
   tsan | all)
-    run "tsan, net comm coord store ps" bash scripts/sanitize.sh tsan
+    run "tsan, net coord store ps" bash scripts/sanitize.sh tsan
     run "teardown stress, $cycles cycles per transport, tsan" stress build-tsan
     ;;
   asan) ;;

@@ -5,8 +5,8 @@
 # folder and runs the tests under them:
 #   asan  AddressSanitizer + UndefinedBehaviorSanitizer (and LeakSanitizer),
 #         every test binary (build-asan/): unit, cluster, CLI, storage, ...
-#   tsan  ThreadSanitizer over the threaded layers (build-tsan/): net, comm
-#         (with the training exchanges), coord, store and ps.
+#   tsan  ThreadSanitizer over the threaded layers without libtorch
+#         (build-tsan/): net, coord, store and ps.
 # The Python package is not built (its module would need the sanitizer's
 # runtime preloaded into an uninstrumented python3) and the libFuzzer targets
 # are not either (CI already runs them under ASan + UBSan).
@@ -27,8 +27,11 @@ case "$mode" in
     ;;
   tsan)
     san=thread dir=build-tsan
-    tsan_binaries=(net_tests comm_tests coord_tests store_tests ps_tests)
-    targets=(tenax net_test_peer "${tsan_binaries[@]}")
+    # The layers without libtorch for now: comm and the training exchanges
+    # link libtorch and its OpenMP, whose threads TSan cannot see into
+    # (not yet run; docs/benchmarks.md).
+    tsan_binaries=(net_tests coord_tests store_tests ps_tests)
+    targets=(net_test_peer "${tsan_binaries[@]}")
     labels=(-L "^($(IFS='|'; echo "${tsan_binaries[*]}"))\$")
     ;;
   *)

@@ -61,6 +61,16 @@ class TransportTest : public ::testing::TestWithParam<TransportParam> {
 
   // A node, or null (with a test failure recorded).
   std::unique_ptr<Node> MakeNode(const std::string& secret = kSecret) { return MakeNodeWith(Options(secret)); }
+
+  // The peer at `port` still serves a fresh, honest node (after a misbehaving one).
+  void ExpectServesAnHonestPeer(uint16_t port) {
+    auto node = MakeNode();
+    ASSERT_TRUE(node);
+    auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
+    ASSERT_TRUE(peer.ok()) << peer.status().ToString();
+    ASSERT_OK_AND_ASSIGN(RemoteRegion remote, RemoteAlloc(*node, *peer, 4096));
+    ExpectPeerServesPattern(*node, *peer, remote);
+  }
   std::unique_ptr<Node> MakeNodeWith(const NodeOptions& options) {
     auto node = Node::Create(options);
     if (!node.ok()) {
@@ -381,12 +391,7 @@ TEST_P(TransportTest, WrongSecretIsRefusedAndTheServerKeepsServing) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kRefused) << bad.status().ToString();
 
-  auto node = MakeNode();
-  ASSERT_TRUE(node);
-  auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
-  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
-  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(*node, *peer, 4096));
-  ExpectPeerServesPattern(*node, *peer, remote);
+  ExpectServesAnHonestPeer(port);
 }
 
 TEST_P(TransportTest, ConnectingToNothingFailsWithinTheDeadline) {
@@ -522,12 +527,7 @@ TEST_P(TransportTest, LiarsAndMalformedFramesAreRefusedWhileOthersAreServed) {
     EXPECT_TRUE(client.WaitClosed(10s)) << "frame of " << bad.size() << " bytes was not refused";
   }
   // The server is still healthy for an honest peer.
-  auto node = MakeNode();
-  ASSERT_TRUE(node);
-  auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
-  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
-  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(*node, *peer, 4096));
-  ExpectPeerServesPattern(*node, *peer, remote);
+  ExpectServesAnHonestPeer(port);
 }
 
 // A recorded handshake cannot be replayed. The first session answers the
@@ -544,23 +544,28 @@ TEST_P(TransportTest, AReplayedHandshakeIsRefused) {
   hello.mutable_hello()->set_client_nonce(client_nonce);
   hello.mutable_hello()->set_node_name("recorded");
   const std::string hello_bytes = EncodeEnvelope(hello);
-  auto refusal_of = [](const std::optional<std::string>& reply) -> std::string {
-    if (!reply) return "(no reply)";
+  auto decode = [](const std::optional<std::string>& reply) -> std::optional<wire::Envelope> {
+    if (!reply) return std::nullopt;
     auto env = DecodeEnvelope(std::vector<uint8_t>(reply->begin(), reply->end()), 1 << 20, "server");
-    if (!env.ok()) return "(undecodable: " + env.status().ToString() + ")";
-    return env->has_refused() ? env->refused().reason() : "(not a refusal)";
+    return env.ok() ? std::optional<wire::Envelope>(std::move(*env)) : std::nullopt;
+  };
+  auto refusal_of = [&](const std::optional<std::string>& reply) -> std::string {
+    auto env = decode(reply);
+    return env && env->has_refused() ? env->refused().reason() : "(no refusal)";
+  };
+  // Sends the recorded hello and returns the server's nonce ("" without a challenge).
+  auto say_hello = [&](testing::RawUcxClient& client) -> std::string {
+    client.Send(hello_bytes);
+    auto env = decode(client.Receive(10s));
+    return env && env->has_challenge() ? env->challenge().server_nonce() : "";
   };
   std::string auth_bytes;
   std::string first_server_nonce;
   {
     testing::RawUcxClient first(port);
     ASSERT_TRUE(first.connected());
-    first.Send(hello_bytes);
-    auto challenge = first.Receive(10s);
-    ASSERT_TRUE(challenge.has_value());
-    auto env = DecodeEnvelope(std::vector<uint8_t>(challenge->begin(), challenge->end()), 1 << 20, "server");
-    ASSERT_TRUE(env.ok() && env->has_challenge()) << env.status().ToString();
-    first_server_nonce = env->challenge().server_nonce();
+    first_server_nonce = say_hello(first);
+    ASSERT_FALSE(first_server_nonce.empty()) << "no challenge";
     wire::Envelope auth;
     auth.mutable_auth()->set_client_proof(ClientProof(kSecret, first_server_nonce, client_nonce));
     auth.mutable_auth()->set_worker_address("not-an-address");
@@ -570,22 +575,14 @@ TEST_P(TransportTest, AReplayedHandshakeIsRefused) {
   }
   testing::RawUcxClient replay(port);
   ASSERT_TRUE(replay.connected());
-  replay.Send(hello_bytes);
-  auto challenge = replay.Receive(10s);
-  ASSERT_TRUE(challenge.has_value());
-  auto env = DecodeEnvelope(std::vector<uint8_t>(challenge->begin(), challenge->end()), 1 << 20, "server");
-  ASSERT_TRUE(env.ok() && env->has_challenge()) << env.status().ToString();
-  EXPECT_NE(env->challenge().server_nonce(), first_server_nonce) << "the server reused its nonce";
+  const std::string second_server_nonce = say_hello(replay);
+  ASSERT_FALSE(second_server_nonce.empty()) << "no challenge";
+  EXPECT_NE(second_server_nonce, first_server_nonce) << "the server reused its nonce";
   replay.Send(auth_bytes);
   EXPECT_EQ(refusal_of(replay.Receive(10s)), "wrong cluster secret");
   EXPECT_TRUE(replay.WaitClosed(10s));
   // The server lived through both and serves an honest peer.
-  auto node = MakeNode();
-  ASSERT_TRUE(node);
-  auto peer = node->Connect("127.0.0.1", port, Deadline::After(20s));
-  ASSERT_TRUE(peer.ok()) << peer.status().ToString();
-  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(*node, *peer, 4096));
-  ExpectPeerServesPattern(*node, *peer, remote);
+  ExpectServesAnHonestPeer(port);
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
