@@ -44,6 +44,12 @@ if [ "${TENAX_SKIP_DEPS:-0}" != 1 ]; then bash scripts/install-deps.sh; fi
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENAX_SANITIZE="$san" -DTENAX_FUZZ=OFF -DTENAX_PYTHON=OFF
 cmake --build "$dir" -j"$(nproc)" --target "${targets[@]}"
 
+# UCX's memory hooks (libucm) patch mmap/madvise/brk; a thread that exits
+# under TSan calls madvise through that hook after TSan tore down its state,
+# and segfaults in __tsan::MutexPreReadLock (every test that starts a thread
+# next to a UCX context did). The sanitizers interpose the same calls, so
+# UCX's hooks stay off under them (CI and tenax itself run with them on).
+export UCX_MEM_MMAP_HOOK_MODE=none UCX_MEM_MALLOC_HOOKS=no
 supp="$root/scripts/sanitizers"
 export ASAN_OPTIONS="detect_leaks=1:check_initialization_order=1:detect_stack_use_after_return=0"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0"
