@@ -5,10 +5,11 @@
 # 2 cores); their last results are in docs/benchmarks.md ("Sanitizers and
 # the teardown stress"):
 #   1. every test binary under AddressSanitizer + UndefinedBehaviorSanitizer
-#      (scripts/sanitize.sh asan), then the teardown stress test at 500
-#      cycles per transport under them;
+#      (scripts/sanitize.sh asan), then the teardown stress tests under them:
+#      500 cycles per transport of a Node torn down right after its peer was
+#      SIGKILLed, and 200 of a probe agent SIGTERMed right after its peer was;
 #   2. the threaded layers under ThreadSanitizer (scripts/sanitize.sh tsan),
-#      then the teardown stress at 500 cycles per transport under it.
+#      then the Node teardown stress at 500 cycles per transport under it.
 # Exit code: non-zero if any part failed; every part runs regardless.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,8 +30,12 @@ run() {  # run NAME COMMAND...
   fi
 }
 
-stress() {  # stress BUILD_DIR
-  TENAX_TEARDOWN_CYCLES=$cycles "$1/tests/net_tests" --gtest_filter='*NodeTeardownStress*'
+stress() {  # stress BUILD_DIR: nodes torn down after a lost peer; with the tenax binary, probe agents too
+  TENAX_TEARDOWN_CYCLES=$cycles "$1/tests/net_tests" --gtest_filter='*NodeTeardownStress*' || return 1
+  if [ -x "$1/tests/cluster_tests" ]; then
+    TENAX_PROBE_TEARDOWN_CYCLES=${TENAX_PROBE_TEARDOWN_CYCLES:-200} "$1/tests/cluster_tests" \
+      --gtest_filter='*AnAgentStoppedRightAfterItsPeerWasKilled*'
+  fi
 }
 
 case "$what" in

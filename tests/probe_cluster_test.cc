@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <cstdlib>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -167,6 +168,50 @@ TEST_F(ProbeClusterTest, AgentsMeasureEveryPairAndAKilledAgentBecomesUnreachable
   // under a loaded full ctest run) prints UCX's backtrace there.
   EXPECT_EQ(n1->Wait(20s), 130) << n1->stderr_text();
   EXPECT_EQ(n2->Wait(20s), 130) << n2->stderr_text();
+}
+
+// The exit 139 seen once at the end of the test above: an agent SIGTERMed
+// shortly after its peer was SIGKILLed. Each cycle two fresh agents measure
+// each other; one is SIGKILLed, and the other is SIGTERMed a different while
+// later (0 to 200 ms: while it still probes the dead peer, or after it saw
+// the loss). It must leave by its stop handler (exit 130), never by a
+// signal. TENAX_PROBE_TEARDOWN_CYCLES sets the cycles (the extended script
+// runs 200 under each sanitizer).
+TEST_F(ProbeClusterTest, AnAgentStoppedRightAfterItsPeerWasKilledExitsCleanly) {
+  const char* env = std::getenv("TENAX_PROBE_TEARDOWN_CYCLES");
+  const int cycles = env && std::atoi(env) > 0 ? std::atoi(env) : 4;
+  ScratchDir dir;
+  const std::string job = WriteIdleJob(dir);
+  Child coordinator({TenaxBinary(), "coordinator", "--job", job, "--state", dir / "state.db", "--port-file",
+                     dir / "port"});
+  ASSERT_TRUE(coordinator.WaitForStderrLine("listening on", 60s)) << coordinator.stderr_text();
+  const uint16_t port = static_cast<uint16_t>(std::stoi(ReadText(dir / "port")));
+  const std::string at = "127.0.0.1:" + std::to_string(port);
+  for (int cycle = 0; cycle < cycles; ++cycle) {
+    SCOPED_TRACE("cycle " + std::to_string(cycle) + " of " + std::to_string(cycles));
+    const std::string victim = "v" + std::to_string(cycle), doomed = "d" + std::to_string(cycle);
+    auto agent = [&](const std::string& node) {
+      return std::make_unique<Child>(std::vector<std::string>{TenaxBinary(), "probe", "--node", node, "--coordinator",
+                                                              at, "--interval", "0.1", "--timeout", "5", "--pings",
+                                                              "5", "--throughput-kib", "1024"});
+    };
+    auto v = agent(victim);
+    auto d = agent(doomed);
+    auto measured = [&](const sched::LinkSnapshot& s) {
+      auto l = s.links.Link(victim, doomed);
+      return l && l->reachable && l->throughput_gbps > 0;
+    };
+    auto links = WaitForLinks(port, measured, 60s);
+    ASSERT_TRUE(links.ok()) << links.status().ToString();
+    ASSERT_TRUE(measured(*links)) << links->links.ToJson();
+    d->Signal(SIGKILL);
+    EXPECT_EQ(d->Wait(10s), 128 + SIGKILL);
+    // A different moment each cycle, not a synchronisation.
+    std::this_thread::sleep_for(std::chrono::milliseconds(40 * (cycle % 6)));
+    v->Signal(SIGTERM);
+    EXPECT_EQ(v->Wait(30s), 130) << "the agent died on its way out (139 = SIGSEGV):\n" << v->stderr_text();
+    if (::testing::Test::HasFailure()) return;
+  }
 }
 
 TEST_F(ProbeClusterTest, BadFlagsAreRefusedWithAReason) {
