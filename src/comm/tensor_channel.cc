@@ -128,7 +128,9 @@ Status TensorSender::SendDynamic(const TensorSpec& spec, const void* data, size_
     TENAX_ASSIGN_OR_RETURN(uint64_t done, DecodeDynamicDone(msg.payload, PeerLabel(node_, peer_)));
     dynamic_done_ = std::max(dynamic_done_, done);
   }
-  std::memcpy(staging_.data(), data, bytes);
+  // An empty tensor may come with no data pointer at all (memcpy's null is UB
+  // even for 0 bytes; UBSan found it).
+  if (bytes > 0) std::memcpy(staging_.data(), data, bytes);
   ++dynamic_sequence_;
   return node_.SendControl(peer_, kDynamicTensorKind, EncodeDynamicTensor(spec, 0, bytes, dynamic_sequence_), deadline);
 }

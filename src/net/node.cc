@@ -130,6 +130,7 @@ Node::~Node() {
   for (auto& [r, peer] : impl_->closing_data) ucp_request_free(r);
   for (auto& r : impl_->graveyard) ucp_mem_unmap(impl_->context, r.memh);  // no data-plane handler runs any more
   if (impl_->worker) ucp_worker_destroy(impl_->worker);
+  impl_->FreeDataSendBuffers();  // sends whose callback never ran
   if (impl_->context) ucp_cleanup(impl_->context);
   if (impl_->ctrl_worker) ucp_worker_destroy(impl_->ctrl_worker);
   if (impl_->ctrl_context) ucp_cleanup(impl_->ctrl_context);

@@ -137,8 +137,27 @@ Status Node::Impl::CreateStreamEps(PeerState& p, const ucp_ep_params_t& params) 
 namespace {
 
 // Frees a message's bytes (header or payload) once UCX is done with them.
+void FreeAfterSend(void* request, ucs_status_t, void* user_data);
+
+}  // namespace
+
+// A data-plane message's bytes, kept until UCX is done with them.
+struct Node::Impl::SendBuffer {
+  Node::Impl* impl;
+  std::string bytes;
+};
+
+void Node::Impl::FreeDataSendBuffers() {
+  for (SendBuffer* b : data_send_buffers) delete b;
+  data_send_buffers.clear();
+}
+
+namespace {
+
 void FreeAfterSend(void* request, ucs_status_t, void* user_data) {
-  delete static_cast<std::string*>(user_data);
+  auto* b = static_cast<Node::Impl::SendBuffer*>(user_data);
+  b->impl->data_send_buffers.erase(b);
+  delete b;
   (void)request;
 }
 
@@ -186,7 +205,8 @@ ucs_status_ptr_t Node::Impl::SendPut(PeerState& p, const void* local, size_t siz
   size_t stream = 0;
   do {
     const size_t n = std::min(kPutPiece, size - off);
-    auto* header = new std::string(sizeof(PutHeader), '\0');
+    auto* owner = new SendBuffer{this, std::string(sizeof(PutHeader), '\0')};
+    std::string* header = &owner->bytes;
     PutHeader h;
     h.address = address + off;
     h.barrier = p.fence_barrier;
@@ -199,9 +219,13 @@ ucs_status_ptr_t Node::Impl::SendPut(PeerState& p, const void* local, size_t siz
     // signal must never overtake its data (Fence relies on the order).
     param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
     param.cb.send = FreeAfterSend;
-    param.user_data = header;
+    param.user_data = owner;
     ucs_status_ptr_t req = ucp_am_send_nbx(ep, kPutAm, header->data(), header->size(), bytes + off, n, &param);
-    if (!UCS_PTR_IS_PTR(req)) delete header;  // done (or failed) at once: no callback
+    if (UCS_PTR_IS_PTR(req)) {
+      data_send_buffers.insert(owner);
+    } else {  // done (or failed) at once: no callback
+      delete owner;
+    }
     if (UCS_PTR_IS_ERR(req)) {
       free_all();
       return req;
@@ -221,17 +245,19 @@ ucs_status_ptr_t Node::Impl::SendPut(PeerState& p, const void* local, size_t siz
 
 bool Node::Impl::SendDataAm(PeerState& p, uint16_t am_id, std::string bytes) {
   if (!p.data_ep) return false;
-  auto* payload = new std::string(std::move(bytes));
+  auto* owner = new SendBuffer{this, std::move(bytes)};
+  std::string* payload = &owner->bytes;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
   param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
   param.cb.send = FreeAfterSend;
-  param.user_data = payload;
+  param.user_data = owner;
   ucs_status_ptr_t req = ucp_am_send_nbx(p.data_ep, am_id, nullptr, 0, payload->data(), payload->size(), &param);
   if (!UCS_PTR_IS_PTR(req)) {
-    delete payload;
+    delete owner;
     return !UCS_PTR_IS_ERR(req);
   }
+  data_send_buffers.insert(owner);
   ucp_request_free(req);  // completes (and frees the payload) in the background
   return true;
 }

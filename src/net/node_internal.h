@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "net_wire.pb.h"
@@ -156,6 +157,13 @@ struct Node::Impl {
   std::deque<Frame> frames;
   std::deque<std::unique_ptr<RndvReceive>> rndv;
   std::vector<PendingSend> pending_sends;
+  // Bytes of data-plane messages (put headers, flush answers) UCX still
+  // sends from: freed by the send's callback, or by ~Node for those whose
+  // callback never ran (ucp_worker_destroy runs none; LeakSanitizer found
+  // them after a peer was killed mid-put).
+  struct SendBuffer;  // node_data.cc
+  std::unordered_set<SendBuffer*> data_send_buffers;
+  void FreeDataSendBuffers();  // ~Node, after the data worker is gone
   std::vector<void*> closing;       // control ep close requests in flight
   std::vector<std::pair<void*, PeerId>> closing_data;  // data ep close requests in flight, by peer
   // Endpoints to close from Progress; `flush` closes deliver what was sent
