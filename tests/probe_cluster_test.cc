@@ -6,8 +6,9 @@
 #include <stdlib.h>
 
 #include <chrono>
-#include <fstream>
 #include <cstdlib>
+#include <fstream>
+#include <memory>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -39,6 +40,19 @@ std::string WriteIdleJob(const ScratchDir& dir) {
   return path;
 }
 
+// A coordinator of the idle job for the agents to report to (nullptr and a
+// failure if it does not start); its port in *port.
+std::unique_ptr<Child> StartIdleCoordinator(const ScratchDir& dir, uint16_t* port) {
+  auto c = std::make_unique<Child>(std::vector<std::string>{TenaxBinary(), "coordinator", "--job", WriteIdleJob(dir),
+                                                            "--state", dir / "state.db", "--port-file", dir / "port"});
+  if (!c->WaitForStderrLine("listening on", 60s)) {
+    ADD_FAILURE() << "the coordinator did not start: " << c->stderr_text();
+    return nullptr;
+  }
+  *port = static_cast<uint16_t>(std::stoi(ReadText(dir / "port")));
+  return c;
+}
+
 // Polls the coordinator's matrix until `done` holds or the deadline passes
 // (then the last snapshot is returned for the test's assertions to explain).
 template <typename Pred>
@@ -68,11 +82,9 @@ void ExpectLoopbackLoss(const sched::LinkMetrics& l, const std::string& link) {
 
 TEST_F(ProbeClusterTest, AgentsMeasureEveryPairAndAKilledAgentBecomesUnreachable) {
   ScratchDir dir;
-  const std::string job = WriteIdleJob(dir);
-  Child coordinator({TenaxBinary(), "coordinator", "--job", job, "--state", dir / "state.db", "--port-file",
-                     dir / "port"});
-  ASSERT_TRUE(coordinator.WaitForStderrLine("listening on", 60s)) << coordinator.stderr_text();
-  const uint16_t port = static_cast<uint16_t>(std::stoi(ReadText(dir / "port")));
+  uint16_t port = 0;
+  auto coordinator = StartIdleCoordinator(dir, &port);
+  ASSERT_NE(coordinator, nullptr);
   const std::string at = "127.0.0.1:" + std::to_string(port);
   // --timeout 5: on loopback a ping goes unanswered only if the machine
   // stalls that long, so the loss the agents report is their count of
@@ -176,16 +188,14 @@ TEST_F(ProbeClusterTest, AgentsMeasureEveryPairAndAKilledAgentBecomesUnreachable
 // later (0 to 200 ms: while it still probes the dead peer, or after it saw
 // the loss). It must leave by its stop handler (exit 130), never by a
 // signal. TENAX_PROBE_TEARDOWN_CYCLES sets the cycles (the extended script
-// runs 200 under each sanitizer).
+// runs 200 under ASan).
 TEST_F(ProbeClusterTest, AnAgentStoppedRightAfterItsPeerWasKilledExitsCleanly) {
   const char* env = std::getenv("TENAX_PROBE_TEARDOWN_CYCLES");
   const int cycles = env && std::atoi(env) > 0 ? std::atoi(env) : 4;
   ScratchDir dir;
-  const std::string job = WriteIdleJob(dir);
-  Child coordinator({TenaxBinary(), "coordinator", "--job", job, "--state", dir / "state.db", "--port-file",
-                     dir / "port"});
-  ASSERT_TRUE(coordinator.WaitForStderrLine("listening on", 60s)) << coordinator.stderr_text();
-  const uint16_t port = static_cast<uint16_t>(std::stoi(ReadText(dir / "port")));
+  uint16_t port = 0;
+  auto coordinator = StartIdleCoordinator(dir, &port);
+  ASSERT_NE(coordinator, nullptr);
   const std::string at = "127.0.0.1:" + std::to_string(port);
   for (int cycle = 0; cycle < cycles; ++cycle) {
     SCOPED_TRACE("cycle " + std::to_string(cycle) + " of " + std::to_string(cycles));
