@@ -198,6 +198,8 @@ void AddTransportBenchmark(CLI::App& bench, int& exit_code);
 // `elastic`: a lost and a new worker, tenax elastic sync vs torchrun.
 void AddElasticBenchmark(CLI::App& bench, int& exit_code);
 void AddPreemptionBenchmark(CLI::App& bench, int& exit_code);
+// `soak`: rounds of jobs under seeded fault plans; nothing lost, duplicated, hung or leaked.
+void AddSoakBenchmark(CLI::App& bench, int& exit_code);
 void AddStragglersBenchmark(CLI::App& bench, int& exit_code);
 void AddEcBenchmark(CLI::App& bench, int& exit_code);
 void AddRecoveryBenchmark(CLI::App& bench, int& exit_code);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/extended-tests.sh [asan|tsan|all]
+# scripts/extended-tests.sh [asan|tsan|soak|all]
 #
 # The long checks CI does not run (they would take it past its time limit on
 # 2 cores); their last results are in docs/benchmarks.md ("Sanitizers and
@@ -9,7 +9,9 @@
 #      500 cycles per transport of a Node torn down right after its peer was
 #      SIGKILLed, and 200 of a probe agent SIGTERMed right after its peer was;
 #   2. the threaded layers under ThreadSanitizer (scripts/sanitize.sh tsan),
-#      then the Node teardown stress at 500 cycles per transport under it.
+#      then the Node teardown stress at 500 cycles per transport under it;
+#   3. the chaos soak, `tenax bench soak --minutes 60` (TENAX_SOAK_MINUTES),
+#      its report in soak.json.
 # Exit code: non-zero if any part failed; every part runs regardless.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,20 +41,26 @@ stress() {  # stress BUILD_DIR: nodes torn down after a lost peer; with the tena
 }
 
 case "$what" in
-  asan | all)
-    run "asan + ubsan, every test binary" bash scripts/sanitize.sh asan
-    run "teardown stress, $cycles cycles per transport, asan" stress build-asan
-    ;;&
-  tsan | all)
-    run "tsan, net coord store ps" bash scripts/sanitize.sh tsan
-    run "teardown stress, $cycles cycles per transport, tsan" stress build-tsan
-    ;;
-  asan) ;;
+  asan | tsan | soak | all) ;;
   *)
-    echo "usage: scripts/extended-tests.sh [asan|tsan|all]" >&2
+    echo "usage: scripts/extended-tests.sh [asan|tsan|soak|all]" >&2
     exit 2
     ;;
 esac
+
+if [[ $what == asan || $what == all ]]; then
+  run "asan + ubsan, every test binary" bash scripts/sanitize.sh asan
+  run "teardown stress, $cycles cycles per transport, asan" stress build-asan
+fi
+if [[ $what == tsan || $what == all ]]; then
+  run "tsan, net coord store ps" bash scripts/sanitize.sh tsan
+  run "teardown stress, $cycles cycles per transport, tsan" stress build-tsan
+fi
+if [[ $what == soak || $what == all ]]; then
+  # The README's build (scripts/test.sh builds build-test/).
+  minutes=${TENAX_SOAK_MINUTES:-60}
+  run "chaos soak, $minutes minutes" build-test/src/tenax bench soak --minutes "$minutes" --json soak.json
+fi
 
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'failed: %s\n' "${failed[@]}"

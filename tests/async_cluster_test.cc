@@ -425,5 +425,30 @@ TEST_F(AsyncClusterTest, TheFaultPlanKillsAndRestartsAServerAndEveryUnitIsStillM
   ExpectOnlyShardReopened(log, 1);
 }
 
+// The coordinator SIGKILLed mid-run by the plan and started again on its
+// state file 1 s later: the work queue is in that file, the workers and
+// shards reconnect, and every unit is still merged exactly once.
+TEST_F(AsyncClusterTest, TheFaultPlanKillsAndRestartsTheCoordinatorAndEveryUnitIsStillMergedOnce) {
+  ScratchDir dir;
+  AsyncJob j{.name = "plan-coordinator", .max_steps = 400, .unit_steps = 10};
+  j.extra =
+      "[[faults]]\naction = \"kill\"\ncoordinator = true\nat_step = 150\n"
+      "[[faults]]\naction = \"restart\"\ncoordinator = true\nat_step = 150\ndelay_seconds = 1\n";
+  auto r = RunAsyncJob(dir, j);
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  auto summary = Summary(dir);
+  const auto faults = summary.value("faults", nlohmann::json::array());
+  ASSERT_EQ(2u, faults.size()) << summary.dump();
+  EXPECT_EQ(true, faults[0].value("coordinator", false));
+  EXPECT_EQ("restart", faults[1].value("action", ""));
+  EXPECT_EQ(400, summary.value("steps", 0));
+  EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.6) << summary.dump();
+  const std::string restarted = ReadText(dir / "run/logs/coordinator-1.log");
+  EXPECT_NE(std::string::npos, restarted.find("resuming")) << restarted;
+  MergeLog log;
+  ASSERT_TRUE(ReadMergeLog(dir / "run/coordinator.db", j, log));
+  ExpectEveryUnitMergedOnce(log, 2);
+}
+
 }  // namespace
 }  // namespace tenax::testing

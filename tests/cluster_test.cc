@@ -256,6 +256,53 @@ TEST_F(ClusterTest, RestartedCoordinatorResumesTheSameJob) {
   EXPECT_GT(summary["final_test_accuracy"].get<double>(), 0.5);
 }
 
+// The same through the job's fault plan: `tenax run` SIGKILLs the
+// coordinator of a fixed (not elastic) job mid-run and starts it again on
+// its state file and port 1 s later; the launcher follows the restarted one
+// and the run ends well, every step trained.
+TEST_F(ClusterTest, TheFaultPlanKillsAndRestartsTheCoordinatorAndTheRunEndsWell) {
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "plan-coordinator", "", 1500);
+  {
+    std::ofstream out(job, std::ios::app);
+    out << "[[faults]]\naction = \"kill\"\ncoordinator = true\nat_step = 300\n"
+        << "[[faults]]\naction = \"restart\"\ncoordinator = true\nat_step = 300\ndelay_seconds = 1\n";
+  }
+  auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "run"});
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("fault: SIGKILL the coordinator")) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("fault: restarted the coordinator")) << r.err;
+  auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"));
+  EXPECT_EQ(1500, summary["steps"]);
+  EXPECT_GT(summary["final_test_accuracy"].get<double>(), 0.5);
+  const auto faults = summary.value("faults", nlohmann::json::array());
+  ASSERT_EQ(2u, faults.size()) << summary.dump();
+  EXPECT_EQ(true, faults[0].value("coordinator", false));
+  EXPECT_EQ("kill", faults[0].value("action", ""));
+  EXPECT_EQ("restart", faults[1].value("action", ""));
+  EXPECT_NE(faults[0].value("pid", 0), faults[1].value("pid", 0));
+  const std::string restarted = ReadText(dir / "run/logs/coordinator-1.log");
+  EXPECT_NE(std::string::npos, restarted.find("resuming")) << restarted;
+  EXPECT_NE(std::string::npos, restarted.find("rank 0 rejoined")) << restarted;
+  EXPECT_NE(std::string::npos, restarted.find("rank 1 rejoined")) << restarted;
+  EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "children left running";
+}
+
+// A plan that kills the coordinator and never starts it again: the run
+// fails at once naming why, not at some deadline.
+TEST_F(ClusterTest, ACoordinatorKilledWithoutARestartFailsTheRunNamingThePlan) {
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "plan-no-restart", "", 100000);
+  {
+    std::ofstream out(job, std::ios::app);
+    out << "[[faults]]\naction = \"kill\"\ncoordinator = true\nat_step = 50\n";
+  }
+  auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "run"});
+  EXPECT_EQ(3, r.exit_code) << r.out << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("the fault plan killed it and has no restart of it to come")) << r.err;
+  EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "children left running";
+}
+
 TEST_F(ClusterTest, JobFilesAreValidatedBeforeAnythingStarts) {
   ScratchDir dir;
   const std::string job = WriteJob(dir, "bad");

@@ -394,6 +394,34 @@ TEST_F(ElasticClusterTest, TheCoordinatorKilledWithAWorkerIsRestartedAndTheSurvi
   EXPECT_EQ(StateHash(c.worker("w0").stderr_text()), StateHash(c.worker("w2").stderr_text()));
 }
 
+// Inside a join's window: the coordinator is SIGKILLed right after it
+// admitted a joiner and published the generation that takes it in, while
+// the members re-form and the joiner reads its state. The restarted
+// coordinator re-publishes that generation to whoever rejoins; the joiner
+// and the survivors finish bit-identical, no member lost.
+TEST_F(ElasticClusterTest, TheCoordinatorKilledInsideAJoinsWindowIsRestartedAndTheJoinCompletes) {
+  ScratchDir dir;
+  ElasticCluster c(dir, WriteElasticJob(dir, "join-restart", 2, 1, 3, 3000));
+  ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
+  ASSERT_TRUE(c.StartAndTrainTo(2, 30));
+  Child& joiner = c.Start("joiner", -1);
+  ASSERT_TRUE(c.coordinator().WaitForStderrLine("rank 2 joined:")) << c.coordinator().stderr_text();
+  c.coordinator().Signal(SIGKILL);
+  EXPECT_EQ(128 + SIGKILL, c.coordinator().Wait());
+  ASSERT_TRUE(c.RestartCoordinator()) << c.coordinator().stderr_text();
+  for (const char* w : {"w0", "w1", "joiner"}) EXPECT_EQ(0, c.worker(w).Wait()) << c.worker(w).stderr_text();
+  EXPECT_EQ(0, c.coordinator().Wait()) << c.coordinator().stderr_text();
+  auto summary = c.Summary();
+  EXPECT_EQ(3000, summary.value("steps", 0));
+  ASSERT_FALSE(summary["generations"].empty()) << summary.dump();
+  EXPECT_EQ((std::vector<int>{0, 1, 2}), summary["generations"].back()["members"].get<std::vector<int>>())
+      << summary.dump();
+  const std::string h = StateHash(c.worker("w0").stderr_text());
+  EXPECT_FALSE(h.empty());
+  EXPECT_EQ(h, StateHash(c.worker("w1").stderr_text()));
+  EXPECT_EQ(h, StateHash(joiner.stderr_text()));
+}
+
 TEST_F(ElasticClusterTest, BelowMinWorkersTheJobWaitsThenFailsNamingTheMissingWorker) {
   ScratchDir dir;
   ElasticCluster c(dir, WriteElasticJob(dir, "min", 2, 2, 2, 1000000, 10));

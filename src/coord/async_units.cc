@@ -118,6 +118,26 @@ Status AsyncUnits::OnShardHello(const net::ControlMessage& m) {
   links_[s] = ShardLink{m.from, h->host(), h->port()};
   w.set_reopened_units(reopened.size());
   Send(m.from, kShardWelcomeKind, w.SerializeAsString());
+  if (!h->first_hello()) {
+    // A reconnect (this coordinator restarted, or the link broke): a
+    // "merge" verdict, or the shard's report of the merge, may have been
+    // lost with the old connection. Tell it again; the shard merges what
+    // it still holds and re-tells what it merged (RecordMerged takes the
+    // same report twice as once).
+    TENAX_ASSIGN_OR_RETURN(auto accepted, queue_->AcceptedNotMerged(s));
+    for (const auto& [unit, attempt] : accepted) {
+      wire::ShardVerdict v;
+      v.set_unit(static_cast<uint64_t>(unit));
+      v.set_attempt(static_cast<uint64_t>(attempt));
+      v.set_verdict("merge");
+      v.set_reason("told again after the shard reconnected");
+      Send(m.from, kShardVerdictKind, v.SerializeAsString());
+    }
+    if (!accepted.empty()) {
+      spdlog::info("job {}: shard {} reconnected; {} accepted unit(s) without its merge report: told \"merge\" again",
+                   job_id_, s, accepted.size());
+    }
+  }
   spdlog::info("job {}: shard {} at {}:{} registered ({} merges in its checkpoint{})", job_id_, s, h->host(), h->port(),
                h->restored_merges(),
                reopened.empty() ? "" : "; " + std::to_string(reopened.size()) + " unit(s) re-opened for it");

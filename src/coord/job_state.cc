@@ -73,9 +73,13 @@ std::chrono::milliseconds JobStateMachine::ReportGrace(std::chrono::milliseconds
 JobStateMachine::JobStateMachine(JobStateOptions options, JobRecord job, std::vector<MemberRecord> members,
                                  CoordTime now)
     : o_(std::move(options)), job_(std::move(job)), started_(now.steady), last_lease_(now.steady) {
+  // The newest generation's members as recorded. A member admitted after
+  // it (killed between recording the joiner and its generation) is not
+  // among them: it gets a generation of its own when it rejoins (OnJoin).
   for (auto& m : members) {
     links_[m.rank] = {};
-    if (job_.phase == JobPhase::kRunning && Active(m)) last_roster_.insert(m.rank);
+    const bool in_newest = job_.newest_members.empty() || job_.newest_members.count(m.rank);
+    if (job_.phase == JobPhase::kRunning && Active(m) && in_newest) last_roster_.insert(m.rank);
     members_[m.rank] = std::move(m);
   }
   // A restarted coordinator takes the stable generation it recorded; the
@@ -196,10 +200,23 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
   } else if (j.rejoin && o_.elastic && job_.phase == JobPhase::kRunning && last_roster_.count(rank)) {
     // The restarted coordinator re-publishes the newest generation to the
     // rejoined member: one that already has it ignores it.
+    // It names the same joiners as the first publication (the members not
+    // in the stable generation): a member that never got that one learns
+    // from this one which pairs are new (it has no connection to a joiner).
     std::vector<MemberRecord> roster;
-    for (int id : last_roster_) roster.push_back(members_[id]);
-    out.push_back(
-        action::PublishRoster{{from}, job_.generation, std::move(roster), "coordinator restarted", {}, stable_});
+    std::set<int> joining;
+    for (int id : last_roster_) {
+      roster.push_back(members_[id]);
+      if (!stable_ids_.count(id)) joining.insert(id);
+    }
+    out.push_back(action::PublishRoster{{from}, job_.generation, std::move(roster), "coordinator restarted",
+                                        std::move(joining), stable_});
+  } else if (j.rejoin && o_.elastic && job_.phase == JobPhase::kRunning && Active(members_[rank])) {
+    // Admitted by the old coordinator, which died before it recorded the
+    // generation that takes it in: that generation is issued now.
+    NextGeneration("rank " + std::to_string(rank) + " joined (" + j.name +
+                       "; its generation was lost with the old coordinator)",
+                   out);
   }
   if (job_.phase == JobPhase::kJoining && static_cast<int>(members_.size()) == job_.world) {
     job_.phase = JobPhase::kRunning;

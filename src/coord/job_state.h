@@ -59,6 +59,10 @@ struct JobRecord {
   // its members' ids (0 and empty when none was recorded).
   uint64_t stable_generation = 0;
   std::set<int> stable_members;
+  // The members of generation `generation` as recorded (empty when none
+  // was): a member admitted after it (its generation was not written when
+  // the coordinator died) is not among them.
+  std::set<int> newest_members;
 };
 
 struct MemberRecord {

@@ -32,7 +32,7 @@ JobStateOptions Options() {
   return o;
 }
 
-JobRecord NewJob(int world) { return {"job-x", "mode = \"sync\"\n", world, JobPhase::kJoining, 0, "", false, 0, {}}; }
+JobRecord NewJob(int world) { return {"job-x", "mode = \"sync\"\n", world, JobPhase::kJoining, 0, "", false, 0, {}, {}}; }
 
 JoinAsk Ask(int requested_rank, const std::string& name) {
   return {"job-x", name, "host-" + name, static_cast<uint16_t>(5000 + name.size()), requested_rank, false, ""};
@@ -307,7 +307,7 @@ TEST(JobStateMachine, LeasesOfConnectedMembersAreRenewedEverySecond) {
 // with their ranks; one that does not come back fails the job.
 TEST(JobStateMachine, ResumedJobTakesItsMembersBackAndFailsOneThatNeverReturns) {
   FakeClock clock;
-  JobRecord job{"job-x", "cfg", 3, JobPhase::kRunning, 1, "", true, 0, {}};
+  JobRecord job{"job-x", "cfg", 3, JobPhase::kRunning, 1, "", true, 0, {}, {}};
   std::vector<MemberRecord> stored;
   for (int r = 0; r < 3; ++r) {
     stored.push_back({r, "w" + std::to_string(r), "host-w" + std::to_string(r), 7000, MemberState::kJoined, 5});
@@ -339,7 +339,7 @@ TEST(JobStateMachine, ResumedJobTakesItsMembersBackAndFailsOneThatNeverReturns) 
 
 TEST(JobStateMachine, ResumedJobFinishesWhenTheRejoinedRanksAreDone) {
   FakeClock clock;
-  JobRecord job{"job-x", "cfg", 2, JobPhase::kRunning, 1, "", true, 0, {}};
+  JobRecord job{"job-x", "cfg", 2, JobPhase::kRunning, 1, "", true, 0, {}, {}};
   std::vector<MemberRecord> stored{{0, "w0", "h0", 7000, MemberState::kJoined, 5},
                                    {1, "w1", "h1", 7000, MemberState::kJoined, 5}};
   JobStateMachine m(Options(), job, stored, clock.now());
@@ -561,6 +561,43 @@ TEST(JobStateMachineElastic, ARestartedCoordinatorRepublishesTheNewestGeneration
 }
 
 
+// A coordinator killed after it recorded a joiner but before it recorded
+// the generation that takes it in: the restarted one re-publishes the
+// recorded generation (without it) to the members, and when the joiner
+// rejoins it issues that generation, naming the joiner as joining (the
+// members have no connection to it yet).
+TEST(JobStateMachineElastic, AJoinerWhoseGenerationWasLostGetsOneWhenItRejoins) {
+  FakeClock clock;
+  JobRecord job = NewJob(2);
+  job.phase = JobPhase::kRunning;
+  job.generation = 1;
+  job.resumed = true;
+  job.stable_generation = 1;
+  job.stable_members = {0, 1};
+  job.newest_members = {0, 1};
+  std::vector<MemberRecord> members = {{0, "w0", "host-w0", 5002, MemberState::kJoined, 0},
+                                       {1, "w1", "host-w1", 5002, MemberState::kJoined, 0},
+                                       {2, "j", "host-j", 5002, MemberState::kJoined, 0}};
+  JobStateMachine m(ElasticOptions(1, 3), job, members, clock.now());
+  for (int r = 0; r < 2; ++r) {
+    JoinAsk back = Ask(r, "w" + std::to_string(r));
+    back.rejoin = true;
+    const auto roster = One<action::PublishRoster>(m.OnJoin(400 + r, back, clock.now()));
+    EXPECT_EQ(1u, roster.generation);
+    EXPECT_EQ((std::vector<int>{0, 1}), Ids(roster.members)) << "the recorded generation, without the joiner";
+  }
+  JoinAsk back = Ask(2, "j");
+  back.rejoin = true;
+  const auto actions = m.OnJoin(402, back, clock.now());
+  EXPECT_EQ(2, AdmittedRank(actions));
+  const auto roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ(2u, roster.generation);
+  EXPECT_EQ((std::vector<int>{0, 1, 2}), Ids(roster.members));
+  EXPECT_EQ((std::set<int>{2}), roster.joining);
+  EXPECT_EQ(1u, roster.stable);
+  EXPECT_EQ((std::vector<ConnId>{400, 401, 402}), roster.to);
+}
+
 // A coordinator restarted after a join whose generation not every member
 // formed yet: it takes the stable generation it recorded, not its newest
 // one, so the joiner is still joining in the next generation (the members
@@ -584,6 +621,10 @@ TEST(JobStateMachineElastic, ARestartedCoordinatorKeepsTheRecordedStableGenerati
     const auto actions = m.OnJoin(300 + r, back, clock.now());
     EXPECT_EQ(r, AdmittedRank(actions));
     EXPECT_EQ(2u, One<action::PublishRoster>(actions).stable) << "the re-published generation 3 names stable 2";
+    // ...and rank 3 as joining, as the first publication did: a member
+    // that never got that one (the coordinator was killed inside the
+    // join's window) has no connection to it yet.
+    EXPECT_EQ((std::set<int>{3}), One<action::PublishRoster>(actions).joining);
   }
   auto actions = m.OnLeave(302, "stopped by signal 15");
   auto roster = One<action::PublishRoster>(actions);

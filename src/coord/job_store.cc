@@ -137,7 +137,7 @@ Result<JobRecord> JobStore::OpenJob(const std::string& job_id, const std::string
                         ", which tenax never writes (damaged file?)");
       }
       JobRecord r{q.Text(0), q.Text(1), static_cast<int>(q.Int(2)), *phase, static_cast<uint64_t>(q.Int(4)),
-                  q.Text(5), true, 0, {}};
+                  q.Text(5), true, 0, {}, {}};
       TENAX_RETURN_IF_ERROR(ReadStable(r));
       if (r.job_id != job_id) {
         return FailedPrecondition("state file " + path_ + " belongs to job '" + r.job_id + "', not '" + job_id +
@@ -157,10 +157,18 @@ Result<JobRecord> JobStore::OpenJob(const std::string& job_id, const std::string
   ins.Bind(2, config_toml);
   ins.Bind(3, static_cast<int64_t>(world));
   if (ins.Step() != SQLITE_DONE) return Error("create job");
-  return JobRecord{job_id, config_toml, world, JobPhase::kJoining, 0, "", false, 0, {}};
+  return JobRecord{job_id, config_toml, world, JobPhase::kJoining, 0, "", false, 0, {}, {}};
 }
 
 Status JobStore::ReadStable(JobRecord& r) {
+  if (r.generation > 0) {
+    Statement n(db_, "SELECT rank FROM generation_member WHERE generation = ? ORDER BY rank");
+    if (!n.ok()) return Error("read the members of the newest generation");
+    n.Bind(1, static_cast<int64_t>(r.generation));
+    int nrc;
+    while ((nrc = n.Step()) == SQLITE_ROW) r.newest_members.insert(static_cast<int>(n.Int(0)));
+    if (nrc != SQLITE_DONE) return Error("read the members of the newest generation");
+  }
   Statement q(db_, "SELECT number FROM stable_generation WHERE id = 1");
   if (!q.ok()) return Error("read the stable generation");
   const int rc = q.Step();

@@ -530,6 +530,9 @@ Status WorkQueue::RecordMerged(int64_t unit, int64_t attempt, int shard, int64_t
   WorkQueueSql q(*sqlite_, options_);
   return InTransaction(q, [&]() -> Status {
     TENAX_ASSIGN_OR_RETURN(auto need, q.NeedOf(unit, shard));
+    if (need && need->state == "merged" && need->attempt == attempt && need->merge_seq == merge_seq) {
+      return Status::Ok();  // told again after a reconnect: already recorded
+    }
     if (!need || need->state != "accepted" || need->attempt != attempt) {
       return InvalidArgument("shard " + std::to_string(shard) + " reports merging unit " + std::to_string(unit) +
                              " attempt " + std::to_string(attempt) + ", which was not accepted for it (" +
@@ -567,6 +570,17 @@ Result<std::vector<int64_t>> WorkQueue::ShardRestored(int shard, int64_t merges_
     }
     return units;
   });
+}
+
+Result<std::vector<std::pair<int64_t, int64_t>>> WorkQueue::AcceptedNotMerged(int shard) {
+  Stmt s(db_, "SELECT unit, attempt FROM wq_need WHERE shard = ? AND state = 'accepted' ORDER BY unit");
+  if (!s.ok()) return IoError(path_ + ": cannot read the accepted units of shard " + std::to_string(shard));
+  s.Bind(1, int64_t{shard});
+  std::vector<std::pair<int64_t, int64_t>> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.emplace_back(s.Int(0), s.Int(1));
+  if (rc != SQLITE_DONE) return IoError(path_ + ": cannot read the accepted units of shard " + std::to_string(shard));
+  return out;
 }
 
 Result<WorkQueueCounts> WorkQueue::Counts() {

@@ -213,6 +213,42 @@ TEST(WorkQueueTest, ARestartedShardReMergesOnlyWhatItsCheckpointLost) {
   EXPECT_TRUE(*all);
 }
 
+// A coordinator killed between accepting a unit and hearing a shard's merge
+// report: the restarted one (the same file) lists what each shard still
+// owes, and the shard's report, told again, is recorded once.
+TEST(WorkQueueTest, AMergeReportToldAgainAfterARestartIsRecordedOnce) {
+  ScratchDir dir;
+  {
+    auto q = OpenQueue(dir / "q.db", Options(40, 20, 2));
+    ASSERT_TRUE(q);
+    const UnitLease l = LeaseOne(*q, "w", 0);
+    for (int s : {0, 1}) ASSERT_TRUE(q->ReportCheck(l.unit, l.attempt, s, true, "", l.steps, 1).ok());
+    ASSERT_TRUE(q->RecordMerged(l.unit, l.attempt, 1, 1, 2).ok());  // shard 0's report never arrives
+  }
+  auto q = OpenQueue(dir / "q.db", Options(40, 20, 2));
+  ASSERT_TRUE(q);
+  auto owed0 = q->AcceptedNotMerged(0);
+  ASSERT_TRUE(owed0.ok()) << owed0.status().ToString();
+  EXPECT_EQ((std::vector<std::pair<int64_t, int64_t>>{{0, 1}}), *owed0);
+  auto owed1 = q->AcceptedNotMerged(1);
+  ASSERT_TRUE(owed1.ok());
+  EXPECT_TRUE(owed1->empty()) << "shard 1's merge was recorded";
+  auto done = q->AllDone();
+  ASSERT_TRUE(done.ok());
+  EXPECT_FALSE(*done);
+  // Shard 0 merged it as its merge 1 and says so (twice: once for the
+  // repeated verdict, once for its repeated check).
+  ASSERT_TRUE(q->RecordMerged(0, 1, 0, 1, 3).ok());
+  ASSERT_TRUE(q->RecordMerged(0, 1, 0, 1, 4).ok()) << "the same report again is no error";
+  EXPECT_FALSE(q->RecordMerged(0, 1, 0, 2, 5).ok()) << "another merge of the same unit is refused";
+  const auto merges = Merges(*q);
+  EXPECT_EQ(std::vector<int64_t>{1}, merges.at({0, 0})) << "recorded once";
+  EXPECT_EQ(std::vector<int64_t>{1}, merges.at({0, 1}));
+  owed0 = q->AcceptedNotMerged(0);
+  ASSERT_TRUE(owed0.ok());
+  EXPECT_TRUE(owed0->empty());
+}
+
 TEST(WorkQueueTest, AReopenedQueueKeepsLeasesAttemptsAndCounts) {
   ScratchDir dir;
   const std::string path = dir / "q.db";

@@ -117,6 +117,7 @@ json ToJson(const Fault& r) {
   Put(j, "joiner", r.joiner);
   Put(j, "server", r.server);
   PutText(j, "storage", r.storage);
+  if (r.coordinator) j["coordinator"] = true;
   j["elapsed_seconds"] = r.elapsed_seconds;
   j["step"] = r.step;
   j["source"] = r.source;
@@ -137,6 +138,7 @@ std::string TargetName(const Fault& f) {
   if (f.joiner) return "joiner " + std::to_string(*f.joiner);
   if (f.server) return "server " + std::to_string(*f.server);
   if (!f.storage.empty()) return "storage " + f.storage;
+  if (f.coordinator) return "the coordinator";
   return "";
 }
 
@@ -151,6 +153,7 @@ std::optional<Fault> FaultFrom(const json& j) {
   f.joiner = OptInteger(j, "joiner");
   f.server = OptInteger(j, "server");
   f.storage = String(j, "storage");
+  if (auto it = j.find("coordinator"); it != j.end() && it->is_boolean()) f.coordinator = it->get<bool>();
   f.elapsed_seconds = NumberOr(j, "elapsed_seconds");
   f.step = IntegerOr0(j, "step");
   f.source = String(j, "source");

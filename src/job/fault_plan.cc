@@ -12,7 +12,7 @@ namespace tenax {
 namespace {
 
 constexpr const char* kEntryKeys =
-    "action, worker, server, storage, wipe, at_seconds, at_step, grace_seconds, delay_seconds";
+    "action, worker, server, storage, wipe, coordinator, at_seconds, at_step, grace_seconds, delay_seconds";
 constexpr const char* kRandomKeys =
     "mean_lifetime_seconds, seed, action, restart_delay_seconds, max_faults, grace_seconds";
 
@@ -128,8 +128,9 @@ class TableReader {
   std::string dotted_;  // its path in the document's origins ("" inside arrays)
 };
 
-const std::vector<std::string_view> kEntryKeyList = {"action",     "worker",  "server",        "storage",      "wipe",
-                                                     "at_seconds", "at_step", "grace_seconds", "delay_seconds"};
+const std::vector<std::string_view> kEntryKeyList = {"action",      "worker",     "server",  "storage",
+                                                     "wipe",        "coordinator", "at_seconds", "at_step",
+                                                     "grace_seconds", "delay_seconds"};
 const std::vector<std::string_view> kRandomKeyList = {"mean_lifetime_seconds", "seed",       "action",
                                                       "restart_delay_seconds", "max_faults", "grace_seconds"};
 
@@ -147,7 +148,11 @@ Result<FaultSpec> ParseEntry(const TableReader& t, const FaultPlanContext& ctx) 
                                    FaultAction::kRestart}));
   if (!action) return t.Fail("action is required (kill, preempt, stop, cont or restart)");
   f.action = *action;
-  if (!ctx.elastic && (f.action == FaultAction::kRestart || (f.action == FaultAction::kCont && !ctx.stops_tolerated))) {
+  TENAX_ASSIGN_OR_RETURN(std::optional<bool> coordinator, t.Bool("coordinator"));
+  if (coordinator && !*coordinator) return t.Fail("coordinator", "is true or absent (false names no target)");
+  // The coordinator restarted on its state file resumes the job in every
+  // mode, elastic or not: restart needs no elasticity there.
+  if (!coordinator && !ctx.elastic && (f.action == FaultAction::kRestart || (f.action == FaultAction::kCont && !ctx.stops_tolerated))) {
     return NeedsElastic(t, f.action);
   }
 
@@ -156,7 +161,14 @@ Result<FaultSpec> ParseEntry(const TableReader& t, const FaultPlanContext& ctx) 
   TENAX_ASSIGN_OR_RETURN(std::optional<int64_t> storage, t.Int("storage"));
   TENAX_ASSIGN_OR_RETURN(std::optional<bool> wipe, t.Bool("wipe"));
   if (wipe && !storage) return t.Fail("wipe", "only applies to a storage node (storage = N)");
-  if (storage) {
+  if (coordinator) {
+    if (worker || server || storage) return t.Fail("set one of worker, server, storage and coordinator");
+    if (f.action != FaultAction::kKill && f.action != FaultAction::kRestart) {
+      return t.Fail(std::string("action \"") + FaultActionName(f.action) +
+                    "\" does not apply to the coordinator (kill, then restart to start it again on its state file)");
+    }
+    f.coordinator = true;
+  } else if (storage) {
     if (ctx.storage_nodes <= 0) {
       return t.Fail("storage", "needs a store that tenax run builds ([storage] nodes = N, data.format = \"store\")");
     }
@@ -211,7 +223,6 @@ Result<FaultSpec> ParseEntry(const TableReader& t, const FaultPlanContext& ctx) 
   if (grace && f.action != FaultAction::kPreempt) return t.Fail("grace_seconds", "only applies to action \"preempt\"");
   if (grace) f.grace_seconds = *grace;
   TENAX_ASSIGN_OR_RETURN(std::optional<double> delay, t.Seconds("delay_seconds"));
-  if (delay && f.action != FaultAction::kRestart) return t.Fail("delay_seconds", "only applies to action \"restart\"");
   if (delay) f.delay_seconds = *delay;
   return f;
 }
@@ -269,7 +280,9 @@ const char* FaultActionName(FaultAction action) {
 
 std::string FaultSpec::Describe() const {
   std::string s = FaultActionName(action);
-  if (storage >= 0) {
+  if (coordinator) {
+    s += " coordinator";
+  } else if (storage >= 0) {
     s += " storage node-" + std::to_string(storage) + (wipe ? " (wiped)" : "");
   } else if (server >= 0) {
     s += " server " + std::to_string(server);
@@ -277,7 +290,7 @@ std::string FaultSpec::Describe() const {
     s += " worker " + std::to_string(worker);
   }
   s += at_step ? " at step " + std::to_string(*at_step) : " at " + Num(at_seconds.value_or(0)) + " s";
-  if (action == FaultAction::kRestart && delay_seconds > 0) s += " (+" + Num(delay_seconds) + " s)";
+  if (delay_seconds > 0) s += " (+" + Num(delay_seconds) + " s)";
   return s;
 }
 

@@ -167,11 +167,11 @@ TEST(FaultPlanTest, EveryRefusalNamesTheEntryAndTheKey) {
   // Keys that belong to another action, unknown keys, unknown actions.
   EXPECT_EQ(Line(kFirst + 4) + "faults[0].grace_seconds: only applies to action \"preempt\"",
             Refusal(Job() + kill + "grace_seconds = 1\n"));
-  EXPECT_EQ(Line(kFirst + 4) + "faults[0].delay_seconds: only applies to action \"restart\"",
-            Refusal(Job() + kill + "delay_seconds = 1\n"));
+  EXPECT_EQ(Line(kFirst + 4) + "faults[0].delay_seconds: must be >= 0, got -2",
+            Refusal(Job() + kill + "delay_seconds = -2\n"));
   EXPECT_EQ(Line(kFirst + 4) +
-                "faults[0].at_secs: unknown key (expected one of action, worker, server, storage, wipe, at_seconds, at_step, "
-                "grace_seconds, delay_seconds)",
+                "faults[0].at_secs: unknown key (expected one of action, worker, server, storage, wipe, coordinator, "
+                "at_seconds, at_step, grace_seconds, delay_seconds)",
             Refusal(Job() + kill + "at_secs = 1\n"));
   EXPECT_EQ(Line(kFirst + 1) + "faults[0].action: must be one of kill, preempt, stop, cont, restart, got 'explode'",
             Refusal(Job() + "[[faults]]\naction = \"explode\"\nworker = 0\nat_seconds = 1\n"));
@@ -282,6 +282,44 @@ TEST(FaultPlanTest, AsyncPlansMayKillAndRestartAServer) {
   EXPECT_EQ("restart server 1 at 2 s (+1.5 s)", restart.Describe());
   EXPECT_EQ(-1, c->faults.faults[2].server);
   EXPECT_EQ(2, c->faults.faults[2].worker);
+}
+
+// The coordinator killed and started again on its state file resumes the
+// job in every mode, so restart needs no elasticity there (a worker's
+// restart does).
+TEST(FaultPlanTest, TheCoordinatorMayBeKilledAndRestartedInAnyMode) {
+  const std::string plan =
+      "[[faults]]\naction = \"kill\"\ncoordinator = true\nat_step = 300\ndelay_seconds = 1.5\n"
+      "[[faults]]\naction = \"restart\"\ncoordinator = true\nat_step = 300\ndelay_seconds = 2\n";
+  for (const std::string& job : {Job(false), Job(true), AsyncJob()}) {
+    auto c = Parse(job + plan);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    ASSERT_EQ(2u, c->faults.faults.size());
+    const FaultSpec& kill = c->faults.faults[0];
+    EXPECT_TRUE(kill.coordinator);
+    EXPECT_EQ(-1, kill.worker);
+    EXPECT_EQ(-1, kill.server);
+    EXPECT_DOUBLE_EQ(1.5, kill.delay_seconds) << "every action may fire after a delay";
+    EXPECT_EQ("kill coordinator at step 300 (+1.5 s)", kill.Describe());
+    EXPECT_EQ("restart coordinator at step 300 (+2 s)", c->faults.faults[1].Describe());
+  }
+  // A worker's restart still needs an elastic job.
+  EXPECT_NE(std::string::npos,
+            Refusal(Job(false) + "[[faults]]\naction = \"restart\"\nat_step = 3\n").find("cluster.elastic = true"));
+}
+
+TEST(FaultPlanTest, ACoordinatorTargetIsCheckedLikeTheOthers) {
+  const std::string kill = "[[faults]]\naction = \"kill\"\nat_seconds = 1\n";
+  EXPECT_EQ(Line(kFirst) + "faults[0]: set one of worker, server, storage and coordinator",
+            Refusal(Job() + kill + "coordinator = true\nworker = 0\n"));
+  EXPECT_EQ(Line(kFirst + 3) + "faults[0].coordinator: is true or absent (false names no target)",
+            Refusal(Job() + kill + "coordinator = false\n"));
+  EXPECT_EQ(Line(kFirst + 3) + "faults[0].coordinator: must be true or false, got string",
+            Refusal(Job() + kill + "coordinator = \"yes\"\n"));
+  EXPECT_EQ(Line(kFirst) +
+                "faults[0]: action \"stop\" does not apply to the coordinator (kill, then restart to start it again "
+                "on its state file)",
+            Refusal(Job() + "[[faults]]\naction = \"stop\"\nat_seconds = 1\ncoordinator = true\n"));
 }
 
 TEST(FaultPlanTest, AServerTargetIsCheckedAgainstTheJob) {

@@ -40,6 +40,7 @@ FaultInjector::FaultInjector(ProcessSupervisor& children, FaultInjectorOptions o
   for (int64_t w = 0; w < workers; ++w) slots_[w] = options_.workers[static_cast<size_t>(w)];
   for (size_t sh = 0; sh < options_.servers.size(); ++sh) server_slots_[static_cast<int64_t>(sh)] = options_.servers[sh];
   for (size_t n = 0; n < options_.storage.size(); ++n) storage_slots_[static_cast<int64_t>(n)] = options_.storage[n];
+  coordinator_slot_ = options_.coordinator;
   for (const FaultSpec& f : options_.plan.faults) {
     Pending p;
     p.source = "faults[" + std::to_string(f.index) + "]";
@@ -48,6 +49,7 @@ FaultInjector::FaultInjector(ProcessSupervisor& children, FaultInjectorOptions o
     p.server = f.server;
     p.storage = f.storage;
     p.wipe = f.wipe;
+    p.coordinator = f.coordinator;
     p.at_seconds = f.at_seconds;
     p.at_step = f.at_step;
     p.grace_seconds = f.grace_seconds;
@@ -80,6 +82,7 @@ std::string FaultInjector::Who(int64_t slot) const {
 }
 
 std::string FaultInjector::WhoOf(const Pending& p) const {
+  if (p.coordinator) return "the coordinator";
   if (p.storage >= 0) return "storage node-" + std::to_string(p.storage);
   return p.server >= 0 ? "server " + std::to_string(p.server) : Who(p.slot);
 }
@@ -100,6 +103,7 @@ records::Fault FaultInjector::Record(bool fired, const Pending& p, double elapse
   r.action = FaultActionName(p.action);
   if (p.server >= 0) r.server = p.server;
   if (p.storage >= 0) r.storage = "node-" + std::to_string(p.storage);
+  if (p.coordinator) r.coordinator = true;
   if (p.slot >= 0) {
     if (p.slot < static_cast<int64_t>(options_.workers.size())) {
       r.worker = p.slot;
@@ -155,7 +159,7 @@ void FaultInjector::Poll(int64_t max_step, SteadyClock::time_point now) {
       if (!triggered) continue;
       p.triggered_at = p.at_seconds ? *p.at_seconds : elapsed;
     }
-    const double at = *p.triggered_at + (p.action == FaultAction::kRestart ? p.delay_seconds : 0);
+    const double at = *p.triggered_at + p.delay_seconds;
     if (elapsed >= at) due.emplace_back(at, i);
   }
   std::stable_sort(due.begin(), due.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -169,7 +173,7 @@ std::optional<SteadyClock::time_point> FaultInjector::NextDue() const {
   for (const Pending& p : pending_) {
     if (p.done) continue;
     if (p.triggered_at) {
-      consider(*p.triggered_at + (p.action == FaultAction::kRestart ? p.delay_seconds : 0));
+      consider(*p.triggered_at + p.delay_seconds);
     } else if (p.at_seconds) {
       consider(*p.at_seconds);
     }
@@ -181,15 +185,22 @@ std::optional<SteadyClock::time_point> FaultInjector::NextDue() const {
 void FaultInjector::Fire(Pending& p, double elapsed, int64_t max_step) {
   p.done = true;
   if (p.action == FaultAction::kRestart) {
-    if (p.server >= 0) {
+    if (p.coordinator) {
+      RestartCoordinator(p, elapsed, max_step);
+    } else if (p.server >= 0) {
       RestartServer(p, elapsed, max_step);
     } else {
       StartJoiner(p, elapsed, max_step);
     }
     return;
   }
-  const std::map<int64_t, size_t>& targets = p.storage >= 0 ? storage_slots_ : p.server >= 0 ? server_slots_ : slots_;
-  auto slot = targets.find(p.storage >= 0 ? p.storage : p.server >= 0 ? p.server : p.slot);
+  std::map<int64_t, size_t> coordinator;
+  if (coordinator_slot_) coordinator[0] = *coordinator_slot_;
+  const std::map<int64_t, size_t>& targets = p.coordinator ? coordinator
+                                             : p.storage >= 0 ? storage_slots_
+                                             : p.server >= 0  ? server_slots_
+                                                              : slots_;
+  auto slot = targets.find(p.coordinator ? 0 : p.storage >= 0 ? p.storage : p.server >= 0 ? p.server : p.slot);
   std::string why;
   if (slot == targets.end()) {
     why = "its target was never started";
@@ -220,7 +231,10 @@ void FaultInjector::Signal(const Pending& p, size_t child, int signal, double el
     Push(r);
     return;
   }
-  if (options_.expect_exits) children_.ExpectExit(child);
+  // The coordinator the plan kills is the plan's business in every mode
+  // (its restart resumes the job); a worker's death only in elastic ones.
+  if (options_.expect_exits || p.coordinator) children_.ExpectExit(child);
+  if (p.coordinator && signal == SIGKILL) coordinator_down_ = true;
   const std::string who = WhoOf(p);
   std::string line = std::string("fault: ") + SignalName(signal) + " " + who + " (pid " + std::to_string(pid) +
                      ") at " + Seconds(elapsed) + (max_step > 0 ? " (step " + std::to_string(max_step) + ")" : "");
@@ -235,6 +249,7 @@ void FaultInjector::Signal(const Pending& p, size_t child, int signal, double el
   r.signal = SignalName(signal);
   r.pid = pid;
   if (signal == SIGTERM) r.grace_seconds = p.grace_seconds;
+  if (p.delay_seconds > 0) r.delay_seconds = p.delay_seconds;
   if (p.storage >= 0 && p.wipe) {
     // A dead disk: the node's chunks are gone, not just unreachable.
     Status wiped = options_.wipe_storage ? options_.wipe_storage(p.storage)
@@ -303,6 +318,42 @@ void FaultInjector::RestartServer(Pending& p, double elapsed, int64_t max_step) 
   Push(r);
 }
 
+void FaultInjector::RestartCoordinator(Pending& p, double elapsed, int64_t max_step) {
+  std::string why;
+  if (!options_.restart_coordinator) {
+    why = "no way to restart the coordinator";
+  } else if (coordinator_slot_ && !children_.exit_code(*coordinator_slot_)) {
+    // Two coordinators on one state file and port would fight over both.
+    why = "the coordinator (pid " + std::to_string(children_.pid(*coordinator_slot_)) +
+          ") still runs; kill it first";
+  }
+  Result<size_t> child = why.empty() ? options_.restart_coordinator() : Result<size_t>(FailedPrecondition(why));
+  if (!child.ok()) {
+    why = why.empty() ? "could not restart the coordinator: " + child.status().message() : why;
+    Notice("fault not fired: " + p.source + " (restart the coordinator): " + why);
+    records::Fault r = Record(false, p, elapsed, max_step);
+    r.reason = why;
+    Push(r);
+    return;
+  }
+  coordinator_slot_ = *child;
+  coordinator_down_ = false;
+  ++coordinator_restarts_;
+  const pid_t pid = children_.pid(*child);
+  Notice("fault: restarted the coordinator (pid " + std::to_string(pid) + ") at " + Seconds(elapsed) +
+         (max_step > 0 ? " (step " + std::to_string(max_step) + ")" : "") + " on its state file");
+  records::Fault r = Record(true, p, elapsed, max_step);
+  r.pid = pid;
+  if (p.delay_seconds > 0) r.delay_seconds = p.delay_seconds;
+  Push(r);
+}
+
+bool FaultInjector::CoordinatorRestartPending() const {
+  return std::any_of(pending_.begin(), pending_.end(), [](const Pending& p) {
+    return !p.done && p.coordinator && p.action == FaultAction::kRestart;
+  });
+}
+
 void FaultInjector::Finish(int64_t max_step, SteadyClock::time_point now) {
   if (finished_) return;
   finished_ = true;
@@ -312,7 +363,7 @@ void FaultInjector::Finish(int64_t max_step, SteadyClock::time_point now) {
     if (p.done) continue;
     p.done = true;
     std::string what = std::string(FaultActionName(p.action)) +
-                       (p.server >= 0 || p.storage >= 0 ? " " + WhoOf(p)
+                       (p.server >= 0 || p.storage >= 0 || p.coordinator ? " " + WhoOf(p)
                         : p.action == FaultAction::kRestart ? ""
                                                             : " " + Who(p.slot)) +
                        (p.at_step ? " at step " + std::to_string(*p.at_step) : " at " + Seconds(*p.at_seconds));

@@ -55,6 +55,11 @@ struct FaultInjectorOptions {
   // wipe_storage(n) deletes its directory (a fault with wipe = true).
   std::vector<size_t> storage;
   std::function<Status(int64_t node)> wipe_storage;
+  // The supervisor index of the job's coordinator, and how to start it again
+  // on its state file and port (returns the new process's index). A plan
+  // that names the coordinator needs both.
+  std::optional<size_t> coordinator;
+  std::function<Result<size_t>()> restart_coordinator;
   // Called with every record as it is made (the launcher writes them to
   // metrics.jsonl at once); may be empty.
   std::function<void(const nlohmann::json&)> on_record;
@@ -81,6 +86,14 @@ class FaultInjector {
   // exits are expected). Idempotent.
   void Finish(int64_t max_step, SteadyClock::time_point now = SteadyClock::now());
 
+  // The plan SIGKILLed the coordinator and has not started it again yet:
+  // losing it is no failure while a restart of it is still to come
+  // (CoordinatorRestartPending).
+  bool CoordinatorDown() const { return coordinator_down_; }
+  bool CoordinatorRestartPending() const;
+  // Coordinator starts by the plan so far (its log is coordinator-K.log).
+  int64_t coordinator_restarts() const { return coordinator_restarts_; }
+
   // Every record so far, in order: fault, then fault_not_fired after Finish.
   const std::vector<nlohmann::json>& records() const { return records_; }
   // The faults executed (the "fault" records), for summary.json.
@@ -96,11 +109,12 @@ class FaultInjector {
     int64_t server = -1;    // the target is this parameter-server shard instead
     int64_t storage = -1;   // the target is this data node of the run's store instead
     bool wipe = false;      // storage: delete its directory after the SIGKILL
+    bool coordinator = false;  // the target is the job's coordinator instead
     std::optional<double> at_seconds;
     std::optional<int64_t> at_step;
     double grace_seconds = 0;
     double delay_seconds = 0;
-    std::optional<double> triggered_at;  // restart: when its trigger came (it fires after the delay)
+    std::optional<double> triggered_at;  // when its trigger came (it fires delay_seconds later)
     bool done = false;
   };
   struct Grace {
@@ -116,6 +130,7 @@ class FaultInjector {
   void Signal(const Pending& p, size_t child, int signal, double elapsed, int64_t max_step);
   void StartJoiner(Pending& p, double elapsed, int64_t max_step);
   void RestartServer(Pending& p, double elapsed, int64_t max_step);
+  void RestartCoordinator(Pending& p, double elapsed, int64_t max_step);
   records::Fault Record(bool fired, const Pending& p, double elapsed, int64_t max_step) const;
   void Notice(const std::string& text) const;
   void Push(const records::Fault& record);  // records_ and on_record
@@ -128,6 +143,9 @@ class FaultInjector {
   std::map<int64_t, int64_t> joiner_of_slot_;  // random joiners' slot -> joiner number
   std::map<int64_t, size_t> server_slots_;     // shard -> supervisor index of its current process
   std::map<int64_t, size_t> storage_slots_;    // data node -> supervisor index
+  std::optional<size_t> coordinator_slot_;     // supervisor index of the coordinator's current process
+  bool coordinator_down_ = false;
+  int64_t coordinator_restarts_ = 0;
   std::set<size_t> stopped_;                   // SIGSTOPped by the plan and not continued
   std::vector<Grace> graces_;                  // preempted, SIGKILL due
   int64_t joiners_ = 0;

@@ -317,6 +317,65 @@ TEST(FaultInjectorTest, AServerIsKilledAndRestartedOnlyOnceItsOldProcessIsGone) 
   EXPECT_FALSE(children.FirstFailure().has_value());
 }
 
+// The coordinator: its SIGKILL is the plan's (expected in every mode, so no
+// failure of the job), the injector says it is down until the restart, and
+// a restart while it still runs is refused (two coordinators on one state
+// file would fight over it).
+TEST(FaultInjectorTest, TheCoordinatorIsKilledAndRestartedOnItsStateFile) {
+  ProcessSupervisor children("fault test", 5s);
+  for (const char* name : {"coordinator", "worker 0"}) ASSERT_TRUE(children.StartCaptured(name, {"sleep", "60"}).ok());
+  auto coordinator_fault = [](int64_t index, FaultAction action, double at) {
+    FaultSpec f = Timed(index, action, -1, at);
+    f.coordinator = true;
+    return f;
+  };
+  FaultInjectorOptions o;
+  o.plan.faults = {coordinator_fault(0, FaultAction::kRestart, 0.05),  // too early: it still runs
+                   coordinator_fault(1, FaultAction::kKill, 0.1), coordinator_fault(2, FaultAction::kRestart, 0.1)};
+  o.plan.faults[2].delay_seconds = 0.2;
+  o.workers = {1};
+  o.coordinator = 0;
+  o.expect_exits = false;  // a fixed job: only the plan's coordinator kill is expected
+  int restarts = 0;
+  o.restart_coordinator = [&]() -> Result<size_t> {
+    ++restarts;
+    return children.StartCaptured("coordinator", {"sleep", "60"});
+  };
+  FaultInjector injector(children, o);
+  const pid_t first = children.pid(0);
+  EXPECT_TRUE(injector.CoordinatorRestartPending());
+  injector.Start();
+  const Deadline deadline = Deadline::After(30s);
+  ASSERT_TRUE(Drive(
+      injector, children, 0, [&] { return injector.records().size() == 2; }, deadline));
+  EXPECT_TRUE(injector.CoordinatorDown()) << "killed, its restart 0.2 s later";
+  EXPECT_TRUE(injector.CoordinatorRestartPending());
+  ASSERT_TRUE(Drive(
+      injector, children, 0, [&] { return injector.records().size() == 3; }, deadline));
+  EXPECT_FALSE(injector.CoordinatorDown());
+  EXPECT_FALSE(injector.CoordinatorRestartPending());
+  EXPECT_EQ(1, injector.coordinator_restarts());
+
+  const auto& r = injector.records();
+  EXPECT_EQ("fault_not_fired", r[0]["event"]);
+  EXPECT_EQ(true, r[0]["coordinator"]);
+  EXPECT_NE(std::string::npos, r[0]["reason"].get<std::string>().find("still runs")) << r[0].dump();
+  EXPECT_EQ("kill", r[1]["action"]);
+  EXPECT_EQ(first, r[1]["pid"]);
+  std::optional<records::Fault> kill = records::FaultFrom(r[1]);
+  ASSERT_TRUE(kill.has_value()) << r[1].dump();
+  EXPECT_EQ("the coordinator", records::TargetName(*kill));
+  EXPECT_EQ(std::optional<int>(128 + SIGKILL), children.exit_code(0));
+  ASSERT_EQ(1, restarts);
+  ASSERT_EQ(3u, children.size());
+  EXPECT_EQ("restart", r[2]["action"]);
+  EXPECT_EQ(children.pid(2), r[2]["pid"]);
+  EXPECT_FALSE(children.exit_code(1).has_value()) << "the worker was not touched";
+  injector.Finish(0);
+  children.Stop();
+  EXPECT_FALSE(children.FirstFailure().has_value()) << "the plan's kill of the coordinator is no failure";
+}
+
 
 // In an elastic job every worker's exit is expected (the coordinator judges
 // it), yet a worker that fails on its own is not a planned kill: the

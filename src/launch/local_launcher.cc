@@ -383,13 +383,7 @@ class LocalLaunch {
 
   // The coordinator first, then its port (the workers are pointed at it).
   Status StartCoordinator() {
-    std::vector<std::string> argv = RoleArgv({"coordinator", "--job", options_.job_path, "--state",
-                                              run_.coordinator_db(), "--port-file", run_.coordinator_port()});
-    if (!cluster().metrics_listen.empty()) {
-      argv.insert(argv.end(), {"--metrics-listen", cluster().metrics_listen, "--metrics-port-file",
-                               run_.coordinator_metrics_port()});
-    }
-    TENAX_RETURN_IF_ERROR(children_->StartLogged("coordinator", argv, run_.log("coordinator")).status());
+    TENAX_ASSIGN_OR_RETURN(coordinator_index_, children_->StartLogged("coordinator", CoordinatorArgv(), run_.log("coordinator")));
     // Role of every child by supervisor index, for the cost ("" = not
     // priced: the store's nodes and puts).
     roles_.assign(children_->size() - 1, "");
@@ -397,6 +391,35 @@ class LocalLaunch {
     TENAX_ASSIGN_OR_RETURN(port_, WaitForPortFile(run_.coordinator_port(), *children_, join_deadline_));
     coordinator_ = hp_.host + ":" + std::to_string(port_);
     return Status::Ok();
+  }
+
+  // Without a port: the first start, which picks a free one; a restart by
+  // the fault plan takes the same port again, so the members and servers
+  // find it where they knock. Either writes the port file once it listens.
+  std::vector<std::string> CoordinatorArgv(uint16_t port = 0) const {
+    std::vector<std::string> argv = {"coordinator", "--job", options_.job_path, "--state", run_.coordinator_db(),
+                                     "--port-file", run_.coordinator_port()};
+    if (port != 0) argv.insert(argv.end(), {"--port", std::to_string(port)});
+    if (!cluster().metrics_listen.empty()) {
+      argv.insert(argv.end(), {"--metrics-listen", cluster().metrics_listen, "--metrics-port-file",
+                               run_.coordinator_metrics_port()});
+    }
+    return RoleArgv(argv);
+  }
+
+  // The fault plan's restart: the coordinator again on its state file and
+  // port; it resumes the job (members rejoin within the join timeout).
+  Result<size_t> RestartCoordinator() {
+    const int restart = ++coordinator_restarts_;
+    std::error_code ec;
+    std::filesystem::remove(run_.coordinator_port(), ec);  // written again once the new one listens
+    TENAX_ASSIGN_OR_RETURN(size_t index, children_->StartLogged("coordinator", CoordinatorArgv(port_),
+                                                                run_.log("coordinator-" + std::to_string(restart))));
+    children_->ExpectExit(index);  // the plan may kill it again
+    roles_.resize(children_->size() - 1, "");
+    roles_.push_back("coordinator");
+    coordinator_index_ = index;
+    return index;
   }
 
   // With a topology: probe the emulated hosts and place every process.
@@ -530,6 +553,8 @@ class LocalLaunch {
       };
     }
     fo.on_record = [this](const nlohmann::json& r) { monitor_->OnFaultRecord(r); };
+    fo.coordinator = coordinator_index_;
+    fo.restart_coordinator = [this] { return RestartCoordinator(); };
     fo.restart_server = [this](int64_t s) -> Result<size_t> {
       ++server_restarts_[s];
       TENAX_ASSIGN_OR_RETURN(size_t index, StartServer(s));
@@ -616,6 +641,7 @@ class LocalLaunch {
     wo.report_max_step = !job_.config.faults.empty() || async_ || coded() || !job_.config.worker.command.empty();
     DecoderEventTail decoder_events(run_.decoder_events());
     TENAX_ASSIGN_OR_RETURN(auto watcher, coord::JobWatcher::Connect(wo, join_deadline_));
+    int64_t watched_restart = 0;  // the coordinator process the watcher follows (restarts by the plan)
     while (true) {
       if (StopRequested()) {
         Notice("stopping the coordinator and " + std::to_string(k.workers) + " workers");
@@ -632,6 +658,21 @@ class LocalLaunch {
       Deadline wait = Deadline::After(50ms);
       if (auto due = faults_->NextDue()) wait = wait.Earlier(Deadline::At(*due));
       auto event = watcher->Next(wait);
+      if (!event.ok() && (faults_->CoordinatorDown() || faults_->coordinator_restarts() > watched_restart)) {
+        // The plan killed the coordinator: follow the job again once its
+        // restart (if the plan has one) listens on the same port.
+        Notice("lost the coordinator (the fault plan's kill): " + event.status().message() +
+               "; following the job again when it is restarted");
+        auto again = RewatchAfterCoordinatorRestart(wo);
+        if (!again.ok()) return StopAll(again.status());
+        if (!*again) {
+          Notice("the restarted coordinator ended the job before the launcher was back");
+          return Status::Ok();  // JobDone
+        }
+        watcher = std::move(*again);
+        watched_restart = faults_->coordinator_restarts();
+        continue;
+      }
       if (!event.ok()) {
         std::optional<ChildFailure> why = children_->FirstFailure();
         const std::string own = why ? "" : OwnFailure();
@@ -660,6 +701,55 @@ class LocalLaunch {
         return Status::Ok();  // JobDone
       }
     }
+  }
+
+  // The coordinator is down by the plan's hand: waits for the plan to start
+  // it again (its restart may be timed after the kill), then for it to
+  // accept the watcher, within the join timeout after the restart. The
+  // children are watched meanwhile: a failure of one, or of the restarted
+  // coordinator, ends the wait with its report. A null watcher: the
+  // restarted coordinator already ended the job (exit 0).
+  Result<std::unique_ptr<coord::JobWatcher>> RewatchAfterCoordinatorRestart(const coord::JobWatcherOptions& wo) {
+    while (faults_->CoordinatorDown()) {
+      if (StopRequested()) return StopStatus();
+      if (!faults_->CoordinatorRestartPending()) {
+        return PeerLost("lost the coordinator: the fault plan killed it and has no restart of it to come (add a "
+                        "[[faults]] entry with action = \"restart\" and coordinator = true)");
+      }
+      children_->Poll();
+      faults_->Poll(max_step_);
+      WatchExits();
+      Deadline wait = Deadline::After(50ms);
+      if (auto due = faults_->NextDue()) wait = wait.Earlier(Deadline::At(*due));
+      std::this_thread::sleep_until(wait.at());  // pacing: nothing to hear until the restart
+    }
+    const Deadline deadline = Deadline::After(cluster().join_timeout());
+    Status last = Status::Ok();
+    while (!deadline.Expired()) {
+      if (StopRequested()) return StopStatus();
+      children_->Poll();
+      WatchExits();
+      if (auto code = children_->exit_code(coordinator_index_)) {
+        // 0: every member reported done to it and it ended the job before
+        // the launcher was back (a kill near the end): the job is done.
+        if (*code == 0) return std::unique_ptr<coord::JobWatcher>();
+        std::optional<ChildFailure> report = children_->ExitReport(coordinator_index_);
+        return PeerLost("the restarted coordinator exited with code " + std::to_string(*code) +
+                        (report ? ": " + report->Describe() : ""));
+      }
+      if (!std::filesystem::exists(run_.coordinator_port())) {
+        std::this_thread::sleep_for(50ms);  // pacing: it writes the file once it listens
+        continue;
+      }
+      auto watcher = coord::JobWatcher::Connect(wo, Deadline::After(1s).Earlier(deadline));
+      if (watcher.ok()) {
+        Notice("following the restarted coordinator on " + coordinator_);
+        return watcher;
+      }
+      last = watcher.status();
+      std::this_thread::sleep_for(100ms);  // pacing reconnect attempts
+    }
+    return PeerLost("the restarted coordinator did not accept the launcher within the join timeout: " + last.message());
   }
 
   void OnProgress(const coord::JobProgress& p) {
@@ -824,6 +914,8 @@ class LocalLaunch {
   std::vector<size_t> workers_;
   std::optional<size_t> decoder_index_;
   std::map<int64_t, int> server_restarts_;  // shard -> times the fault plan restarted it
+  size_t coordinator_index_ = 0;            // supervisor index of the coordinator's current process
+  int coordinator_restarts_ = 0;            // by the fault plan
   std::unique_ptr<FaultInjector> faults_;
   // Watch
   int64_t max_step_ = 0;      // the highest step any rank reported

@@ -90,6 +90,11 @@ class Shard {
   SteadyClock::time_point next_attempt_{};
   std::map<net::PeerId, WorkerConn> workers_;
   std::map<std::pair<uint64_t, uint64_t>, PendingResult> pending_;
+  // What this process merged: (unit, attempt) -> (merge_seq, version). A
+  // "merge" verdict told again after a reconnect for one of these re-sends
+  // its report (the first may have died with a restarted coordinator).
+  std::map<std::pair<uint64_t, uint64_t>, std::pair<uint64_t, uint64_t>> merged_;
+  void ReportMerged(uint64_t unit, uint64_t attempt, uint64_t merge_seq, uint64_t version);
 };
 
 std::string Shard::Label(net::PeerId peer) const {
@@ -323,16 +328,20 @@ Status Shard::Merge(uint64_t unit, uint64_t attempt, PendingResult& p) {
   spdlog::debug("{}: merged unit {} attempt {} (staleness {}, weight {:.3f}) -> version {}", Where(), unit, attempt,
                 in.staleness, rule_->Weight(in), version_);
   if (++since_checkpoint_ >= static_cast<uint64_t>(o_.checkpoint_every)) TENAX_RETURN_IF_ERROR(Checkpoint("periodic"));
-  if (CoordinatorUsable()) {
-    wire::ShardMerged mm;
-    mm.set_unit(unit);
-    mm.set_attempt(attempt);
-    mm.set_shard(o_.shard);
-    mm.set_merge_seq(merges_);
-    mm.set_version(version_);
-    SendTo(coordinator_, coord::kShardMergedKind, mm.SerializeAsString());
-  }
+  merged_[{unit, attempt}] = {merges_, version_};
+  ReportMerged(unit, attempt, merges_, version_);
   return Status::Ok();
+}
+
+void Shard::ReportMerged(uint64_t unit, uint64_t attempt, uint64_t merge_seq, uint64_t version) {
+  if (!CoordinatorUsable()) return;  // told again when the coordinator repeats its verdict after the reconnect
+  wire::ShardMerged mm;
+  mm.set_unit(unit);
+  mm.set_attempt(attempt);
+  mm.set_shard(o_.shard);
+  mm.set_merge_seq(merge_seq);
+  mm.set_version(version);
+  SendTo(coordinator_, coord::kShardMergedKind, mm.SerializeAsString());
 }
 
 Status Shard::OnVerdict(const net::ControlMessage& m) {
@@ -340,6 +349,14 @@ Status Shard::OnVerdict(const net::ControlMessage& m) {
   const auto key = std::make_pair(v.unit(), v.attempt());
   auto it = pending_.find(key);
   if (v.verdict() == "pending") return Status::Ok();
+  if (it == pending_.end() && v.verdict() == "merge") {
+    if (auto done = merged_.find(key); done != merged_.end()) {
+      // Told again after a reconnect: this shard merged it; the report may
+      // have been lost with the old coordinator.
+      ReportMerged(key.first, key.second, done->second.first, done->second.second);
+      return Status::Ok();
+    }
+  }
   if (it == pending_.end()) {
     // Rejections go to every shard; one that never got this result has nothing to drop.
     spdlog::debug("{}: verdict {} on unit {} attempt {}, which is not waiting here", Where(), v.verdict(), key.first,

@@ -161,7 +161,9 @@ class WorkQueue {
   // Shard `shard` merged (unit, attempt) as its merge number `merge_seq`
   // (1, 2, ... in the shard's own order; persisted in its checkpoints).
   // InvalidArgument unless the unit was accepted with that attempt and the
-  // shard had yet to merge it.
+  // shard had yet to merge it. The same report again (same attempt and
+  // merge_seq: a shard re-telling a merge whose report a coordinator restart
+  // may have lost) changes nothing and is Ok.
   Status RecordMerged(int64_t unit, int64_t attempt, int shard, int64_t merge_seq, int64_t now_ms);
 
   // Shard `shard` restarted (a new process) from a checkpoint holding its
@@ -172,6 +174,13 @@ class WorkQueue {
   // units. A shard that only reconnected (same process) lost nothing and
   // must not call this.
   Result<std::vector<int64_t>> ShardRestored(int shard, int64_t merges_in_checkpoint, int64_t now_ms);
+
+  // The (unit, attempt) pairs accepted for `shard` whose merge it has not
+  // reported, by unit: after a coordinator restart a shard that reconnects
+  // is told "merge" for each again (it merged them and re-tells it, or
+  // merges them now), since a verdict or a merge report may have died with
+  // the old coordinator.
+  Result<std::vector<std::pair<int64_t, int64_t>>> AcceptedNotMerged(int shard);
 
   Result<WorkQueueCounts> Counts();
   // The decision log, oldest first.

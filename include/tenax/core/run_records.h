@@ -80,9 +80,9 @@ struct WorkerState {
 };
 
 // "fault" (fired) or "fault_not_fired": one fault of the job's plan, by
-// the launcher's fault injector. Exactly one of worker, joiner, server and
-// storage names the target (none: a restart that starts a new joiner
-// names it in joiner).
+// the launcher's fault injector. Exactly one of worker, joiner, server,
+// storage and coordinator names the target (none: a restart that starts a
+// new joiner names it in joiner).
 struct Fault {
   bool fired = true;   // false: "fault_not_fired", `reason` says why
   std::string action;  // "kill", "preempt", "stop", "cont", "restart"
@@ -90,6 +90,7 @@ struct Fault {
   std::optional<int64_t> joiner;  // the joiner's number (1-based)
   std::optional<int64_t> server;  // the parameter server's index
   std::string storage;            // "node-2"; "" when not a storage node
+  bool coordinator = false;       // the job's coordinator ("coordinator": true)
   double elapsed_seconds = 0;     // since the launcher started the workers
   int64_t step = 0;               // the job's highest step then
   std::string source;             // the plan entry, "faults[1]" / "stragglers"
@@ -105,7 +106,7 @@ struct Fault {
   bool operator==(const Fault&) const = default;
 };
 
-// "worker 1", "joiner 2", "server 0", "storage node-2": whom the fault
+// "worker 1", "joiner 2", "server 0", "storage node-2", "the coordinator": whom the fault
 // was aimed at; "" when the record names nobody.
 std::string TargetName(const Fault& f);
 

@@ -10,9 +10,12 @@
 //   server = 0           # async jobs: a parameter-server shard (0..async.servers-1)
 //                        # instead of a worker; restart + server = start that
 //                        # shard again on its checkpoint directory
+//   coordinator = true   # the job's coordinator instead (kill, or restart it on
+//                        # its state file and port: it resumes the job)
 //   at_seconds = 10.0    # exactly one of at_seconds and at_step
 //   grace_seconds = 5    # preempt: SIGKILL if it still runs after this
-//   delay_seconds = 0    # restart: start the new worker this long after
+//   delay_seconds = 0    # fire this long after the trigger (restart: start the
+//                        # new worker then)
 //   [faults.random]
 //   mean_lifetime_seconds = 60, seed = 1, action = "kill",
 //   restart_delay_seconds = 5, max_faults = 1, grace_seconds = 5
@@ -60,10 +63,11 @@ struct FaultSpec {
   int64_t server = -1;                          // async: the target shard (signals, or its restart); -1 for none
   int64_t storage = -1;                         // a data node of [storage] (kill only); -1 for none
   bool wipe = false;                            // storage: also delete the node's directory (a dead disk)
+  bool coordinator = false;                     // the target is the job's coordinator (kill or restart)
   std::optional<double> at_seconds;             // since the launcher started the workers
   std::optional<int64_t> at_step;               // when any rank reported this global step (or a later one)
   double grace_seconds = kDefaultGraceSeconds;  // preempt only
-  double delay_seconds = 0;                     // restart only
+  double delay_seconds = 0;                     // fired this long after its trigger
   // "kill worker 1 at 10 s", "restart at step 300 (+2 s)".
   std::string Describe() const;
 };
