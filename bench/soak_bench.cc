@@ -427,7 +427,7 @@ Status RunSoak(const SoakArgs& a) {
       if (f.value("event", "") == "fault") {
         ++fired[kind];
         ++faults_by_kind[kind];
-      } else {
+      } else if (f.value("event", "") == "fault_not_fired") {
         ++not_fired_by_kind[kind];
       }
     }

@@ -200,11 +200,11 @@ TEST_F(TopologyClusterTest, AnElasticJobSumsZoneByZoneInEveryGenerationWhoseZone
         << "[placement]\npolicy = \"spread\"\nprobe_seconds = 2\n"
         << "[data]\ntrain_limit = 4096\ntest_limit = 500\n"
         << "[model]\nname = \"mlp\"\n"
-        << "[train]\nepochs = 100\nmax_steps = 240\nbatch_size = 32\nthreads = 1\nlr = 0.05\nmomentum = 0.9\n"
+        << "[train]\nepochs = 100\nmax_steps = 400\nbatch_size = 32\nthreads = 1\nlr = 0.05\nmomentum = 0.9\n"
         << "allreduce = \"hierarchical\"\n"
         << "[log]\nevery_steps = 20\n"
         << "[[faults]]\naction = \"kill\"\nworker = 1\nat_step = 40\n"
-        << "[[faults]]\naction = \"restart\"\nat_step = 120\n";
+        << "[[faults]]\naction = \"restart\"\nat_step = 100\n";
   }
   auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "out"});
   ASSERT_EQ(0, r.exit_code) << r.err;
@@ -212,7 +212,7 @@ TEST_F(TopologyClusterTest, AnElasticJobSumsZoneByZoneInEveryGenerationWhoseZone
   EXPECT_NE(std::string::npos, r.err.find("joiner 1 placed on b1 (zb)")) << r.err;
   auto summary = nlohmann::json::parse(ReadText(dir / "out/summary.json"), nullptr, false);
   ASSERT_FALSE(summary.is_discarded());
-  EXPECT_EQ(240, summary.value("steps", 0));
+  EXPECT_EQ(400, summary.value("steps", 0));
   const auto& g = summary["generations"];
   ASSERT_EQ(3u, g.size()) << summary.dump();
   EXPECT_EQ("hierarchical", g[0].value("allreduce", "")) << g.dump();

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "run_monitor.h"
+#include "run_summary.h"
 #include "testing.h"
 
 namespace tenax {
@@ -446,6 +447,33 @@ TEST(FaultInjectorTest, AWorkerThatFailsOnItsOwnIsFailedWithItsLogNotKilled) {
   ASSERT_FALSE(record.is_discarded()) << failed;
   EXPECT_EQ(record.value("worker", ""), "worker 1");
   EXPECT_EQ(record.value("detail", ""), "exited with code 2: tenax worker: error: the catalog is locked");
+}
+
+// summary.json's faults: the injector's records with their reactions, and
+// past them the reactions alone (a worker's own failure, with no step).
+// Every entry is valid JSON with the reaction's fields; nothing is made up
+// for a key the reaction lacks (reading it once wrote `"step": ,`).
+TEST(FaultInjectorTest, MergedFaultRecordsKeepOnlyWhatTheReactionsHave) {
+  const nlohmann::json executed = nlohmann::json::array(
+      {{{"event", "fault"}, {"action", "kill"}, {"worker", 0}, {"step", 40}, {"pid", 11}}});
+  const nlohmann::json reactions = nlohmann::json::array(
+      {{{"fault", "kill worker 0"}, {"target", "worker 0"}, {"reaction", "re-formed"}, {"recovered", true},
+        {"recovered_seconds", 0.5}, {"time", 100.0}, {"action", "kill"}, {"step", 40}},
+       {{"fault", "worker 1 failed on its own (exit code 2)"}, {"action", "failed"}, {"target", "worker 1"},
+        {"source", "unplanned"}, {"reaction", "none observed before the job ended"}, {"recovered", false},
+        {"recovered_seconds", nullptr}, {"time", 101.0}}});
+  const nlohmann::json merged = MergeFaultRecords(executed, reactions);
+  ASSERT_EQ(2u, merged.size()) << merged.dump();
+  EXPECT_EQ(40, merged[0].value("step", 0));
+  EXPECT_EQ(11, merged[0].value("pid", 0));
+  EXPECT_EQ("re-formed", merged[0].value("reaction", ""));
+  EXPECT_FALSE(merged[1].contains("step")) << merged[1].dump();
+  EXPECT_EQ("failed", merged[1].value("action", ""));
+  EXPECT_EQ("unplanned", merged[1].value("source", ""));
+  // What summary.json gets parses back to the same entries.
+  const auto parsed = nlohmann::json::parse(merged.dump(2), nullptr, false);
+  ASSERT_FALSE(parsed.is_discarded()) << merged.dump(2);
+  EXPECT_EQ(merged, parsed);
 }
 
 }  // namespace

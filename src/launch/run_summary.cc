@@ -50,11 +50,15 @@ nlohmann::json MergeFaultRecords(const nlohmann::json& executed, const nlohmann:
   nlohmann::json listed = nlohmann::json::array();
   for (size_t i = 0; i < reactions.size(); ++i) {
     nlohmann::json f = i < executed.size() ? executed[i] : reactions[i];
+    // Only keys the reaction has: operator[] of a const json on a missing
+    // key is undefined behaviour (a worker's own failure has no "step"; it
+    // once wrote `"step": ,` into summary.json and crashed `tenax run`).
+    const nlohmann::json& r = reactions[i];
     for (const char* key : {"fault", "target", "reaction", "recovered", "recovered_seconds", "time"}) {
-      f[key] = reactions[i][key];
+      if (r.contains(key)) f[key] = r.at(key);
     }
-    if (!f.contains("action")) f["action"] = reactions[i]["action"];
-    if (!f.contains("step")) f["step"] = reactions[i]["step"];
+    if (!f.contains("action") && r.contains("action")) f["action"] = r.at("action");
+    if (!f.contains("step") && r.contains("step")) f["step"] = r.at("step");
     listed.push_back(std::move(f));
   }
   return listed;
