@@ -500,7 +500,6 @@ Status RunSoak(const SoakArgs& a) {
       std::fprintf(stderr, "soak:   round %lld: %s (see %s)\n", static_cast<long long>(round), w.c_str(), dir.c_str());
       problems.push_back(fmt::format("round {} ({}): {}", round, k.name, w));
     }
-    if (!wrong.empty() && a.keep_dir.empty()) row["kept"] = false;
     rounds.push_back(std::move(row));
   }
 
