@@ -12,7 +12,14 @@
 //    kills, preemptions or stops with replacements, a shard killed and
 //    restarted on its checkpoints, the coordinator killed and restarted;
 //  - sync: a fixed (not elastic) job whose coordinator is killed and
-//    restarted once or twice.
+//    restarted once or twice;
+//  - network: sync elastic, 4 workers spread over an emulated cloud of 2
+//    zones x 3 hosts (network namespaces as root); network faults at the
+//    transport seam: a link that drops every message for a while, a link
+//    10x slower, a host partitioned from its zone (shorter than the peer
+//    timeout: no member may be lost to them), and half the time a
+//    partition longer than the timeout (its member is dropped and a new
+//    worker joins).
 // After each round it checks what a user relies on: the run ended well
 // (exit 0) within its deadline (else a hung round), every step trained, an
 // async job's every unit merged exactly once by every shard (the
@@ -52,7 +59,7 @@ struct SoakArgs {
   std::string json_path;
   double minutes = 0;  // 0 = 3 quick, 60 full
   int64_t seed = 1;
-  std::string kinds = "elastic,async,sync";
+  std::string kinds = "elastic,async,sync,network";
   std::string data_dir = kDefaultFashionMnistDir;
   int64_t round_timeout_seconds = 600;
   std::string keep_dir;  // keep every round's job file and run directory here
@@ -72,7 +79,17 @@ std::string BaseJob(const SoakArgs& a, const Kind& k) {
   std::string text = fmt::format("mode = \"{}\"\n[cluster]\nworkers = {}\njob_id = \"soak-{}\"\n",
                                  k.name == "async" ? "async" : "sync", k.workers, k.name);
   text += "peer_timeout_seconds = 3\nstep_timeout_seconds = 15\njoin_timeout_seconds = 60\n";
-  if (k.name == "elastic") text += "elastic = true\nmin_workers = 2\nmax_workers = 4\n";
+  if (k.name == "elastic" || k.name == "network") text += "elastic = true\nmin_workers = 2\nmax_workers = 4\n";
+  if (k.name == "network") {
+    // examples/cloud.toml's cloud; the workers spread over both zones so
+    // that links of both kinds carry the job.
+    text +=
+        "[topology]\nmode = \"auto\"\nhosts = [ { name = \"a1\", zone = \"za\" }, { name = \"a2\", zone = \"za\" }, "
+        "{ name = \"a3\", zone = \"za\" }, { name = \"b1\", zone = \"zb\" }, { name = \"b2\", zone = \"zb\" }, "
+        "{ name = \"b3\", zone = \"zb\" } ]\nsame_zone = { delay_ms = 0.05, bandwidth_gbps = 4 }\n"
+        "cross_zone = { delay_ms = 1.0, loss = 0.001, bandwidth_gbps = 0.2 }\n[placement]\npolicy = \"spread\"\n"
+        "probe_seconds = 3\n";
+  }
   if (k.name == "async") {
     text += fmt::format("[async]\nservers = {}\nunit_steps = {}\nlease_seconds = 10\nrule = \"vc_asgd\"\n", k.servers,
                         k.unit_steps);
@@ -187,6 +204,40 @@ Plan AsyncPlan(std::mt19937_64& rng, const Kind& k) {
   return p;
 }
 
+Plan NetworkPlan(std::mt19937_64& rng, const Kind& k) {
+  Plan p;
+  std::uniform_int_distribution<int64_t> worker(0, k.workers - 1);
+  auto two_workers = [&] {
+    const int64_t a = worker(rng);
+    int64_t b = worker(rng);
+    while (b == a) b = worker(rng);
+    return std::make_pair(a, b);
+  };
+  auto seconds = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(rng); };
+  // Shorter than the job's 3 s peer timeout: ridden through.
+  const auto [d0, d1] = two_workers();
+  p.text += Entry(fmt::format("action = \"drop_link\"\nworkers = [{}, {}]\nseconds = {:.2f}\nat_step = {}\n", d0, d1,
+                              seconds(0.5, 2.0), StepIn(rng, k, 0.1, 0.3)));
+  ++p.planned["link drop"];
+  const auto [s0, s1] = two_workers();
+  p.text += Entry(fmt::format("action = \"slow_link\"\nworkers = [{}, {}]\nseconds = {:.2f}\nfactor = 10\nat_step = {}\n",
+                              s0, s1, seconds(2.0, 6.0), StepIn(rng, k, 0.3, 0.5)));
+  ++p.planned["link slow"];
+  p.text += Entry(fmt::format("action = \"partition\"\nworker = {}\nseconds = {:.2f}\nat_step = {}\n", worker(rng),
+                              seconds(0.5, 2.0), StepIn(rng, k, 0.5, 0.65)));
+  ++p.planned["host partition"];
+  // Half the time a partition past the timeout: its member is dropped; a
+  // new worker takes its place.
+  if (std::uniform_int_distribution<int>(0, 1)(rng) == 1) {
+    const int64_t at = StepIn(rng, k, 0.65, 0.8);
+    p.text += Entry(fmt::format("action = \"partition\"\nworker = {}\nseconds = 8\nat_step = {}\n", worker(rng), at));
+    p.text += Entry(fmt::format("action = \"restart\"\nat_step = {}\ndelay_seconds = 6\n", at));
+    ++p.planned["host partition (past the timeout)"];
+    ++p.planned["joiner start"];
+  }
+  return p;
+}
+
 Plan SyncPlan(std::mt19937_64& rng, const Kind& k) {
   Plan p;
   const int kills = std::uniform_int_distribution<int>(1, 2)(rng);
@@ -205,7 +256,11 @@ Plan SyncPlan(std::mt19937_64& rng, const Kind& k) {
 std::string FaultKind(const nlohmann::json& f) {
   const std::string action = f.value("action", "?");
   std::string kind;
-  if (f.contains("storage")) {
+  if (action == "drop_link" || action == "slow_link") {
+    kind = action == "drop_link" ? "link drop" : "link slow";
+  } else if (action == "partition") {
+    kind = f.value("seconds", 0.0) > 3 ? "host partition (past the timeout)" : "host partition";
+  } else if (f.contains("storage")) {
     kind = "storage " + action + (f.value("wiped", false) ? " (wiped)" : "");
   } else if (f.value("coordinator", false)) {
     kind = "coordinator " + action;
@@ -351,15 +406,20 @@ Status RunSoak(const SoakArgs& a) {
   TENAX_ASSIGN_OR_RETURN(std::string tenax, FindProgram("tenax"));
   const double minutes = a.minutes > 0 ? a.minutes : (a.quick ? 3.0 : 60.0);
   std::vector<Kind> kinds;
-  for (const std::string& name : {std::string("elastic"), std::string("async"), std::string("sync")}) {
+  for (const std::string& name :
+       {std::string("elastic"), std::string("async"), std::string("sync"), std::string("network")}) {
     if (("," + a.kinds + ",").find("," + name + ",") == std::string::npos) continue;
     Kind k;
     k.name = name;
-    k.steps = name == "elastic" ? (a.quick ? 500 : 900) : name == "async" ? (a.quick ? 400 : 800) : (a.quick ? 400 : 900);
+    k.steps = name == "elastic" || name == "network" ? (a.quick ? 500 : 900)
+              : name == "async"                       ? (a.quick ? 400 : 800)
+                                                      : (a.quick ? 400 : 900);
     k.workers = name == "sync" ? 2 : 4;
     kinds.push_back(k);
   }
-  if (kinds.empty()) return InvalidArgument("--kinds: name at least one of elastic, async and sync, got '" + a.kinds + "'");
+  if (kinds.empty()) {
+    return InvalidArgument("--kinds: name at least one of elastic, async, sync and network, got '" + a.kinds + "'");
+  }
   UseFreshSecret();
   TENAX_ASSIGN_OR_RETURN(ScratchDir work, ScratchDir::Create("tenax-bench-soak"));
   const std::string root = a.keep_dir.empty() ? work.path() : a.keep_dir;
@@ -402,7 +462,10 @@ Status RunSoak(const SoakArgs& a) {
     const Kind& k = kinds[static_cast<size_t>(round) % kinds.size()];
     const uint64_t round_seed = static_cast<uint64_t>(a.seed) * 1000003u + static_cast<uint64_t>(round);
     std::mt19937_64 rng(round_seed);
-    const Plan plan = k.name == "elastic" ? ElasticPlan(rng, k) : k.name == "async" ? AsyncPlan(rng, k) : SyncPlan(rng, k);
+    const Plan plan = k.name == "elastic" ? ElasticPlan(rng, k)
+                      : k.name == "async" ? AsyncPlan(rng, k)
+                      : k.name == "network" ? NetworkPlan(rng, k)
+                                            : SyncPlan(rng, k);
     const std::string dir = root + fmt::format("/round-{:04d}-{}", round, k.name), out = dir + "/run";
     TENAX_RETURN_IF_ERROR(EnsureWritableDir(dir));
     TENAX_RETURN_IF_ERROR(WriteFileAtomic(dir + "/job.toml", BaseJob(a, k) + plan.text));
@@ -461,7 +524,7 @@ Status RunSoak(const SoakArgs& a) {
         if (m->merged_twice > 0) wrong.push_back(fmt::format("{} merges twice", m->merged_twice));
       }
     }
-    if (k.name == "elastic" && ended_well) {
+    if ((k.name == "elastic" || k.name == "network") && ended_well) {
       const std::vector<std::string> hashes = FinalHashes(out + "/logs");
       const std::string expected = s.value("state_hash", "");
       size_t members = 0;
@@ -553,8 +616,9 @@ void AddSoakBenchmark(CLI::App& bench, int& exit_code) {
   auto a = std::make_shared<SoakArgs>();
   CLI::App* cmd = AddBenchmark(
       bench, "soak",
-      "Chaos soak: `tenax run` rounds of elastic, async and fixed sync jobs under seeded fault plans (workers killed, "
-      "preempted, stopped and continued; shards, data nodes and the coordinator killed and restarted) for --minutes; "
+      "Chaos soak: `tenax run` rounds of elastic, async, fixed sync and networked elastic jobs under seeded fault plans "
+      "(workers killed, preempted, stopped and continued; shards, data nodes and the coordinator killed and restarted; "
+      "links dropped, slowed and partitioned at the transport) for --minutes; "
       "fails if any round ended badly, lost or merged a unit twice, hung, or left a process",
       "3 minutes of rounds with shorter jobs", a->quick, a->json_path, [a] { return RunSoak(*a); }, exit_code);
   cmd->add_option("--minutes", a->minutes,
@@ -566,7 +630,7 @@ void AddSoakBenchmark(CLI::App& bench, int& exit_code) {
   cmd->add_option("--seed", a->seed, "Seed of the rounds' fault plans (same seed, same plans)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();
-  cmd->add_option("--kinds", a->kinds, "Job kinds, in rotation: elastic, async, sync (comma-separated)")
+  cmd->add_option("--kinds", a->kinds, "Job kinds, in rotation: elastic, async, sync, network (comma-separated)")
       ->capture_default_str();
   cmd->add_option("--data", a->data_dir, "Fashion-MNIST directory of the async and sync jobs (the elastic job's store "
                                         "is filled from the dataset package's)")

@@ -2,7 +2,7 @@
 # the seed corpus under fuzz/corpus/<target> and must finish without a crash,
 # leak or sanitizer report.
 set(TENAX_FUZZ_SECONDS 20 CACHE STRING "Seconds per fuzz target in ctest")
-foreach(target idx_fuzz npy_fuzz config_fuzz net_wire_fuzz batch_shares_fuzz shard_checkpoint_fuzz price_table_fuzz ps_wire_fuzz straggler_trace_fuzz coding_wire_fuzz chunk_file_fuzz storage_wire_fuzz cross_memory_wire_fuzz extender_fuzz sched_wire_fuzz report_fuzz)
+foreach(target idx_fuzz npy_fuzz config_fuzz net_wire_fuzz batch_shares_fuzz shard_checkpoint_fuzz price_table_fuzz ps_wire_fuzz straggler_trace_fuzz coding_wire_fuzz chunk_file_fuzz storage_wire_fuzz cross_memory_wire_fuzz extender_fuzz sched_wire_fuzz report_fuzz link_faults_fuzz)
   # New inputs go to the build tree; the seed corpus in the source stays read-only.
   file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz-corpus/${target})
   add_test(NAME fuzz.${target}

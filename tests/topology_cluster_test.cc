@@ -234,6 +234,63 @@ TEST_F(TopologyClusterTest, AnElasticJobSumsZoneByZoneInEveryGenerationWhoseZone
   EXPECT_EQ(h, StateHash(ReadText(dir / "out/logs/joiner-1.log")));
 }
 
+// Link faults at the transport seam (docs/config.md): a link that drops
+// everything, a link 10x slower and a host cut off from its zone, each
+// shorter than the peer timeout. The job rides through them: no member is
+// lost (one generation), every step trains, the members end bit-identical,
+// and the workers' logs show each fault reaching the transport.
+TEST_F(TopologyClusterTest, LinkFaultsShorterThanThePeerTimeoutCostNoMember) {
+  ScratchDir dir;
+  const std::string job = dir / "link-faults.toml";
+  {
+    std::ofstream out(job);
+    out << "mode = \"sync\"\n[cluster]\nworkers = 4\njob_id = \"lfaults\"\nelastic = true\nmin_workers = 2\n"
+        << "max_workers = 4\npeer_timeout_seconds = 5\njoin_timeout_seconds = 60\nstep_timeout_seconds = 30\n"
+        << "[topology]\nmode = \"loopback\"\n"
+        << "hosts = [ { name = \"a1\", zone = \"za\", slots = 1 }, { name = \"b1\", zone = \"zb\", slots = 1 },\n"
+        << "          { name = \"a2\", zone = \"za\", slots = 1 }, { name = \"b2\", zone = \"zb\", slots = 1 } ]\n"
+        << "same_zone = { delay_ms = 0.0, bandwidth_gbps = 10 }\n"
+        << "cross_zone = { delay_ms = 1.0, bandwidth_gbps = 1 }\n"
+        << "[placement]\npolicy = \"spread\"\nprobe_seconds = 2\n"
+        << "[data]\ntrain_limit = 4096\ntest_limit = 500\n"
+        << "[model]\nname = \"mlp\"\n"
+        << "[train]\nepochs = 100\nmax_steps = 300\nbatch_size = 32\nthreads = 1\nlr = 0.05\nmomentum = 0.9\n"
+        << "[log]\nevery_steps = 20\n"
+        << "[[faults]]\naction = \"drop_link\"\nworkers = [0, 1]\nseconds = 1.5\nat_step = 40\n"
+        << "[[faults]]\naction = \"slow_link\"\nworkers = [0, 2]\nseconds = 2\nat_step = 120\n"
+        << "[[faults]]\naction = \"partition\"\nworker = 3\nseconds = 1.5\nat_step = 200\n";
+  }
+  auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "out"});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  auto summary = nlohmann::json::parse(ReadText(dir / "out/summary.json"), nullptr, false);
+  ASSERT_FALSE(summary.is_discarded());
+  EXPECT_EQ(300, summary.value("steps", 0));
+  EXPECT_EQ(1u, summary["generations"].size()) << "a member was lost: " << summary["generations"].dump();
+  std::vector<std::string> fired;
+  for (const auto& f : summary["faults"]) {
+    if (f.value("event", "") == "fault") fired.push_back(f.value("action", ""));
+  }
+  EXPECT_EQ((std::vector<std::string>{"drop_link", "slow_link", "partition"}), fired) << summary["faults"].dump();
+  // Spread placement: worker 0 on a1, 1 on b1, 2 on a2, 3 on b2. Each fault
+  // reached both ends of its links.
+  const std::string w0 = ReadText(dir / "out/logs/worker-0.log");
+  const std::string w1 = ReadText(dir / "out/logs/worker-1.log");
+  const std::string w2 = ReadText(dir / "out/logs/worker-2.log");
+  const std::string w3 = ReadText(dir / "out/logs/worker-3.log");
+  EXPECT_NE(std::string::npos, w0.find("(host b1) drops everything")) << w0;
+  EXPECT_NE(std::string::npos, w1.find("(host a1) drops everything")) << w1;
+  EXPECT_NE(std::string::npos, w0.find("(host a2) is 10x slower")) << w0;
+  EXPECT_NE(std::string::npos, w2.find("(host a1) is 10x slower")) << w2;
+  EXPECT_NE(std::string::npos, w3.find("(host b1) drops everything")) << w3;
+  EXPECT_NE(std::string::npos, w1.find("(host b2) drops everything")) << w1;
+  EXPECT_EQ(std::string::npos, w3.find("(host a1) drops everything")) << "a partition cuts the zone only: " << w3;
+  const std::string h = StateHash(w0);
+  ASSERT_EQ(16u, h.size());
+  EXPECT_EQ(h, StateHash(w1));
+  EXPECT_EQ(h, StateHash(w2));
+  EXPECT_EQ(h, StateHash(w3));
+}
+
 TEST_F(TopologyClusterTest, ABadTopologyIsRefusedBeforeAnythingStarts) {
   ScratchDir dir;
   const std::string job = WriteJob(dir, "network_aware", "loopback");

@@ -130,6 +130,9 @@ json ToJson(const Fault& r) {
   PutText(j, "reason", r.reason);
   Put(j, "wiped", r.wiped);
   PutText(j, "wipe_error", r.wipe_error);
+  if (!r.hosts.empty()) j["hosts"] = r.hosts;
+  Put(j, "seconds", r.seconds);
+  Put(j, "factor", r.factor);
   return j;
 }
 
@@ -139,6 +142,8 @@ std::string TargetName(const Fault& f) {
   if (f.server) return "server " + std::to_string(*f.server);
   if (!f.storage.empty()) return "storage " + f.storage;
   if (f.coordinator) return "the coordinator";
+  if (f.hosts.size() == 2) return "the link " + f.hosts[0] + "-" + f.hosts[1];
+  if (f.hosts.size() == 1) return "host " + f.hosts[0] + " (from its zone)";
   return "";
 }
 
@@ -166,6 +171,13 @@ std::optional<Fault> FaultFrom(const json& j) {
   f.reason = String(j, "reason");
   f.wiped = json_fields::Flag(j, "wiped");
   f.wipe_error = String(j, "wipe_error");
+  if (auto it = j.find("hosts"); it != j.end() && it->is_array() && it->size() <= 2) {
+    for (const auto& h : *it) {
+      if (h.is_string()) f.hosts.push_back(h.get<std::string>());
+    }
+  }
+  f.seconds = OptNumber(j, "seconds");
+  f.factor = OptNumber(j, "factor");
   return f;
 }
 

@@ -12,7 +12,9 @@ namespace tenax {
 namespace {
 
 constexpr const char* kEntryKeys =
-    "action, worker, server, storage, wipe, coordinator, at_seconds, at_step, grace_seconds, delay_seconds";
+    "action, worker, server, storage, wipe, coordinator, workers, hosts, host, seconds, factor, at_seconds, at_step, "
+    "grace_seconds, delay_seconds";
+constexpr double kMaxLinkFaultSeconds = 3600;
 constexpr const char* kRandomKeys =
     "mean_lifetime_seconds, seed, action, restart_delay_seconds, max_faults, grace_seconds";
 
@@ -98,6 +100,35 @@ class TableReader {
     }
     return v;
   }
+  // An array of exactly `n` strings (or integers).
+  Result<std::optional<std::vector<std::string>>> Strings(std::string_view key, size_t n) const {
+    const toml::node* node = table_.get(key);
+    if (!node) return std::optional<std::vector<std::string>>();
+    const toml::array* a = node->as_array();
+    std::vector<std::string> v;
+    for (size_t i = 0; a && i < a->size(); ++i) {
+      if (!(*a)[i].is_string()) break;
+      v.push_back(*(*a)[i].value<std::string>());
+    }
+    if (!a || v.size() != a->size() || v.size() != n) {
+      return Fail(key, "must be an array of " + std::to_string(n) + " host names, e.g. [\"a1\", \"b1\"]");
+    }
+    return std::optional<std::vector<std::string>>(std::move(v));
+  }
+  Result<std::optional<std::vector<int64_t>>> Ints(std::string_view key, size_t n) const {
+    const toml::node* node = table_.get(key);
+    if (!node) return std::optional<std::vector<int64_t>>();
+    const toml::array* a = node->as_array();
+    std::vector<int64_t> v;
+    for (size_t i = 0; a && i < a->size(); ++i) {
+      if (!(*a)[i].is_integer()) break;
+      v.push_back(*(*a)[i].value<int64_t>());
+    }
+    if (!a || v.size() != a->size() || v.size() != n) {
+      return Fail(key, "must be an array of " + std::to_string(n) + " worker indices, e.g. [0, 2]");
+    }
+    return std::optional<std::vector<int64_t>>(std::move(v));
+  }
   Result<std::optional<FaultAction>> Action(const std::vector<FaultAction>& allowed) const {
     TENAX_ASSIGN_OR_RETURN(std::optional<std::string> s, String("action"));
     if (!s) return std::optional<FaultAction>();
@@ -128,9 +159,9 @@ class TableReader {
   std::string dotted_;  // its path in the document's origins ("" inside arrays)
 };
 
-const std::vector<std::string_view> kEntryKeyList = {"action",      "worker",     "server",  "storage",
-                                                     "wipe",        "coordinator", "at_seconds", "at_step",
-                                                     "grace_seconds", "delay_seconds"};
+const std::vector<std::string_view> kEntryKeyList = {
+    "action", "worker", "server",     "storage", "wipe",          "coordinator",  "workers", "hosts",
+    "host",   "seconds", "factor",    "at_seconds", "at_step",    "grace_seconds", "delay_seconds"};
 const std::vector<std::string_view> kRandomKeyList = {"mean_lifetime_seconds", "seed",       "action",
                                                       "restart_delay_seconds", "max_faults", "grace_seconds"};
 
@@ -140,14 +171,112 @@ Status NeedsElastic(const TableReader& t, FaultAction action) {
                 "the job fails cleanly)");
 }
 
+// When the entry fires: exactly one of at_seconds and at_step, and its delay.
+Status ParseTrigger(const TableReader& t, const FaultPlanContext& ctx, FaultSpec& f) {
+  TENAX_ASSIGN_OR_RETURN(f.at_seconds, t.Seconds("at_seconds"));
+  TENAX_ASSIGN_OR_RETURN(f.at_step, t.Int("at_step"));
+  if (f.at_seconds.has_value() == f.at_step.has_value()) return t.Fail("set exactly one of at_seconds and at_step");
+  if (f.at_step) {
+    if (*f.at_step < 1) return t.Fail("at_step", "must be >= 1, got " + std::to_string(*f.at_step));
+    const std::optional<int64_t> total = ctx.total_steps ? ctx.total_steps() : std::nullopt;
+    if (total && *f.at_step > *total) {
+      return t.Fail("at_step " + std::to_string(*f.at_step) + " is beyond the job's " + std::to_string(*total) +
+                    " steps");
+    }
+  }
+  TENAX_ASSIGN_OR_RETURN(std::optional<double> delay, t.Seconds("delay_seconds"));
+  if (delay) f.delay_seconds = *delay;
+  return Status::Ok();
+}
+
+// drop_link, slow_link and partition: between the hosts of [topology].
+Result<FaultSpec> ParseLinkFault(const TableReader& t, const FaultPlanContext& ctx, FaultSpec f) {
+  const std::string name = FaultActionName(f.action);
+  if (ctx.hosts.empty()) {
+    return t.Fail("action \"" + name + "\" needs an emulated topology ([topology] hosts): link faults live between "
+                  "its hosts");
+  }
+  for (const char* key : {"server", "storage", "wipe", "coordinator", "grace_seconds"}) {
+    if (t.has(key)) return t.Fail(key, "does not apply to action \"" + name + "\"");
+  }
+  auto check_host = [&](std::string_view key, const std::string& host) -> Status {
+    if (std::find(ctx.hosts.begin(), ctx.hosts.end(), host) != ctx.hosts.end()) return Status::Ok();
+    std::string list;
+    for (const auto& h : ctx.hosts) list += (list.empty() ? "" : ", ") + h;
+    return t.Fail(key, "'" + host + "' is not a host of [topology] (" + list + ")");
+  };
+  auto check_worker = [&](std::string_view key, int64_t w) -> Status {
+    if (w >= 0 && w < ctx.workers) return Status::Ok();
+    return t.Fail(key, std::to_string(w) + " is not a worker (cluster.workers = " + std::to_string(ctx.workers) + ")");
+  };
+  if (f.action == FaultAction::kPartition) {
+    for (const char* key : {"workers", "hosts", "factor"}) {
+      if (t.has(key)) {
+        return t.Fail(key, "does not apply to action \"partition\" (host = \"a1\" or worker = N: the host cut off "
+                           "from its zone)");
+      }
+    }
+    TENAX_ASSIGN_OR_RETURN(std::optional<std::string> host, t.String("host"));
+    TENAX_ASSIGN_OR_RETURN(std::optional<int64_t> worker, t.Int("worker"));
+    if (host.has_value() == worker.has_value()) return t.Fail("set one of host and worker (the host cut off from its zone)");
+    if (host) {
+      TENAX_RETURN_IF_ERROR(check_host("host", *host));
+      f.hosts = {*host};
+    } else {
+      TENAX_RETURN_IF_ERROR(check_worker("worker", *worker));
+      f.worker = *worker;
+    }
+  } else {
+    for (const char* key : {"host", "worker"}) {
+      if (t.has(key)) {
+        return t.Fail(key, "does not apply to action \"" + name + "\" (hosts = [\"a1\", \"b1\"] or workers = [0, 2]: "
+                           "the two ends of the link)");
+      }
+    }
+    TENAX_ASSIGN_OR_RETURN(std::optional<std::vector<std::string>> hosts, t.Strings("hosts", 2));
+    TENAX_ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> workers, t.Ints("workers", 2));
+    if (hosts.has_value() == workers.has_value()) {
+      return t.Fail("set one of hosts and workers (the two ends of the link)");
+    }
+    if (hosts) {
+      for (const auto& h : *hosts) TENAX_RETURN_IF_ERROR(check_host("hosts", h));
+      if ((*hosts)[0] == (*hosts)[1]) return t.Fail("hosts", "names one host twice (a link has two ends)");
+      f.hosts = *hosts;
+    } else {
+      for (int64_t w : *workers) TENAX_RETURN_IF_ERROR(check_worker("workers", w));
+      if ((*workers)[0] == (*workers)[1]) return t.Fail("workers", "names one worker twice (a link has two ends)");
+      f.link_workers = *workers;
+    }
+    TENAX_ASSIGN_OR_RETURN(std::optional<double> factor, t.Real("factor"));
+    if (factor && f.action != FaultAction::kSlowLink) return t.Fail("factor", "only applies to action \"slow_link\"");
+    if (factor && (*factor < 2 || *factor > 1000)) return t.Fail("factor", "must be from 2 to 1000, got " + Num(*factor));
+    if (factor) f.factor = *factor;
+  }
+  TENAX_ASSIGN_OR_RETURN(std::optional<double> seconds, t.Seconds("seconds"));
+  if (!seconds) return t.Fail("seconds is required (how long the link fault lasts)");
+  if (*seconds <= 0 || *seconds > kMaxLinkFaultSeconds) {
+    return t.Fail("seconds", "must be > 0 and at most " + Num(kMaxLinkFaultSeconds) + ", got " + Num(*seconds));
+  }
+  f.seconds = *seconds;
+  TENAX_RETURN_IF_ERROR(ParseTrigger(t, ctx, f));
+  return f;
+}
+
 Result<FaultSpec> ParseEntry(const TableReader& t, const FaultPlanContext& ctx) {
   TENAX_RETURN_IF_ERROR(t.CheckKnown(kEntryKeyList, kEntryKeys, "random"));
   FaultSpec f;
   TENAX_ASSIGN_OR_RETURN(std::optional<FaultAction> action,
                          t.Action({FaultAction::kKill, FaultAction::kPreempt, FaultAction::kStop, FaultAction::kCont,
-                                   FaultAction::kRestart}));
-  if (!action) return t.Fail("action is required (kill, preempt, stop, cont or restart)");
+                                   FaultAction::kRestart, FaultAction::kDropLink, FaultAction::kSlowLink,
+                                   FaultAction::kPartition}));
+  if (!action) {
+    return t.Fail("action is required (kill, preempt, stop, cont, restart, drop_link, slow_link or partition)");
+  }
   f.action = *action;
+  if (IsLinkFault(f.action)) return ParseLinkFault(t, ctx, f);
+  for (const char* key : {"workers", "hosts", "host", "seconds", "factor"}) {
+    if (t.has(key)) return t.Fail(key, "only applies to link faults (drop_link, slow_link, partition)");
+  }
   TENAX_ASSIGN_OR_RETURN(std::optional<bool> coordinator, t.Bool("coordinator"));
   if (coordinator && !*coordinator) return t.Fail("coordinator", "is true or absent (false names no target)");
   // The coordinator restarted on its state file resumes the job in every
@@ -207,23 +336,10 @@ Result<FaultSpec> ParseEntry(const TableReader& t, const FaultPlanContext& ctx) 
     f.worker = *worker;
   }
 
-  TENAX_ASSIGN_OR_RETURN(f.at_seconds, t.Seconds("at_seconds"));
-  TENAX_ASSIGN_OR_RETURN(f.at_step, t.Int("at_step"));
-  if (f.at_seconds.has_value() == f.at_step.has_value()) return t.Fail("set exactly one of at_seconds and at_step");
-  if (f.at_step) {
-    if (*f.at_step < 1) return t.Fail("at_step", "must be >= 1, got " + std::to_string(*f.at_step));
-    const std::optional<int64_t> total = ctx.total_steps ? ctx.total_steps() : std::nullopt;
-    if (total && *f.at_step > *total) {
-      return t.Fail("at_step " + std::to_string(*f.at_step) + " is beyond the job's " + std::to_string(*total) +
-                    " steps");
-    }
-  }
-
+  TENAX_RETURN_IF_ERROR(ParseTrigger(t, ctx, f));
   TENAX_ASSIGN_OR_RETURN(std::optional<double> grace, t.Seconds("grace_seconds"));
   if (grace && f.action != FaultAction::kPreempt) return t.Fail("grace_seconds", "only applies to action \"preempt\"");
   if (grace) f.grace_seconds = *grace;
-  TENAX_ASSIGN_OR_RETURN(std::optional<double> delay, t.Seconds("delay_seconds"));
-  if (delay) f.delay_seconds = *delay;
   return f;
 }
 
@@ -274,13 +390,33 @@ const char* FaultActionName(FaultAction action) {
       return "cont";
     case FaultAction::kRestart:
       return "restart";
+    case FaultAction::kDropLink:
+      return "drop_link";
+    case FaultAction::kSlowLink:
+      return "slow_link";
+    case FaultAction::kPartition:
+      return "partition";
   }
   return "unknown";
 }
 
+bool IsLinkFault(FaultAction action) {
+  return action == FaultAction::kDropLink || action == FaultAction::kSlowLink || action == FaultAction::kPartition;
+}
+
 std::string FaultSpec::Describe() const {
   std::string s = FaultActionName(action);
-  if (coordinator) {
+  if (IsLinkFault(action)) {
+    if (!hosts.empty()) {
+      s += hosts.size() == 2 ? " hosts " + hosts[0] + "-" + hosts[1] : " host " + hosts[0];
+    } else if (!link_workers.empty()) {
+      s += " workers " + std::to_string(link_workers[0]) + "-" + std::to_string(link_workers[1]);
+    } else {
+      s += " worker " + std::to_string(worker) + "'s host";
+    }
+    s += " for " + Num(seconds) + " s";
+    if (action == FaultAction::kSlowLink) s += " (" + Num(factor) + "x slower)";
+  } else if (coordinator) {
     s += " coordinator";
   } else if (storage >= 0) {
     s += " storage node-" + std::to_string(storage) + (wipe ? " (wiped)" : "");

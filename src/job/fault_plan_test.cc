@@ -171,11 +171,12 @@ TEST(FaultPlanTest, EveryRefusalNamesTheEntryAndTheKey) {
             Refusal(Job() + kill + "delay_seconds = -2\n"));
   EXPECT_EQ(Line(kFirst + 4) +
                 "faults[0].at_secs: unknown key (expected one of action, worker, server, storage, wipe, coordinator, "
-                "at_seconds, at_step, grace_seconds, delay_seconds)",
+                "workers, hosts, host, seconds, factor, at_seconds, at_step, grace_seconds, delay_seconds)",
             Refusal(Job() + kill + "at_secs = 1\n"));
-  EXPECT_EQ(Line(kFirst + 1) + "faults[0].action: must be one of kill, preempt, stop, cont, restart, got 'explode'",
+  EXPECT_EQ(Line(kFirst + 1) + "faults[0].action: must be one of kill, preempt, stop, cont, restart, drop_link, slow_link, partition, got "
+                "'explode'",
             Refusal(Job() + "[[faults]]\naction = \"explode\"\nworker = 0\nat_seconds = 1\n"));
-  EXPECT_EQ(Line(kFirst) + "faults[0]: action is required (kill, preempt, stop, cont or restart)",
+  EXPECT_EQ(Line(kFirst) + "faults[0]: action is required (kill, preempt, stop, cont, restart, drop_link, slow_link or partition)",
             Refusal(Job() + "[[faults]]\nworker = 0\nat_seconds = 1\n"));
   // Top-level values come before the first table.
   EXPECT_EQ(Line(1) + "faults: must be [[faults]] entries or a [faults.random] table, got integer",
@@ -489,6 +490,84 @@ TEST(FaultPlanTest, StorageAndStragglerKeysAreCheckedWithTheJob) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->report.reference);
   EXPECT_FALSE(r->report.html);
+}
+
+
+// Job() on an emulated topology: a1 and a2 in zone za, b1 in zb.
+std::string TopologyJob() {
+  return Job() +
+         "[topology]\nhosts = [ { name = \"a1\", zone = \"za\", slots = 2 }, { name = \"a2\", zone = \"za\", slots = 2 "
+         "}, { name = \"b1\", zone = \"zb\", slots = 2 } ]\n";
+}
+
+TEST(FaultPlanTest, LinkFaultsNameTwoHostsOrTwoWorkersOrOneHostAndLastSeconds) {
+  auto c = Parse(TopologyJob() +
+                 "[[faults]]\naction = \"drop_link\"\nhosts = [\"a1\", \"b1\"]\nseconds = 2.5\nat_step = 10\n"
+                 "[[faults]]\naction = \"slow_link\"\nworkers = [0, 3]\nseconds = 4\nfactor = 20\nat_seconds = 3\n"
+                 "[[faults]]\naction = \"partition\"\nworker = 1\nseconds = 1\nat_step = 20\ndelay_seconds = 0.5\n"
+                 "[[faults]]\naction = \"partition\"\nhost = \"a2\"\nseconds = 1\nat_step = 30\n"
+                 "[[faults]]\naction = \"slow_link\"\nhosts = [\"a2\", \"a1\"]\nseconds = 1\nat_step = 40\n");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  const auto& f = c->faults.faults;
+  ASSERT_EQ(5u, f.size());
+  EXPECT_EQ(FaultAction::kDropLink, f[0].action);
+  EXPECT_EQ((std::vector<std::string>{"a1", "b1"}), f[0].hosts);
+  EXPECT_DOUBLE_EQ(2.5, f[0].seconds);
+  EXPECT_EQ("drop_link hosts a1-b1 for 2.5 s at step 10", f[0].Describe());
+  EXPECT_EQ((std::vector<int64_t>{0, 3}), f[1].link_workers);
+  EXPECT_DOUBLE_EQ(20, f[1].factor);
+  EXPECT_EQ("slow_link workers 0-3 for 4 s (20x slower) at 3 s", f[1].Describe());
+  EXPECT_EQ(1, f[2].worker);
+  EXPECT_TRUE(f[2].hosts.empty());
+  EXPECT_EQ("partition worker 1's host for 1 s at step 20 (+0.5 s)", f[2].Describe());
+  EXPECT_EQ((std::vector<std::string>{"a2"}), f[3].hosts);
+  EXPECT_EQ(-1, f[3].worker);
+  EXPECT_DOUBLE_EQ(10, f[4].factor) << "slow_link is 10x slower unless told";
+  for (const FaultSpec& x : f) EXPECT_TRUE(IsLinkFault(x.action));
+}
+
+TEST(FaultPlanTest, LinkFaultRefusalsNameTheEntryAndTheKey) {
+  const std::string drop = "[[faults]]\naction = \"drop_link\"\nat_step = 5\n";
+  const std::string part = "[[faults]]\naction = \"partition\"\nat_step = 5\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {Job() + drop + "hosts = [\"a1\", \"b1\"]\nseconds = 1\n",
+       "faults[0]: action \"drop_link\" needs an emulated topology ([topology] hosts)"},
+      {TopologyJob() + drop + "hosts = [\"a1\", \"c9\"]\nseconds = 1\n",
+       "faults[0].hosts: 'c9' is not a host of [topology] (a1, a2, b1)"},
+      {TopologyJob() + drop + "hosts = [\"a1\", \"a1\"]\nseconds = 1\n", "faults[0].hosts: names one host twice"},
+      {TopologyJob() + drop + "hosts = [\"a1\"]\nseconds = 1\n", "faults[0].hosts: must be an array of 2 host names"},
+      {TopologyJob() + drop + "hosts = [1, 2]\nseconds = 1\n", "faults[0].hosts: must be an array of 2 host names"},
+      {TopologyJob() + drop + "hosts = [\"a1\", \"b1\"]\nworkers = [0, 1]\nseconds = 1\n",
+       "faults[0]: set one of hosts and workers"},
+      {TopologyJob() + drop + "seconds = 1\n", "faults[0]: set one of hosts and workers"},
+      {TopologyJob() + drop + "workers = [0, 9]\nseconds = 1\n",
+       "faults[0].workers: 9 is not a worker (cluster.workers = 4)"},
+      {TopologyJob() + drop + "workers = [2, 2]\nseconds = 1\n", "faults[0].workers: names one worker twice"},
+      {TopologyJob() + drop + "workers = [0, 1]\n", "faults[0]: seconds is required"},
+      {TopologyJob() + drop + "workers = [0, 1]\nseconds = 0\n", "faults[0].seconds: must be > 0 and at most 3600"},
+      {TopologyJob() + drop + "workers = [0, 1]\nseconds = 4000\n", "faults[0].seconds: must be > 0 and at most 3600"},
+      {TopologyJob() + drop + "workers = [0, 1]\nseconds = 1\nfactor = 5\n",
+       "faults[0].factor: only applies to action \"slow_link\""},
+      {TopologyJob() + "[[faults]]\naction = \"slow_link\"\nat_step = 5\nworkers = [0, 1]\nseconds = 1\nfactor = 1\n",
+       "faults[0].factor: must be from 2 to 1000, got 1"},
+      {TopologyJob() + drop + "worker = 1\nseconds = 1\n", "faults[0].worker: does not apply to action \"drop_link\""},
+      {TopologyJob() + drop + "workers = [0, 1]\nseconds = 1\nserver = 0\n",
+       "faults[0].server: does not apply to action \"drop_link\""},
+      {TopologyJob() + part + "hosts = [\"a1\", \"b1\"]\nseconds = 1\n",
+       "faults[0].hosts: does not apply to action \"partition\""},
+      {TopologyJob() + part + "seconds = 1\n", "faults[0]: set one of host and worker"},
+      {TopologyJob() + part + "host = \"zz\"\nseconds = 1\n", "faults[0].host: 'zz' is not a host of [topology]"},
+      {TopologyJob() + part + "worker = 7\nseconds = 1\n", "faults[0].worker: 7 is not a worker"},
+      {TopologyJob() + "[[faults]]\naction = \"kill\"\nworker = 1\nat_step = 5\nseconds = 3\n",
+       "faults[0].seconds: only applies to link faults (drop_link, slow_link, partition)"},
+      {TopologyJob() + "[[faults]]\naction = \"cut\"\nat_step = 5\n",
+       "faults[0].action: must be one of kill, preempt, stop, cont, restart, drop_link, slow_link, partition, got 'cut'"},
+  };
+  for (const auto& [text, needle] : cases) {
+    const std::string refusal = Refusal(text);
+    EXPECT_NE(std::string::npos, refusal.find(needle)) << needle << "\n  got: " << refusal;
+    EXPECT_EQ(0u, refusal.rfind("job.toml:", 0)) << "names the line: " << refusal;
+  }
 }
 
 }  // namespace

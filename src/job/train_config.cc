@@ -559,6 +559,7 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   fc.elastic = c.cluster.elastic || c.mode == "async";  // async workers may be replaced
   fc.servers = c.mode == "async" ? c.async.servers : 0;
   fc.storage_nodes = c.storage.nodes;
+  for (const auto& h : c.topology.hosts) fc.hosts.push_back(h.name);
   fc.stops_tolerated = c.mode == "coded";
   // A coded job has one more process than workers: the decoder (rank
   // cluster.workers), which the fault plan does not target.

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "tenax/core/files.h"
+#include "tenax/core/number_text.h"
+
 
 namespace tenax {
 namespace {
@@ -54,6 +57,10 @@ FaultInjector::FaultInjector(ProcessSupervisor& children, FaultInjectorOptions o
     p.at_step = f.at_step;
     p.grace_seconds = f.grace_seconds;
     p.delay_seconds = f.delay_seconds;
+    p.hosts = f.hosts;
+    p.link_workers = f.link_workers;
+    p.seconds = f.seconds;
+    p.factor = f.factor;
     pending_.push_back(p);
   }
   if (options_.plan.random) {
@@ -82,6 +89,15 @@ std::string FaultInjector::Who(int64_t slot) const {
 }
 
 std::string FaultInjector::WhoOf(const Pending& p) const {
+  if (IsLinkFault(p.action)) {
+    if (p.hosts.size() == 2) return "the link " + p.hosts[0] + "-" + p.hosts[1];
+    if (p.hosts.size() == 1) return "host " + p.hosts[0];
+    if (p.link_workers.size() == 2) {
+      return "the link between workers " + std::to_string(p.link_workers[0]) + " and " +
+             std::to_string(p.link_workers[1]);
+    }
+    return "worker " + std::to_string(p.slot) + "'s host";
+  }
   if (p.coordinator) return "the coordinator";
   if (p.storage >= 0) return "storage node-" + std::to_string(p.storage);
   return p.server >= 0 ? "server " + std::to_string(p.server) : Who(p.slot);
@@ -104,7 +120,11 @@ records::Fault FaultInjector::Record(bool fired, const Pending& p, double elapse
   if (p.server >= 0) r.server = p.server;
   if (p.storage >= 0) r.storage = "node-" + std::to_string(p.storage);
   if (p.coordinator) r.coordinator = true;
-  if (p.slot >= 0) {
+  if (IsLinkFault(p.action)) {
+    r.hosts = p.hosts;
+    r.seconds = p.seconds;
+    if (p.action == FaultAction::kSlowLink) r.factor = p.factor;
+  } else if (p.slot >= 0) {
     if (p.slot < static_cast<int64_t>(options_.workers.size())) {
       r.worker = p.slot;
     } else if (auto it = joiner_of_slot_.find(p.slot); it != joiner_of_slot_.end()) {
@@ -184,6 +204,7 @@ std::optional<SteadyClock::time_point> FaultInjector::NextDue() const {
 
 void FaultInjector::Fire(Pending& p, double elapsed, int64_t max_step) {
   p.done = true;
+  if (IsLinkFault(p.action)) return FireLinkFault(p, elapsed, max_step);
   if (p.action == FaultAction::kRestart) {
     if (p.coordinator) {
       RestartCoordinator(p, elapsed, max_step);
@@ -348,6 +369,79 @@ void FaultInjector::RestartCoordinator(Pending& p, double elapsed, int64_t max_s
   Push(r);
 }
 
+void FaultInjector::FireLinkFault(Pending& p, double elapsed, int64_t max_step) {
+  const std::string planned = WhoOf(p);
+  std::string why;
+  // The hosts: as named, or where placement put the workers.
+  std::vector<std::string> hosts = p.hosts;
+  if (options_.link_faults_file.empty()) {
+    why = "the job has no emulated topology whose links could fail";
+  } else if (hosts.empty()) {
+    std::vector<int64_t> workers = p.link_workers.empty() ? std::vector<int64_t>{p.slot} : p.link_workers;
+    for (int64_t w : workers) {
+      const std::string h = options_.host_of_worker ? options_.host_of_worker(w) : "";
+      if (h.empty()) {
+        why = "worker " + std::to_string(w) + " was placed on no emulated host";
+        break;
+      }
+      hosts.push_back(h);
+    }
+  }
+  // The links: the pair, or every link from the host to the others of its zone.
+  std::vector<std::pair<std::string, std::string>> links;
+  if (why.empty() && p.action == FaultAction::kPartition) {
+    auto zone = options_.zone_of_host.find(hosts[0]);
+    for (const auto& [host, z] : options_.zone_of_host) {
+      if (zone != options_.zone_of_host.end() && z == zone->second && host != hosts[0]) links.emplace_back(hosts[0], host);
+    }
+    if (links.empty()) why = "host " + hosts[0] + " has no other host in its zone";
+  } else if (why.empty()) {
+    if (hosts[0] == hosts[1]) {
+      why = planned + ": both ends are on host " + hosts[0] + " (no link between them)";
+    } else {
+      links.emplace_back(hosts[0], hosts[1]);
+    }
+  }
+  const int64_t now_ms = net::WallMillis();
+  const auto until_ms = now_ms + static_cast<int64_t>(std::llround(p.seconds * 1000.0));
+  if (why.empty()) {
+    link_faults_.Prune(now_ms);
+    for (const auto& [a, b] : links) {
+      net::LinkFault f;
+      f.a = a;
+      f.b = b;
+      f.kind = p.action == FaultAction::kSlowLink ? net::LinkFaultKind::kSlow : net::LinkFaultKind::kDrop;
+      f.factor = p.factor;
+      f.from_ms = now_ms;
+      f.until_ms = until_ms;
+      link_faults_.faults.push_back(f);
+    }
+    if (Status st = WriteFileAtomic(options_.link_faults_file, link_faults_.ToJson() + "\n"); !st.ok()) {
+      why = "could not write the link faults: " + st.message();
+    }
+  }
+  p.hosts = hosts;  // the record names the hosts it hit
+  if (!why.empty()) {
+    Notice("fault not fired: " + p.source + " (" + FaultActionName(p.action) + " " + planned + "): " + why);
+    records::Fault r = Record(false, p, elapsed, max_step);
+    r.reason = why;
+    Push(r);
+    return;
+  }
+  std::string what = p.action == FaultAction::kPartition
+                         ? "host " + hosts[0] + " cut off from the " + std::to_string(links.size()) +
+                               " other host(s) of its zone"
+                     : p.action == FaultAction::kSlowLink
+                         ? "the link " + hosts[0] + "-" + hosts[1] + " " + NumberText(p.factor) + "x slower"
+                         : "the link " + hosts[0] + "-" + hosts[1] + " drops everything";
+  if (p.action != FaultAction::kPartition && planned != WhoOf(p)) what += " (" + planned + ")";
+  Notice("fault: " + what + " for " + Seconds(p.seconds) + " at " + Seconds(elapsed) +
+         (max_step > 0 ? " (step " + std::to_string(max_step) + ")" : ""));
+  records::Fault r = Record(true, p, elapsed, max_step);
+  if (p.delay_seconds > 0) r.delay_seconds = p.delay_seconds;
+  Push(r);
+}
+
 bool FaultInjector::CoordinatorRestartPending() const {
   return std::any_of(pending_.begin(), pending_.end(), [](const Pending& p) {
     return !p.done && p.coordinator && p.action == FaultAction::kRestart;
@@ -363,7 +457,7 @@ void FaultInjector::Finish(int64_t max_step, SteadyClock::time_point now) {
     if (p.done) continue;
     p.done = true;
     std::string what = std::string(FaultActionName(p.action)) +
-                       (p.server >= 0 || p.storage >= 0 || p.coordinator ? " " + WhoOf(p)
+                       (p.server >= 0 || p.storage >= 0 || p.coordinator || IsLinkFault(p.action) ? " " + WhoOf(p)
                         : p.action == FaultAction::kRestart ? ""
                                                             : " " + Who(p.slot)) +
                        (p.at_step ? " at step " + std::to_string(*p.at_step) : " at " + Seconds(*p.at_seconds));

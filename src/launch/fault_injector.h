@@ -36,6 +36,7 @@
 #include "tenax/core/run_records.h"
 #include "tenax/core/status.h"
 #include "tenax/job/fault_plan.h"
+#include "tenax/net/link_faults.h"
 
 namespace tenax {
 
@@ -60,6 +61,13 @@ struct FaultInjectorOptions {
   // that names the coordinator needs both.
   std::optional<size_t> coordinator;
   std::function<Result<size_t>()> restart_coordinator;
+  // Link faults (drop_link, slow_link, partition; net/link_faults.h): the
+  // file every child follows, each emulated host's zone, and the host a
+  // worker was placed on ("" if none). A plan's link faults fire only with
+  // the file; each firing rewrites it (atomically) with the faults in force.
+  std::string link_faults_file;
+  std::map<std::string, std::string> zone_of_host;
+  std::function<std::string(int64_t worker)> host_of_worker;
   // Called with every record as it is made (the launcher writes them to
   // metrics.jsonl at once); may be empty.
   std::function<void(const nlohmann::json&)> on_record;
@@ -114,6 +122,10 @@ class FaultInjector {
     std::optional<int64_t> at_step;
     double grace_seconds = 0;
     double delay_seconds = 0;
+    std::vector<std::string> hosts;     // a link fault's hosts, as the plan names them
+    std::vector<int64_t> link_workers;  // ... or the workers whose hosts it names
+    double seconds = 0;                 // a link fault's length
+    double factor = 10;                 // slow_link
     std::optional<double> triggered_at;  // when its trigger came (it fires delay_seconds later)
     bool done = false;
   };
@@ -131,6 +143,8 @@ class FaultInjector {
   void StartJoiner(Pending& p, double elapsed, int64_t max_step);
   void RestartServer(Pending& p, double elapsed, int64_t max_step);
   void RestartCoordinator(Pending& p, double elapsed, int64_t max_step);
+  // Writes a link fault into the children's file (its links resolved now).
+  void FireLinkFault(Pending& p, double elapsed, int64_t max_step);
   records::Fault Record(bool fired, const Pending& p, double elapsed, int64_t max_step) const;
   void Notice(const std::string& text) const;
   void Push(const records::Fault& record);  // records_ and on_record
@@ -151,6 +165,7 @@ class FaultInjector {
   int64_t joiners_ = 0;
   bool finished_ = false;
   std::vector<nlohmann::json> records_;
+  net::LinkFaultBook link_faults_;  // what the file holds
 };
 
 }  // namespace tenax

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <filesystem>
+#include <set>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "run_monitor.h"
+#include "tenax/core/files.h"
 #include "run_summary.h"
 #include "testing.h"
 
@@ -474,6 +477,121 @@ TEST(FaultInjectorTest, MergedFaultRecordsKeepOnlyWhatTheReactionsHave) {
   const auto parsed = nlohmann::json::parse(merged.dump(2), nullptr, false);
   ASSERT_FALSE(parsed.is_discarded()) << merged.dump(2);
   EXPECT_EQ(merged, parsed);
+}
+
+
+// Link faults write the children's file: the windows in force, each link
+// named by its hosts (placement's for workers), a partition as every link
+// from its host to the others of its zone; a fault that names no link is
+// recorded as not fired, with the reason.
+TEST(FaultInjectorTest, LinkFaultsWriteTheWindowsEveryChildFollows) {
+  testing::ScratchDir dir;
+  ProcessSupervisor children("fault test", 5s);
+  for (const char* name : {"worker 0", "worker 1", "worker 2"}) {
+    ASSERT_TRUE(children.StartCaptured(name, {"sleep", "60"}).ok());
+  }
+  auto link = [](int64_t index, FaultAction action, int64_t step) {
+    FaultSpec f = Stepped(index, action, -1, step);
+    f.seconds = 2.5;
+    return f;
+  };
+  FaultInjectorOptions o;
+  o.plan.faults = {link(0, FaultAction::kSlowLink, 10), link(1, FaultAction::kPartition, 20),
+                   link(2, FaultAction::kDropLink, 30), link(3, FaultAction::kDropLink, 30)};
+  o.plan.faults[0].link_workers = {0, 2};
+  o.plan.faults[0].factor = 20;
+  o.plan.faults[1].worker = 1;  // its host: a2, in za with a1 and a3
+  o.plan.faults[2].link_workers = {0, 1};  // a1 and a2
+  o.plan.faults[3].link_workers = {0, 3};  // worker 3 was placed nowhere
+  o.workers = {0, 1, 2};
+  o.link_faults_file = dir / "link_faults.json";
+  o.zone_of_host = {{"a1", "za"}, {"a2", "za"}, {"a3", "za"}, {"b1", "zb"}};
+  const std::map<int64_t, std::string> placed = {{0, "a1"}, {1, "a2"}, {2, "b1"}};
+  o.host_of_worker = [&placed](int64_t w) { return placed.count(w) ? placed.at(w) : std::string(); };
+  FaultInjector injector(children, o);
+  injector.Start();
+  auto book = [&]() -> net::LinkFaultBook {
+    auto text = ReadFileText(dir / "link_faults.json", 1 << 20);
+    if (!text.ok()) return {};
+    auto b = net::LinkFaultBook::FromJson(*text);
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    return b.ok() ? *b : net::LinkFaultBook{};
+  };
+
+  const int64_t before = net::WallMillis();
+  injector.Poll(10);
+  ASSERT_EQ(1u, injector.records().size());
+  net::LinkFaultBook b = book();
+  ASSERT_EQ(1u, b.faults.size());
+  EXPECT_EQ("a1", b.faults[0].a);
+  EXPECT_EQ("b1", b.faults[0].b);
+  EXPECT_EQ(net::LinkFaultKind::kSlow, b.faults[0].kind);
+  EXPECT_EQ(20, b.faults[0].factor);
+  EXPECT_GE(b.faults[0].from_ms, before);
+  EXPECT_EQ(2500, b.faults[0].until_ms - b.faults[0].from_ms);
+  const auto& slow = injector.records()[0];
+  EXPECT_EQ("fault", slow["event"]);
+  EXPECT_EQ("slow_link", slow["action"]);
+  EXPECT_EQ((std::vector<std::string>{"a1", "b1"}), slow["hosts"].get<std::vector<std::string>>());
+  EXPECT_EQ(2.5, slow["seconds"]);
+  EXPECT_EQ(20, slow["factor"]);
+  EXPECT_FALSE(slow.contains("worker")) << "a link fault names hosts, not a worker: " << slow.dump();
+
+  injector.Poll(20);  // the partition: a2 from a1 and a3, not from b1
+  b = book();
+  ASSERT_EQ(3u, b.faults.size()) << "the slow link is still in force";
+  std::set<std::string> cut;
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_EQ("a2", b.faults[i].a);
+    EXPECT_EQ(net::LinkFaultKind::kDrop, b.faults[i].kind);
+    cut.insert(b.faults[i].b);
+  }
+  EXPECT_EQ((std::set<std::string>{"a1", "a3"}), cut);
+  EXPECT_EQ((std::vector<std::string>{"a2"}), injector.records()[1]["hosts"].get<std::vector<std::string>>());
+  auto partition = records::FaultFrom(injector.records()[1]);
+  ASSERT_TRUE(partition.has_value());
+  EXPECT_EQ("host a2 (from its zone)", records::TargetName(*partition));
+
+  injector.Poll(30);
+  ASSERT_EQ(4u, injector.records().size());
+  EXPECT_EQ("fault", injector.records()[2]["event"]);
+  EXPECT_EQ(4u, book().faults.size());
+  const auto& nowhere = injector.records()[3];
+  EXPECT_EQ("fault_not_fired", nowhere["event"]);
+  EXPECT_NE(std::string::npos, nowhere["reason"].get<std::string>().find("worker 3 was placed on no emulated host"))
+      << nowhere.dump();
+  injector.Finish(30);
+}
+
+TEST(FaultInjectorTest, ALinkFaultWithoutATopologyOrALinkIsNotFiredAndSaysWhy) {
+  ProcessSupervisor children("fault test", 5s);
+  ASSERT_TRUE(children.StartCaptured("worker 0", {"sleep", "60"}).ok());
+  FaultSpec f = Stepped(0, FaultAction::kDropLink, -1, 1);
+  f.link_workers = {0, 1};
+  f.seconds = 1;
+  FaultInjectorOptions o;
+  o.plan.faults = {f};
+  o.workers = {0};
+  {
+    FaultInjector injector(children, o);  // no link-fault file: no topology
+    injector.Start();
+    injector.Poll(1);
+    ASSERT_EQ(1u, injector.records().size());
+    EXPECT_EQ("fault_not_fired", injector.records()[0]["event"]);
+    EXPECT_NE(std::string::npos, injector.records()[0]["reason"].get<std::string>().find("no emulated topology"));
+  }
+  testing::ScratchDir dir;
+  o.link_faults_file = dir / "link_faults.json";
+  o.zone_of_host = {{"a1", "za"}};
+  o.host_of_worker = [](int64_t) { return std::string("a1"); };  // both on one host
+  FaultInjector injector(children, o);
+  injector.Start();
+  injector.Poll(1);
+  ASSERT_EQ(1u, injector.records().size());
+  EXPECT_EQ("fault_not_fired", injector.records()[0]["event"]);
+  EXPECT_NE(std::string::npos, injector.records()[0]["reason"].get<std::string>().find("both ends are on host a1"))
+      << injector.records()[0].dump();
+  EXPECT_FALSE(std::filesystem::exists(dir / "link_faults.json")) << "nothing written for a fault that did not fire";
 }
 
 }  // namespace

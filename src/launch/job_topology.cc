@@ -1,5 +1,7 @@
 #include "job_topology.h"
 
+#include "tenax/net/link_faults.h"
+
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
@@ -183,6 +185,10 @@ Result<std::unique_ptr<JobTopology>> JobTopology::Create(const TrainConfig& conf
   TENAX_RETURN_IF_ERROR(
       WriteFileAtomic(links, config.topology.ToEmulatedLinks(!t->network_->namespaces()).ToJson() + "\n"));
   ::setenv(net::kEmulatedLinksEnvVar, links.c_str(), 1);
+  // No link fault yet; the fault plan's link faults rewrite it.
+  t->link_faults_file_ = out_dir + "/link_faults.json";
+  TENAX_RETURN_IF_ERROR(WriteFileAtomic(t->link_faults_file_, net::LinkFaultBook{}.ToJson() + "\n"));
+  ::setenv(net::kLinkFaultsEnvVar, t->link_faults_file_.c_str(), 1);
   return t;
 }
 
@@ -220,6 +226,17 @@ std::string JobTopology::HostOfSlot(int slot) const {
   if (slot < 0 || static_cast<size_t>(slot) >= host_of_slot_.size()) return "";
   const auto& n = nodes_[host_of_slot_[static_cast<size_t>(slot)]];
   return n.name + (n.zone.empty() ? "" : " (" + n.zone + ")");
+}
+
+std::string JobTopology::HostNameOfSlot(int slot) const {
+  if (slot < 0 || static_cast<size_t>(slot) >= host_of_slot_.size()) return "";
+  return nodes_[host_of_slot_[static_cast<size_t>(slot)]].name;
+}
+
+std::map<std::string, std::string> JobTopology::ZoneOfHost() const {
+  std::map<std::string, std::string> zones;
+  for (const auto& h : config_.topology.hosts) zones[h.name] = h.zone;
+  return zones;
 }
 
 std::optional<size_t> JobTopology::HostIndexOfSlot(int slot) const {

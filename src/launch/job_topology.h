@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -71,6 +72,13 @@ class JobTopology {
   void ReleaseSlotOn(size_t host);
   // "h2 (zone-b)": the host process `slot` was placed on ("" if none).
   std::string HostOfSlot(int slot) const;
+  // "h2": its name alone ("" if none).
+  std::string HostNameOfSlot(int slot) const;
+  // Every host's zone, by host name.
+  std::map<std::string, std::string> ZoneOfHost() const;
+  // The link-fault file every child follows (net/link_faults.h): written
+  // empty by Create, rewritten by the fault plan's link faults.
+  const std::string& link_faults_file() const { return link_faults_file_; }
 
   // The allreduce of a fixed sync job's first `workers` slots (after
   // ProbeAndPlace), by train.allreduce: "auto" asks sched::ChooseAllreduce
@@ -104,6 +112,7 @@ class JobTopology {
   double probe_seconds_ = 0;
   sched::LinkMetrics worst_link_;
   std::optional<sched::AllreduceChoice> allreduce_;
+  std::string link_faults_file_;
 };
 
 }  // namespace tenax

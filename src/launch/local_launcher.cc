@@ -555,6 +555,11 @@ class LocalLaunch {
     fo.on_record = [this](const nlohmann::json& r) { monitor_->OnFaultRecord(r); };
     fo.coordinator = coordinator_index_;
     fo.restart_coordinator = [this] { return RestartCoordinator(); };
+    if (topology_) {
+      fo.link_faults_file = topology_->link_faults_file();
+      fo.zone_of_host = topology_->ZoneOfHost();
+      fo.host_of_worker = [this](int64_t w) { return topology_->HostNameOfSlot(static_cast<int>(w)); };
+    }
     fo.restart_server = [this](int64_t s) -> Result<size_t> {
       ++server_restarts_[s];
       TENAX_ASSIGN_OR_RETURN(size_t index, StartServer(s));

@@ -14,6 +14,11 @@ namespace {
 
 std::string MiB(double bytes) { return fmt::format("{:.1f} MiB", bytes / (1 << 20)); }
 
+// How long after a link fault's end a new generation still counts as its
+// cost: a member cut off is dropped one peer timeout (cluster's default:
+// 10 s) after its last message.
+constexpr double kLinkFaultAftermathSeconds = 10;
+
 std::string TargetOf(const records::Fault& f) {
   std::string target = records::TargetName(f);
   return target.empty() ? "?" : target;
@@ -294,6 +299,21 @@ nlohmann::json RunMonitor::ReactionToFault(const Timed<records::Fault>& f) const
     if (g) recovered(g->time, Reformed(g->record));
   } else if (action == "cont") {
     recovered(f.time, "resumed");
+  } else if (action == "drop_link" || action == "slow_link" || action == "partition") {
+    // A generation formed while the link was cut, or within the peer
+    // timeout after (kLinkFaultAftermathSeconds), is what it cost; else the
+    // job rode through it.
+    const double end = f.time + r.seconds.value_or(0);
+    const Event* g = FirstGenerationAfter(f.time, [](const nlohmann::json&) { return true; });
+    if (g && g->time <= end + kLinkFaultAftermathSeconds) {
+      recovered(g->time, "it cost a member: " + Reformed(g->record));
+    } else if (action == "slow_link") {
+      recovered(end, fmt::format("ridden through: {:.1f} s on a {}x slower link, no member lost", r.seconds.value_or(0),
+                                 r.factor.value_or(0)));
+    } else {
+      recovered(end, fmt::format("ridden through: the link{} came back after {:.1f} s, no member lost",
+                                 action == "partition" ? "s" : "", r.seconds.value_or(0)));
+    }
   }
   return entry;
 }

@@ -47,11 +47,20 @@ LinkShape EmulatedLinks::Between(const std::string& a, const std::string& b) con
   return cross_zone;
 }
 
+double EmulatedLinks::NominalRate(const std::string& a, const std::string& b) const {
+  if (a == b) return 0;
+  auto za = zone_of.find(a);
+  auto zb = zone_of.find(b);
+  if (za == zone_of.end() || zb == zone_of.end()) return 0;
+  return za->second == zb->second ? same_zone_rate : cross_zone_rate;
+}
+
 std::string EmulatedLinks::ToJson() const {
   nlohmann::json pairs = nlohmann::json::array();
   for (const auto& [k, s] : zone_pairs) pairs.push_back({{"zones", {k.first, k.second}}, {"shape", ShapeJson(s)}});
   nlohmann::json j{{"hosts", zone_of}, {"same_zone", ShapeJson(same_zone)}, {"cross_zone", ShapeJson(cross_zone)},
-                   {"zone_pairs", pairs}};
+                   {"zone_pairs", pairs},
+                   {"nominal_bandwidth_bytes_per_second", {{"same_zone", same_zone_rate}, {"cross_zone", cross_zone_rate}}}};
   return j.dump(1);
 }
 
@@ -70,6 +79,18 @@ Result<EmulatedLinks> EmulatedLinks::FromJson(const std::string& text) {
   }
   if (auto it = j.find("cross_zone"); it != j.end()) {
     TENAX_ASSIGN_OR_RETURN(e.cross_zone, ParseShape(*it, "emulated links: cross_zone"));
+  }
+  if (auto it = j.find("nominal_bandwidth_bytes_per_second"); it != j.end()) {
+    if (!it->is_object()) return InvalidArgument("emulated links: nominal_bandwidth_bytes_per_second must be an object");
+    for (const char* key : {"same_zone", "cross_zone"}) {
+      auto v = it->find(key);
+      if (v == it->end()) continue;
+      if (!v->is_number() || !std::isfinite(v->get<double>()) || v->get<double>() < 0 || v->get<double>() > 1e13) {
+        return InvalidArgument(std::string("emulated links: nominal_bandwidth_bytes_per_second.") + key +
+                               " must be a number from 0 to 1e13");
+      }
+      (std::string(key) == "same_zone" ? e.same_zone_rate : e.cross_zone_rate) = v->get<double>();
+    }
   }
   if (auto it = j.find("zone_pairs"); it != j.end()) {
     if (!it->is_array()) return InvalidArgument("emulated links: zone_pairs must be an array");

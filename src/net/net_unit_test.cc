@@ -1,14 +1,17 @@
 // Unit tests of net's pure parts: the control codec, the HMAC handshake
-// proofs and the link shaper.
+// proofs, the link shaper and the link-fault file.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
 #include "tenax/net/auth.h"
 #include "tenax/net/control_codec.h"
+#include "tenax/core/files.h"
+#include "tenax/net/link_faults.h"
 #include "tenax/net/link_shaper.h"
 #include "tenax/net/message_kinds.h"
 #include "tenax/net/node.h"
+#include "testing.h"
 
 namespace tenax::net {
 namespace {
@@ -168,6 +171,92 @@ TEST(LinkShaperTest, LossRetransmitsDeterministically) {
   int failed = 0;
   for (int i = 0; i < 100; ++i) failed += lossy.Schedule(10, t0).failed;
   EXPECT_GT(failed, 70);
+}
+
+
+TEST(LinkFaultBookTest, RoundTripsAndNamesTheFaultInForce) {
+  LinkFaultBook book;
+  book.faults.push_back({"a1", "b1", LinkFaultKind::kSlow, 10, 1000, 5000});
+  book.faults.push_back({"b1", "a1", LinkFaultKind::kSlow, 40, 2000, 3000});
+  book.faults.push_back({"a1", "b1", LinkFaultKind::kDrop, 10, 2500, 2600});
+  book.faults.push_back({"a1", "a2", LinkFaultKind::kDrop, 10, 0, 9000});
+  auto back = LinkFaultBook::FromJson(book.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->faults, book.faults);
+  // Either direction; a drop before a slow one; else the slowest; none
+  // outside the windows (the end is exclusive).
+  EXPECT_FALSE(book.Active("a1", "b1", 999).has_value());
+  EXPECT_EQ(book.Active("b1", "a1", 1500)->factor, 10);
+  EXPECT_EQ(book.Active("a1", "b1", 2100)->factor, 40);
+  EXPECT_EQ(book.Active("a1", "b1", 2550)->kind, LinkFaultKind::kDrop);
+  EXPECT_EQ(book.Active("a1", "b1", 3000)->factor, 10);
+  EXPECT_FALSE(book.Active("a1", "b1", 5000).has_value());
+  EXPECT_FALSE(book.Active("a2", "b1", 1500).has_value());
+  book.Prune(3000);
+  ASSERT_EQ(book.faults.size(), 2u);
+  EXPECT_EQ(book.faults[0].until_ms, 5000);
+  EXPECT_EQ(book.faults[1].b, "a2");
+}
+
+TEST(LinkFaultBookTest, MalformedFilesAreRefusedNamingTheEntryAndKey) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[]", "not a JSON object"},
+      {"{}", "\"faults\" must be an array"},
+      {R"({"faults":[1]})", "faults[0]: must be an object"},
+      {R"({"faults":[{"hosts":["a"],"kind":"drop","from_ms":1,"until_ms":2}]})", "faults[0].hosts"},
+      {R"({"faults":[{"hosts":["a","a"],"kind":"drop","from_ms":1,"until_ms":2}]})", "two different hosts"},
+      {R"({"faults":[{"hosts":["a","b"],"kind":"cut","from_ms":1,"until_ms":2}]})", "faults[0].kind"},
+      {R"({"faults":[{"hosts":["a","b"],"kind":"drop","from_ms":1.5,"until_ms":2}]})", "faults[0].from_ms"},
+      {R"({"faults":[{"hosts":["a","b"],"kind":"drop","from_ms":5,"until_ms":5}]})", "until_ms must be after"},
+      {R"({"faults":[{"hosts":["a","b"],"kind":"slow","from_ms":1,"until_ms":2}]})", "faults[0].factor"},
+      {R"({"faults":[{"hosts":["a","b"],"kind":"slow","factor":1,"from_ms":1,"until_ms":2}]})", "from 2 to 1000"},
+  };
+  for (const auto& [text, needle] : cases) {
+    auto book = LinkFaultBook::FromJson(text);
+    ASSERT_FALSE(book.ok()) << text;
+    EXPECT_EQ(book.status().code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_NE(book.status().message().find(needle), std::string::npos) << text << " -> " << book.status().message();
+  }
+}
+
+TEST(LinkFaultWatcherTest, FollowsTheFileAndKeepsTheLastGoodBook) {
+  testing::ScratchDir dir;
+  const std::string path = dir / "faults.json";
+  LinkFaultWatcher watcher(path, /*interval_ms=*/10);
+  EXPECT_FALSE(watcher.Poll(0));  // absent: an empty book
+  EXPECT_TRUE(watcher.book().faults.empty());
+  LinkFaultBook book;
+  book.faults.push_back({"h1", "h2", LinkFaultKind::kDrop, 10, 100, 200});
+  ASSERT_TRUE(WriteFileAtomic(path, book.ToJson()).ok());
+  EXPECT_FALSE(watcher.Poll(5));  // not yet: at most once per interval
+  EXPECT_TRUE(watcher.Poll(10));
+  EXPECT_EQ(watcher.book().faults, book.faults);
+  EXPECT_FALSE(watcher.Poll(20));  // unchanged
+  // A torn or hostile file: reported, and the last good book stays.
+  ASSERT_TRUE(WriteFileAtomic(path, "{\"faults\": [ {\"hosts\": 3}").ok());
+  EXPECT_FALSE(watcher.Poll(30));
+  EXPECT_NE(watcher.error().find(path), std::string::npos) << watcher.error();
+  EXPECT_EQ(watcher.book().faults, book.faults);
+  // Removed: no fault any more.
+  ASSERT_EQ(std::remove(path.c_str()), 0);
+  EXPECT_TRUE(watcher.Poll(40));
+  EXPECT_TRUE(watcher.book().faults.empty());
+}
+
+TEST(EmulatedLinksTest, NominalBandwidthRoundTripsAndIsRefusedOutOfRange) {
+  EmulatedLinks links;
+  links.zone_of = {{"a1", "za"}, {"a2", "za"}, {"b1", "zb"}};
+  links.same_zone_rate = 5e8;
+  links.cross_zone_rate = 2.5e7;
+  auto back = EmulatedLinks::FromJson(links.ToJson());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->NominalRate("a1", "a2"), 5e8);
+  EXPECT_EQ(back->NominalRate("a1", "b1"), 2.5e7);
+  EXPECT_EQ(back->NominalRate("a1", "a1"), 0);
+  EXPECT_EQ(back->NominalRate("a1", "zz"), 0);
+  auto bad = EmulatedLinks::FromJson(R"({"hosts":{},"nominal_bandwidth_bytes_per_second":{"same_zone":-1}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("nominal_bandwidth_bytes_per_second.same_zone"), std::string::npos);
 }
 
 }  // namespace

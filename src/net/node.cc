@@ -53,7 +53,9 @@ void Node::Impl::Progress() {
     HandleFrame(f);
     ++events;
   }
+  if (link_faults) UpdateLinkFaults();
   events += ApplyHeld();
+  events += ReleaseHeldFrames();
   if (!flush_answers.empty()) SendFlushAnswers();
   CheckPeers();
   CloseEndpoints();
@@ -149,8 +151,12 @@ Result<std::unique_ptr<Node>> Node::Create(NodeOptions options) {
       options.emulated_links = emulated->second;
     }
   }
+  if (options.link_faults_file.empty()) {
+    if (const char* f = std::getenv(kLinkFaultsEnvVar); f != nullptr) options.link_faults_file = f;
+  }
   std::unique_ptr<Node> node(new Node(options));
   Impl& im = *node->impl_;
+  if (!options.emulated_host.empty() && !options.link_faults_file.empty()) im.link_faults.emplace(options.link_faults_file);
   // TENAX_TCP_PUTS=ucx: UCX's own emulated puts, for comparison (bench
   // transport); they have the abort Impl::message_rma avoids.
   const char* tcp_puts = std::getenv("TENAX_TCP_PUTS");

@@ -296,10 +296,15 @@ ucs_status_t Node::Impl::OnPutAm(void* arg, const void* header, size_t header_le
   // Fence are applied (they may still be on another TCP stream). A put
   // whose barrier is met applies at once even when later ones wait: it
   // was sent before them.
-  const bool delayed = HeldDelay(*p).count() > 0 || (!p->held.empty() && p->held.back().due > SteadyClock::now());
+  // A link that drops everything (a link fault) holds it to the fault's end.
+  const auto now = SteadyClock::now();
+  const bool dropped = p->Dropped(now);
+  const bool delayed =
+      dropped || HeldDelay(*p).count() > 0 || (!p->held.empty() && p->held.back().due > now);
   if (delayed || h.barrier > p->puts_applied) {
     const auto* bytes = static_cast<const uint8_t*>(data);
-    auto due = SteadyClock::now() + HeldDelay(*p);
+    auto due = now + HeldDelay(*p);
+    if (dropped) due = std::max(due, p->drop_until);
     if (!p->held.empty()) due = std::max(due, p->held.back().due);
     PeerState::Held held{due, h.address, std::vector<uint8_t>(bytes, bytes + length)};
     held.barrier = h.barrier;
@@ -369,9 +374,11 @@ ucs_status_t Node::Impl::OnFlushAm(void* arg, const void*, size_t, void* data, s
   std::memcpy(&f, data, sizeof f);
   PeerState* p = self->Find(peer);
   if (!p) return UCS_OK;
-  if (!p->held.empty() || f.barrier > p->puts_applied) {
+  const auto now = SteadyClock::now();
+  if (!p->held.empty() || f.barrier > p->puts_applied || p->Dropped(now)) {
     PeerState::Held h;
-    h.due = p->held.empty() ? SteadyClock::now() : p->held.back().due;
+    h.due = p->held.empty() ? now : p->held.back().due;
+    if (p->Dropped(now)) h.due = std::max(h.due, p->drop_until);
     h.flush = true;
     h.token = f.token;
     h.barrier = f.barrier;
@@ -500,7 +507,7 @@ Result<RemoteRegion> Node::Import(PeerId peer, const RegionDescriptor& d) {
 
 Result<uint8_t*> Node::MapRemote(const RemoteRegion& remote) {
   TENAX_RETURN_IF_ERROR(impl_->PeerUsable(remote.peer()));
-  if (impl_->peers[remote.peer()].shaper) return Unavailable("link emulation is on for this peer");
+  if (impl_->peers[remote.peer()].ActiveShaper()) return Unavailable("link emulation is on for this peer");
   void* ptr = nullptr;
   ucs_status_t s = ucp_rkey_ptr(static_cast<ucp_rkey_h>(remote.rkey_), remote.address(), &ptr);
   if (s != UCS_OK || ptr == nullptr) return Unavailable("region not mappable here: " + UcxError(s));
@@ -533,8 +540,9 @@ Op Node::Rma(bool put, void* local, size_t size, const RemoteRegion& remote, siz
   }
   PeerState& p = impl_->peers[remote.peer()];
   int transmissions = 1;
-  if (p.shaper) {
-    auto plan = p.shaper->Schedule(size, SteadyClock::now());
+  const auto now = SteadyClock::now();
+  if (LinkShaper* shaper = p.ActiveShaper()) {
+    auto plan = shaper->Schedule(size, now);
     if (plan.failed) {
       op.status_ = PeerLost("peer " + p.Label() + ": emulated link dropped every retransmission");
       return op;
@@ -542,6 +550,9 @@ Op Node::Rma(bool put, void* local, size_t size, const RemoteRegion& remote, siz
     transmissions = plan.transmissions;
     op.complete_at_ = plan.complete_at;
   }
+  // A link that drops everything: done once it is back (and the bytes
+  // delivered, as a real transport's retransmission would).
+  if (p.Dropped(now)) op.complete_at_ = std::max(op.complete_at_, p.drop_until);
   ucp_request_param_t param{};
   ucs_status_ptr_t req = nullptr;
   auto rkey = static_cast<ucp_rkey_h>(remote.rkey_);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "net_wire.pb.h"
+#include "tenax/net/link_faults.h"
 #include "tenax/net/node.h"
 
 namespace tenax::net {
@@ -59,6 +60,14 @@ enum class Phase {
   kAwaitWelcome,    // client: Auth sent
   kReady,
   kLost,
+};
+
+// A message received by a UCX callback, processed later in Progress():
+// callbacks only copy and queue, they never send.
+struct Frame {
+  ucp_ep_h ep = nullptr;
+  uint16_t am_id = 0;
+  std::vector<uint8_t> data;
 };
 
 struct PeerState {
@@ -106,19 +115,23 @@ struct PeerState {
     uint64_t barrier = 0;       // apply (or answer) once this many puts from the peer are applied
   };
   std::deque<Held> held;
+  // Link faults in force on the link to this peer (link_faults.h), from
+  // the launcher's file: while dropped, nothing from it is taken in (its
+  // frames wait in held_frames, its puts in `held`) and our puts to it
+  // complete no earlier than drop_until; while slowed, fault_shaper
+  // replaces `shaper`. link_fault describes it for logs ("" = none).
+  SteadyClock::time_point drop_until{};
+  std::optional<LinkShaper> fault_shaper;
+  std::deque<Frame> held_frames;
+  std::string link_fault;
+  bool Dropped(SteadyClock::time_point now) const { return drop_until > now; }
+  // The shaper of one-sided traffic to it now (nullptr: an ideal link).
+  LinkShaper* ActiveShaper() { return fault_shaper ? &*fault_shaper : shaper ? &*shaper : nullptr; }
   // Its control messages queued and not yet read (bounded by NodeOptions).
   size_t unread_messages = 0;
   size_t unread_bytes = 0;
 
   std::string Label() const { return address + (name.empty() ? "" : " (" + name + ")"); }
-};
-
-// A message received by a UCX callback, processed later in Progress():
-// callbacks only copy and queue, they never send.
-struct Frame {
-  ucp_ep_h ep = nullptr;
-  uint16_t am_id = 0;
-  std::vector<uint8_t> data;
 };
 
 // A rendezvous receive in flight (large active messages).
@@ -254,8 +267,21 @@ struct Node::Impl {
   // Starts an active-message send; the buffer is kept until UCX is done.
   Status SendRaw(PeerState& p, uint16_t am_id, std::string buffer, void** request_out = nullptr);
   bool StillPending(void* request) const;
-  // Attributes a received frame to its peer and dispatches it.
+  // Attributes a received frame to its peer and dispatches it (or holds it
+  // while the peer's link drops everything).
   void HandleFrame(Frame& f);
+  void DispatchFrame(PeerState& p, Frame& f);
+  // Frames held while a link dropped, handled in order once it is back
+  // (after the puts held with them are applied).
+  size_t ReleaseHeldFrames();
+
+  // --- link faults (link_faults.h), node_link_faults.cc ---
+  std::optional<LinkFaultWatcher> link_faults;
+  SteadyClock::time_point next_link_fault_check{};
+  // Re-reads the launcher's file now and then and applies what is in force
+  // to every ready peer on another emulated host.
+  void UpdateLinkFaults();
+  void ApplyLinkFault(PeerState& p, const std::optional<LinkFault>& fault, int64_t now_ms);
   // Queues a ready peer's message for ReceiveControl. A peer whose unread
   // messages would exceed the bounds in NodeOptions is lost instead
   // (ProtocolError) and its unread messages are discarded.
@@ -299,7 +325,9 @@ struct Node::Impl {
   size_t ApplyHeld();
   // The receive-side delay of message RMA from `p` (0: apply at once).
   static std::chrono::microseconds HeldDelay(const PeerState& p) {
-    return p.shaper ? p.shaper->shape().delay : std::chrono::microseconds(0);
+    return p.fault_shaper ? p.fault_shaper->shape().delay
+           : p.shaper     ? p.shaper->shape().delay
+                          : std::chrono::microseconds(0);
   }
   static ucs_status_t OnPutAm(void* arg, const void* header, size_t header_length, void* data, size_t length,
                               const ucp_am_recv_param_t* param);

@@ -102,12 +102,51 @@ void Node::Impl::HandleFrame(Frame& f) {
   if (id == 0) return;  // from a peer we already dropped, or unattributable
   PeerState& p = peers[id];
   if (p.phase == Phase::kLost) return;
+  if (!p.held_frames.empty() || p.Dropped(SteadyClock::now())) {
+    p.held_frames.push_back(std::move(f));  // the link drops everything now: nothing heard
+    return;
+  }
+  DispatchFrame(p, f);
+}
+
+void Node::Impl::DispatchFrame(PeerState& p, Frame& f) {
   p.last_heard = SteadyClock::now();
   if (f.am_id == kControlAm) return HandleControl(p, f.data);
   if (p.phase != Phase::kReady) {
     return Refuse(p, "data before the handshake", ProtocolError("bulk message before the handshake"));
   }
   bulk.push_back({p.id, std::move(f.data)});
+}
+
+size_t Node::Impl::ReleaseHeldFrames() {
+  size_t released = 0;
+  const auto now = SteadyClock::now();
+  std::vector<PeerId> ids;
+  for (auto& [id, p] : peers) {
+    if (!p.held_frames.empty()) ids.push_back(id);
+  }
+  for (PeerId id : ids) {
+    PeerState* p = Find(id);
+    if (!p) continue;
+    if (p->phase == Phase::kLost) {  // lost behind the fault: what it sent never arrived
+      p->held_frames.clear();
+      continue;
+    }
+    if (p->Dropped(now)) continue;
+    // The puts held with these frames first (their signals follow them).
+    if (std::any_of(p->held.begin(), p->held.end(), [now](const PeerState::Held& h) { return h.due <= now; })) {
+      continue;
+    }
+    while (!p->held_frames.empty()) {
+      Frame f = std::move(p->held_frames.front());
+      p->held_frames.pop_front();
+      ++released;
+      DispatchFrame(*p, f);
+      p = Find(id);  // dispatching may lose the peer
+      if (!p || p->phase == Phase::kLost) break;
+    }
+  }
+  return released;
 }
 
 void Node::Impl::QueueControl(PeerState& p, uint32_t kind, std::string payload) {

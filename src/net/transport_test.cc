@@ -13,7 +13,9 @@
 #include "net_test_protocol.h"
 #include "raw_ucx_client.h"
 #include "tenax/net/auth.h"
+#include "tenax/core/files.h"
 #include "tenax/net/control_codec.h"
+#include "tenax/net/link_faults.h"
 #include "tenax/net/node.h"
 #include "testing.h"
 
@@ -475,6 +477,134 @@ TEST_P(TransportTest, EmulatedDelayAndLossKeepDataIntact) {
   EXPECT_EQ(hash, testproto::HashHex(data.data(), data.size()));
 }
 
+// Link faults at the transport seam (link_faults.h): this node (host h1)
+// and the peer process (host h2, one zone) follow one file. While the link
+// drops everything, a control message and its reply, a put and a flush all
+// wait for the window's end, then arrive intact and in order; a window
+// longer than the peer timeout loses the peer, as a real partition would.
+// A slowed link takes its nominal bandwidth divided by the factor.
+class LinkFaultTest : public TransportTest {
+ protected:
+  void SetUp() override {
+    EmulatedLinks links;
+    links.zone_of = {{"h1", "z"}, {"h2", "z"}};
+    links.same_zone_rate = 200e6;  // nominal 200 MB/s, carried by nobody: the link is ideal until slowed
+    links_ = std::make_shared<const EmulatedLinks>(links);
+    ASSERT_OK(WriteFileAtomic(dir_ / "links.json", links.ToJson()));
+    ASSERT_OK(WriteFileAtomic(dir_ / "faults.json", LinkFaultBook{}.ToJson()));
+  }
+  // A session with a peer process on host h2 (both follow faults.json).
+  Session Connect(std::chrono::milliseconds peer_timeout) {
+    Session s;
+    s.child = std::make_unique<Child>(std::vector<std::string>{
+        "/usr/bin/env", "TENAX_EMULATED_HOST=h2", "TENAX_EMULATED_LINKS=" + dir_ / "links.json",
+        "TENAX_LINK_FAULTS=" + dir_ / "faults.json", TENAX_NET_TEST_PEER, kSecret, GetParam().transports,
+        std::to_string(GetParam().tcp_streams)});
+    uint16_t port = 0;
+    if (s.child->WaitForStderrLine("PORT ")) {
+      const std::string& err = s.child->stderr_text();
+      port = static_cast<uint16_t>(std::strtoul(err.c_str() + err.rfind("PORT ") + 5, nullptr, 10));
+    }
+    NodeOptions o = Options();
+    o.emulated_host = "h1";
+    o.emulated_links = links_;
+    o.link_faults_file = dir_ / "faults.json";
+    o.peer_timeout = peer_timeout;
+    s.node = MakeNodeWith(o);
+    if (port == 0 || !s.node) {
+      s.status = Internal("no peer process or no node: " + s.child->stderr_text());
+      return s;
+    }
+    auto peer = s.node->Connect("127.0.0.1", port, Deadline::After(20s));
+    s.status = peer.status();
+    if (peer.ok()) s.peer = *peer;
+    return s;
+  }
+  // Writes one fault on h1-h2 over [from_ms, until_ms).
+  void Fault(LinkFaultKind kind, int64_t from_ms, int64_t until_ms, double factor = 10) {
+    LinkFaultBook book;
+    book.faults.push_back({"h1", "h2", kind, factor, from_ms, until_ms});
+    ASSERT_OK(WriteFileAtomic(dir_ / "faults.json", book.ToJson()));
+  }
+  // Drives the node until wall time `ms` (the fault's own clock).
+  static void ProgressUntil(Node& node, int64_t ms) {
+    while (WallMillis() < ms) node.Progress();
+  }
+
+  testing::ScratchDir dir_;
+  std::shared_ptr<const EmulatedLinks> links_;
+};
+
+TEST_P(LinkFaultTest, ADroppedLinkHoldsEverythingUntilItsWindowEndsThenDeliversIntact) {
+  Session session = Connect(5000ms);
+  ASSERT_TRUE(session.status.ok()) << session.status.ToString();
+  Node& node = *session.node;
+  const PeerId peer = session.peer;
+  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(node, peer, 1 << 20));
+  std::vector<uint8_t> data(1 << 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 3);
+
+  // The window opens 300 ms from now (both sides have read the file by
+  // then) and lasts 1.2 s, below the 5 s peer timeout.
+  const int64_t from = WallMillis() + 300, until = from + 1200;
+  Fault(LinkFaultKind::kDrop, from, until);
+  ProgressUntil(node, from + 100);
+  // Inside the window: a put, then a message asking the peer for the hash
+  // of what it holds. Both wait for the link; the peer takes them in their
+  // order, so its answer covers every byte of the put.
+  Op put = node.Put(data.data(), data.size(), remote, 0);
+  ASSERT_OK(node.SendControl(peer, testproto::kHash, "0 " + std::to_string(data.size()), Deadline::After(10s)));
+  ASSERT_LT(WallMillis(), until) << "the machine was too slow to ask inside the window";
+  ASSERT_OK(node.Wait(put, Deadline::After(20s)));
+  // (The node converts the window's end to its steady clock: 5 ms of slack.)
+  EXPECT_GE(WallMillis(), until - 5) << "a put on a dropped link completed before the link came back";
+  ASSERT_RESULT(ControlMessage reply, node.ReceiveControl(Deadline::After(20s), peer));
+  EXPECT_GE(WallMillis(), until - 5) << "an answer came through a dropped link";
+  ASSERT_EQ(reply.kind, testproto::kHashReply);
+  EXPECT_EQ(reply.payload, testproto::HashHex(data.data(), data.size()));
+  ASSERT_OK(node.Flush(peer, Deadline::After(20s)));
+  ASSERT_OK(node.PeerStatus(peer));
+
+  // A drop longer than the peer timeout is a partition: the peer is lost.
+  const int64_t from2 = WallMillis() + 300;
+  Fault(LinkFaultKind::kDrop, from2, from2 + 60000);
+  ProgressUntil(node, from2 + 100);
+  ASSERT_OK(node.SendControl(peer, testproto::kHash, "0 16", Deadline::After(1s)));
+  auto through = node.ReceiveControl(Deadline::After(15s), peer);
+  ASSERT_FALSE(through.ok()) << "a message arrived through a partition";
+  EXPECT_EQ(node.PeerStatus(peer).code(), StatusCode::kPeerLost) << node.PeerStatus(peer).ToString();
+  EXPECT_NE(node.PeerStatus(peer).message().find("silent"), std::string::npos) << node.PeerStatus(peer).ToString();
+}
+
+TEST_P(LinkFaultTest, ASlowedLinkRunsAtItsNominalBandwidthDividedByTheFactor) {
+  Session session = Connect(5000ms);
+  ASSERT_TRUE(session.status.ok()) << session.status.ToString();
+  Node& node = *session.node;
+  const PeerId peer = session.peer;
+  constexpr size_t kBytes = 4 << 20;
+  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(node, peer, kBytes));
+  std::vector<uint8_t> data(kBytes);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 13 + 5);
+  const int64_t from = WallMillis() + 300;
+  Fault(LinkFaultKind::kSlow, from, from + 20000, 20);
+  ProgressUntil(node, from + 100);
+  // 4 MiB at 200 MB/s / 20 = 10 MB/s: at least 0.41 s.
+  const auto start = SteadyClock::now();
+  Op put = node.Put(data.data(), data.size(), remote, 0);
+  ASSERT_OK(node.Wait(put, Deadline::After(20s)));
+  EXPECT_GE(SteadyClock::now() - start, std::chrono::milliseconds(kBytes * 1000 / 10'000'000));
+  ASSERT_OK(node.Flush(peer, Deadline::After(20s)));
+  ASSERT_RESULT(std::string hash, RemoteHash(node, peer, 0, data.size()));
+  EXPECT_EQ(hash, testproto::HashHex(data.data(), data.size()));
+  // The fault over (the file emptied), the link is ideal again.
+  ASSERT_OK(WriteFileAtomic(dir_ / "faults.json", LinkFaultBook{}.ToJson()));
+  ProgressUntil(node, WallMillis() + 200);
+  const auto again = SteadyClock::now();
+  Op fast = node.Put(data.data(), data.size(), remote, 0);
+  ASSERT_OK(node.Wait(fast, Deadline::After(20s)));
+  EXPECT_LT(SteadyClock::now() - again, std::chrono::milliseconds(kBytes * 1000 / 10'000'000));
+}
+
 // A client that lies or sends garbage is refused and disconnected; the
 // server (a real peer process) keeps serving honest peers afterwards. The
 // control plane is TCP whatever the data transport, so this runs once per
@@ -586,6 +716,10 @@ TEST_P(TransportTest, AReplayedHandshakeIsRefused) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest,
+                         ::testing::Values(TransportParam{"shm", ""}, TransportParam{"tcp", "tcp"},
+                                           TransportParam{"tcp4streams", "tcp", 4}),
+                         [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Transports, LinkFaultTest,
                          ::testing::Values(TransportParam{"shm", ""}, TransportParam{"tcp", "tcp"},
                                            TransportParam{"tcp4streams", "tcp", 4}),
                          [](const auto& info) { return std::string(info.param.name); });

@@ -103,11 +103,17 @@ struct Fault {
   std::string reason;                   // why it did not fire, or why SIGKILL
   std::optional<bool> wiped;            // a storage node's disk wiped
   std::string wipe_error;
+  // A link fault (drop_link, slow_link, partition): the link's two hosts,
+  // or the host cut off from its zone; how long; how much slower.
+  std::vector<std::string> hosts;
+  std::optional<double> seconds;
+  std::optional<double> factor;
   bool operator==(const Fault&) const = default;
 };
 
-// "worker 1", "joiner 2", "server 0", "storage node-2", "the coordinator": whom the fault
-// was aimed at; "" when the record names nobody.
+// "worker 1", "joiner 2", "server 0", "storage node-2", "the coordinator",
+// "the link a1-b1", "host a1 (from its zone)": whom the fault was aimed at;
+// "" when the record names nobody.
 std::string TargetName(const Fault& f);
 
 // "straggler": a member became slow or recovered. The elastic exchange

@@ -12,6 +12,13 @@
 //                        # shard again on its checkpoint directory
 //   coordinator = true   # the job's coordinator instead (kill, or restart it on
 //                        # its state file and port: it resumes the job)
+//   action = "drop_link" # link faults (need [topology]; at the transport seam,
+//   workers = [0, 2]     #   net/link_faults.h): the link between the hosts of
+//   hosts = ["a1", "b1"] #   two workers, or two hosts, drops every message
+//   seconds = 2.0        #   for `seconds`; "slow_link" makes it `factor`
+//   factor = 10          #   (default 10) times slower; "partition" cuts one
+//                        #   host (host = "a1", or worker = 1's) off from
+//                        #   the other hosts of its zone
 //   at_seconds = 10.0    # exactly one of at_seconds and at_step
 //   grace_seconds = 5    # preempt: SIGKILL if it still runs after this
 //   delay_seconds = 0    # fire this long after the trigger (restart: start the
@@ -46,9 +53,16 @@ enum class FaultAction {
   kStop,     // SIGSTOP
   kCont,     // SIGCONT
   kRestart,  // start a new worker process (a joiner of the elastic job)
+  // Link faults at the transport seam (net/link_faults.h), for `seconds`:
+  kDropLink,   // a link drops every message
+  kSlowLink,   // a link runs `factor` times slower
+  kPartition,  // every link from a host to the others of its zone drops everything
 };
+// A link fault, not a signal or a start.
+bool IsLinkFault(FaultAction action);
 
-// "kill", "preempt", "stop", "cont", "restart".
+// "kill", "preempt", "stop", "cont", "restart", "drop_link", "slow_link",
+// "partition".
 const char* FaultActionName(FaultAction action);
 
 // The longest time a plan may name (at_seconds, delays, grace periods).
@@ -68,7 +82,15 @@ struct FaultSpec {
   std::optional<int64_t> at_step;               // when any rank reported this global step (or a later one)
   double grace_seconds = kDefaultGraceSeconds;  // preempt only
   double delay_seconds = 0;                     // fired this long after its trigger
-  // "kill worker 1 at 10 s", "restart at step 300 (+2 s)".
+  // Link faults: drop_link / slow_link name two hosts, or two workers
+  // (whose hosts placement decides); partition names one host, or a worker
+  // (`worker`) whose host it cuts off.
+  std::vector<std::string> hosts;
+  std::vector<int64_t> link_workers;
+  double seconds = 0;  // how long a link fault lasts
+  double factor = 10;  // slow_link: how many times slower (2..1000)
+  // "kill worker 1 at 10 s", "restart at step 300 (+2 s)",
+  // "drop_link workers 0-2 for 2 s at step 40".
   std::string Describe() const;
 };
 
@@ -118,6 +140,9 @@ struct FaultPlanContext {
   bool stops_tolerated = false;
   int64_t servers = 0;  // async.servers (0 outside async jobs): faults may name them
   int64_t storage_nodes = 0;  // storage.nodes: kill (and wipe) may name them
+  // The emulated hosts of [topology] (empty without one): link faults need
+  // them, and may name them.
+  std::vector<std::string> hosts;
   // The job's total steps, or nullopt when unknown (its data cannot be read
   // now: the at_step bound is then not checked). Called only if an entry
   // has at_step.

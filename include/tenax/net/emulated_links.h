@@ -32,8 +32,17 @@ struct EmulatedLinks {
   // Zone pairs with their own link (key: the two zone names, sorted).
   std::map<std::pair<std::string, std::string>, LinkShape> zone_pairs;
 
+  // The links' nominal bandwidth in bytes/s (0 = unknown), also where the
+  // kernel carries it and the shapes above have none: a slowed link (a
+  // link fault, link_faults.h) runs at a fraction of it.
+  double same_zone_rate = 0;
+  double cross_zone_rate = 0;
+
   // The shape from host a to host b: ideal on one host or for an unknown host.
   LinkShape Between(const std::string& a, const std::string& b) const;
+  // The nominal bandwidth between hosts a and b (0 on one host, for an
+  // unknown host, or when not given).
+  double NominalRate(const std::string& a, const std::string& b) const;
 
   std::string ToJson() const;
   // InvalidArgument naming the key for anything malformed.

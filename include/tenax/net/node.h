@@ -82,6 +82,10 @@ struct NodeOptions {
   // peer on another emulated host gets the shape between the two hosts.
   std::string emulated_host;
   std::shared_ptr<const EmulatedLinks> emulated_links;
+  // Link faults (link_faults.h): the launcher's file of faults in force,
+  // re-read when it changes. Left empty, Create takes TENAX_LINK_FAULTS;
+  // only a node on an emulated host follows it.
+  std::string link_faults_file;
 };
 
 // Describes a region to a peer: where it lives in the owner's address space,

@@ -45,6 +45,8 @@ net::EmulatedLinks TopologySpec::ToEmulatedLinks(bool with_bandwidth) const {
   for (const HostSpec& h : hosts) e.zone_of[h.name] = h.zone;
   e.same_zone = ToShape(same_zone, with_bandwidth);
   e.cross_zone = ToShape(cross_zone, with_bandwidth);
+  e.same_zone_rate = same_zone.bandwidth_gbps * 1e9 / 8.0;
+  e.cross_zone_rate = cross_zone.bandwidth_gbps * 1e9 / 8.0;
   return e;
 }
 
