@@ -9,7 +9,21 @@ namespace {
 
 using Statement = SqliteStatement;
 
-constexpr const char* kSchema = R"sql(
+// Every table drives decisions (who is a member, of which generation, in
+// which state): each row carries a checksum of its values (core/sqlite_db.h,
+// RowChecksumColumn), verified when the file is opened.
+constexpr ChecksummedTable kJobTable{"job", "id, job_id, config_toml, world, state, generation, failure", "'the job'"};
+constexpr ChecksummedTable kMemberTable{"member", "rank, name, host, port, state, lease_until_ms", "'rank ' || rank"};
+constexpr ChecksummedTable kGenerationTable{"generation", "number, first_step, why", "'generation ' || number"};
+constexpr ChecksummedTable kGenerationMemberTable{"generation_member",
+                                                  "generation, rank, name, host, port, state, lease_until_ms",
+                                                  "'generation ' || generation || ', rank ' || rank"};
+constexpr ChecksummedTable kStableTable{"stable_generation", "id, number", "'the stable generation'"};
+constexpr ChecksummedTable kJobTables[] = {kJobTable, kMemberTable, kGenerationTable, kGenerationMemberTable,
+                                           kStableTable};
+
+std::string Schema() {
+  return R"sql(
 CREATE TABLE IF NOT EXISTS job (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   job_id TEXT NOT NULL,
@@ -17,7 +31,8 @@ CREATE TABLE IF NOT EXISTS job (
   world INTEGER NOT NULL,
   state TEXT NOT NULL,
   generation INTEGER NOT NULL,
-  failure TEXT NOT NULL DEFAULT ''
+  failure TEXT NOT NULL DEFAULT '',
+  )sql" + RowChecksumColumn(kJobTable) + R"sql(
 );
 CREATE TABLE IF NOT EXISTS member (
   rank INTEGER PRIMARY KEY,
@@ -25,12 +40,14 @@ CREATE TABLE IF NOT EXISTS member (
   host TEXT NOT NULL,
   port INTEGER NOT NULL,
   state TEXT NOT NULL,
-  lease_until_ms INTEGER NOT NULL
+  lease_until_ms INTEGER NOT NULL,
+  )sql" + RowChecksumColumn(kMemberTable) + R"sql(
 );
 CREATE TABLE IF NOT EXISTS generation (
   number INTEGER PRIMARY KEY,
   first_step INTEGER NOT NULL,
-  why TEXT NOT NULL
+  why TEXT NOT NULL,
+  )sql" + RowChecksumColumn(kGenerationTable) + R"sql(
 );
 CREATE TABLE IF NOT EXISTS generation_member (
   generation INTEGER NOT NULL REFERENCES generation(number),
@@ -40,13 +57,16 @@ CREATE TABLE IF NOT EXISTS generation_member (
   port INTEGER NOT NULL,
   state TEXT NOT NULL,
   lease_until_ms INTEGER NOT NULL,
+  )sql" + RowChecksumColumn(kGenerationMemberTable) + R"sql(,
   PRIMARY KEY (generation, rank)
 );
 CREATE TABLE IF NOT EXISTS stable_generation (
   id INTEGER PRIMARY KEY CHECK (id = 1),
-  number INTEGER NOT NULL
+  number INTEGER NOT NULL,
+  )sql" + RowChecksumColumn(kStableTable) + R"sql(
 );
 )sql";
+}
 
 // The member columns, the same in `member` and `generation_member`.
 constexpr const char* kMemberColumns = "rank, name, host, port, state, lease_until_ms";
@@ -101,7 +121,11 @@ Status JobStore::CheckOwnership() {
   TENAX_ASSIGN_OR_RETURN(int64_t app_id, sql_->ApplicationId());
   // A stamped file gets the tables a newer tenax added (CREATE IF NOT
   // EXISTS); it may also hold the store's catalog (store/catalog.h).
-  if (app_id == kTenaxApplicationId) return Exec(std::string("BEGIN IMMEDIATE;") + kSchema + "COMMIT;");
+  if (app_id == kTenaxApplicationId) {
+    TENAX_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;" + Schema() + "COMMIT;"));
+    for (const ChecksummedTable& t : kJobTables) TENAX_RETURN_IF_ERROR(sql_->VerifyRowChecksums(t));
+    return Status::Ok();
+  }
   if (app_id != 0) {
     return FailedPrecondition("state file " + path_ + " belongs to another program (SQLite application id " +
                               std::to_string(app_id) + "); use another --state file");
@@ -119,8 +143,10 @@ Status JobStore::CheckOwnership() {
     return FailedPrecondition("state file " + path_ + " is not a tenax coordinator state file (it holds tables " +
                               names + "); use another --state file");
   }
-  return Exec(std::string("BEGIN IMMEDIATE;") + kSchema + "PRAGMA application_id = " + std::to_string(kTenaxApplicationId) +
-              "; COMMIT;");
+  TENAX_RETURN_IF_ERROR(Exec("BEGIN IMMEDIATE;" + Schema() + "PRAGMA application_id = " +
+                             std::to_string(kTenaxApplicationId) + "; COMMIT;"));
+  for (const ChecksummedTable& t : kJobTables) TENAX_RETURN_IF_ERROR(sql_->VerifyRowChecksums(t));
+  return Status::Ok();
 }
 
 JobStore::~JobStore() = default;

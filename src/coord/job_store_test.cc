@@ -25,10 +25,13 @@ std::unique_ptr<JobStore> OpenStore(const std::string& path) {
   return s.ok() ? std::move(*s) : nullptr;
 }
 
-// Runs SQL on a file with SQLite itself, as another program would.
+// Runs SQL on a file with SQLite itself, as another program would (one
+// that keeps the row checksums: the values it writes are consistent, only
+// not what tenax writes).
 void RawSql(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
   ASSERT_EQ(SQLITE_OK, sqlite3_open(path.c_str(), &db));
+  ASSERT_TRUE(RegisterRowChecksumFunction(db));
   char* err = nullptr;
   const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
   EXPECT_EQ(SQLITE_OK, rc) << (err ? err : "");
@@ -375,4 +378,49 @@ TEST(JobStore, AnUnopenablePathNamesTheFile) {
 }
 
 }  // namespace
+
+// A value flipped on disk in a row that drives decisions (a member's name)
+// passes SQLite's integrity check, but not the row's checksum: the file is
+// refused at open, naming the table and the row. A program without the
+// checksum function cannot write those rows at all.
+TEST(JobStore, AValueFlippedOnDiskIsCaughtByItsRowChecksumAndNamed) {
+  ScratchDir dir;
+  const std::string path = dir / "state.db";
+  {
+    auto store = OpenStore(path);
+    ASSERT_NE(nullptr, store);
+    ASSERT_TRUE(store->OpenJob("job-a", "", 2).ok());
+    ASSERT_OK(store->PutMember({0, "w0", "h0", 1, MemberState::kJoined, 0}));
+    ASSERT_OK(store->PutMember({1, "worker-QQQQ", "h1", 2, MemberState::kJoined, 0}));
+  }
+  {  // Unknown function: another program cannot write the row.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(SQLITE_OK, sqlite3_open(path.c_str(), &db));
+    char* err = nullptr;
+    EXPECT_NE(SQLITE_OK, sqlite3_exec(db, "UPDATE member SET port = 9 WHERE rank = 1", nullptr, nullptr, &err));
+    EXPECT_NE(nullptr, std::strstr(err ? err : "", "tenax_row_crc")) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(db);
+  }
+  ASSERT_GE(tenax::testing::FlipLastByteOf(path, "worker-QQQQ"), 1) << "the name is in the file";
+  {  // Still a valid SQLite file...
+    sqlite3* db = nullptr;
+    ASSERT_EQ(SQLITE_OK, sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr));
+    sqlite3_stmt* q = nullptr;
+    ASSERT_EQ(SQLITE_OK, sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &q, nullptr));
+    ASSERT_EQ(SQLITE_ROW, sqlite3_step(q));
+    EXPECT_STREQ("ok", reinterpret_cast<const char*>(sqlite3_column_text(q, 0)));
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+  }
+  // ...that tenax no longer trusts.
+  auto reopened = JobStore::Open(path);
+  ASSERT_FALSE(reopened.ok());
+  EXPECT_EQ(StatusCode::kDataLoss, reopened.status().code());
+  EXPECT_NE(std::string::npos, reopened.status().message().find("state file " + path + ": table member, rank 1"))
+      << reopened.status().ToString();
+  EXPECT_NE(std::string::npos, reopened.status().message().find("do not match the row's checksum"))
+      << reopened.status().ToString();
+}
+
 }  // namespace tenax::coord

@@ -20,31 +20,52 @@ using Stmt = SqliteStatement;
 //   merged   - merged (attempt, merge_seq)
 //   none     - this shard never needs it (a remainder of a unit re-opened
 //              for another shard only)
-constexpr const char* kSchema = R"sql(
+// The tables whose rows drive decisions carry a checksum of their values
+// (core/sqlite_db.h, RowChecksumColumn); Open verifies them.
+constexpr ChecksummedTable kOptionsTable{
+    "wq_options", "id, total_steps, unit_steps, shards, issued, reissued, rejected, expired, partial, accepted",
+    "'the options'"};
+constexpr ChecksummedTable kUnitTable{
+    "wq_unit", "unit, start_step, steps, attempts, failed_copies, failed, lease_attempt, lease_worker, lease_deadline",
+    "'unit ' || unit"};
+constexpr ChecksummedTable kNeedTable{"wq_need", "unit, shard, state, attempt, merge_seq",
+                                      "'unit ' || unit || ', shard ' || shard"};
+constexpr ChecksummedTable kAttemptTable{"wq_attempt", "unit, attempt, shards, worker, state",
+                                         "'unit ' || unit || ', attempt ' || attempt"};
+constexpr ChecksummedTable kCheckTable{"wq_check", "unit, attempt, shard, valid, reason, steps_done",
+                                       "'unit ' || unit || ', attempt ' || attempt || ', shard ' || shard"};
+
+std::string Schema() {
+  return R"sql(
 CREATE TABLE IF NOT EXISTS wq_options (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   total_steps INTEGER NOT NULL, unit_steps INTEGER NOT NULL, shards INTEGER NOT NULL,
   issued INTEGER NOT NULL DEFAULT 0, reissued INTEGER NOT NULL DEFAULT 0, rejected INTEGER NOT NULL DEFAULT 0,
-  expired INTEGER NOT NULL DEFAULT 0, partial INTEGER NOT NULL DEFAULT 0, accepted INTEGER NOT NULL DEFAULT 0
+  expired INTEGER NOT NULL DEFAULT 0, partial INTEGER NOT NULL DEFAULT 0, accepted INTEGER NOT NULL DEFAULT 0,
+  )sql" + RowChecksumColumn(kOptionsTable) + R"sql(
 );
 CREATE TABLE IF NOT EXISTS wq_unit (
   unit INTEGER PRIMARY KEY, start_step INTEGER NOT NULL, steps INTEGER NOT NULL,
   attempts INTEGER NOT NULL DEFAULT 0, failed_copies INTEGER NOT NULL DEFAULT 0, failed INTEGER NOT NULL DEFAULT 0,
-  lease_attempt INTEGER NOT NULL DEFAULT 0, lease_worker TEXT NOT NULL DEFAULT '', lease_deadline INTEGER NOT NULL DEFAULT 0
+  lease_attempt INTEGER NOT NULL DEFAULT 0, lease_worker TEXT NOT NULL DEFAULT '', lease_deadline INTEGER NOT NULL DEFAULT 0,
+  )sql" + RowChecksumColumn(kUnitTable) + R"sql(
 );
 CREATE TABLE IF NOT EXISTS wq_need (
   unit INTEGER NOT NULL, shard INTEGER NOT NULL, state TEXT NOT NULL,
   attempt INTEGER NOT NULL DEFAULT 0, merge_seq INTEGER NOT NULL DEFAULT 0,
+  )sql" + RowChecksumColumn(kNeedTable) + R"sql(,
   PRIMARY KEY (unit, shard)
 );
 CREATE TABLE IF NOT EXISTS wq_attempt (
   unit INTEGER NOT NULL, attempt INTEGER NOT NULL, shards TEXT NOT NULL, worker TEXT NOT NULL,
   state TEXT NOT NULL,
+  )sql" + RowChecksumColumn(kAttemptTable) + R"sql(,
   PRIMARY KEY (unit, attempt)
 );
 CREATE TABLE IF NOT EXISTS wq_check (
   unit INTEGER NOT NULL, attempt INTEGER NOT NULL, shard INTEGER NOT NULL,
   valid INTEGER NOT NULL, reason TEXT NOT NULL, steps_done INTEGER NOT NULL,
+  )sql" + RowChecksumColumn(kCheckTable) + R"sql(,
   PRIMARY KEY (unit, attempt, shard)
 );
 CREATE TABLE IF NOT EXISTS wq_event (
@@ -52,6 +73,7 @@ CREATE TABLE IF NOT EXISTS wq_event (
   shard INTEGER NOT NULL, what TEXT NOT NULL, detail TEXT NOT NULL
 );
 )sql";
+}
 
 std::string JoinInts(const std::vector<int>& v) {
   std::string s;
@@ -88,7 +110,7 @@ class WorkQueueSql {
 
   SqliteDb& sqlite() { return sqlite_; }
   Status Error(const std::string& what) const { return sqlite_.Error(what); }
-  Status Exec(const char* sql) { return sqlite_.Exec(sql); }
+  Status Exec(const std::string& sql) { return sqlite_.Exec(sql); }
   Status Run(Stmt& s, const char* what) {
     if (!s.ok()) return Error(std::string("cannot prepare ") + what);
     const int rc = s.Step();
@@ -238,7 +260,10 @@ Result<std::unique_ptr<WorkQueue>> WorkQueue::Open(const std::string& path, cons
   // coordinator: FULL syncs the WAL at every commit.
   TENAX_RETURN_IF_ERROR(sql.Exec("PRAGMA synchronous = FULL"));
   TENAX_RETURN_IF_ERROR(InTransaction(sql, [&]() -> Status {
-    TENAX_RETURN_IF_ERROR(sql.Exec(kSchema));
+    TENAX_RETURN_IF_ERROR(sql.Exec(Schema()));
+    for (const ChecksummedTable& t : {kOptionsTable, kUnitTable, kNeedTable, kAttemptTable, kCheckTable}) {
+      TENAX_RETURN_IF_ERROR(q->sqlite_->VerifyRowChecksums(t));
+    }
     Stmt s(q->db_, "SELECT total_steps, unit_steps, shards FROM wq_options WHERE id = 1");
     if (!s.ok()) return sql.Error("cannot read the queue's options");
     const int rc = s.Step();

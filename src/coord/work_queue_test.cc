@@ -294,4 +294,25 @@ TEST(WorkQueueTest, CallsNamingWhatDoesNotExistChangeNothing) {
 }
 
 }  // namespace
+
+// A lease flipped on disk (the worker it names) passes SQLite's integrity
+// check but not its row's checksum: the queue refuses to open, naming the
+// table and the unit, rather than trust who holds what.
+TEST(WorkQueueTest, ALeaseFlippedOnDiskIsCaughtByItsRowChecksumAndNamed) {
+  ScratchDir dir;
+  const std::string path = dir / "q.db";
+  {
+    auto q = OpenQueue(path, Options(40, 20));
+    ASSERT_TRUE(q);
+    UnitLease l = LeaseOne(*q, "worker-QQQQ", 0);
+    EXPECT_EQ(0, l.unit);
+  }
+  ASSERT_GE(tenax::testing::FlipLastByteOf(path, "worker-QQQQ"), 1);
+  auto q = WorkQueue::Open(path, Options(40, 20));
+  ASSERT_FALSE(q.ok());
+  EXPECT_EQ(StatusCode::kDataLoss, q.status().code());
+  EXPECT_NE(std::string::npos, q.status().message().find(path + ": table wq_unit, unit 0: its values do not match"))
+      << q.status().ToString();
+}
+
 }  // namespace tenax::coord

@@ -540,20 +540,25 @@ TEST_P(LinkFaultTest, ADroppedLinkHoldsEverythingUntilItsWindowEndsThenDeliversI
   ASSERT_TRUE(session.status.ok()) << session.status.ToString();
   Node& node = *session.node;
   const PeerId peer = session.peer;
-  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(node, peer, 1 << 20));
-  std::vector<uint8_t> data(1 << 20);
+  constexpr size_t kHalf = 1 << 20;
+  ASSERT_RESULT(RemoteRegion remote, RemoteAlloc(node, peer, 2 * kHalf));
+  std::vector<uint8_t> data(kHalf);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7 + 3);
+  std::vector<uint8_t> pattern(kHalf);  // what the peer's second half holds
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = testproto::Pattern(kHalf + i);
 
   // The window opens 300 ms from now (both sides have read the file by
   // then) and lasts 1.2 s, below the 5 s peer timeout.
   const int64_t from = WallMillis() + 300, until = from + 1200;
   Fault(LinkFaultKind::kDrop, from, until);
   ProgressUntil(node, from + 100);
-  // Inside the window: a put, then a message asking the peer for the hash
-  // of what it holds. Both wait for the link; the peer takes them in their
-  // order, so its answer covers every byte of the put.
+  // Inside the window: a put into the first half, and a message asking the
+  // peer for the hash of the second half. Both wait for the link to come
+  // back. (A message and a put take different connections: their relative
+  // order is not promised, with or without a fault; a Flush orders them.)
   Op put = node.Put(data.data(), data.size(), remote, 0);
-  ASSERT_OK(node.SendControl(peer, testproto::kHash, "0 " + std::to_string(data.size()), Deadline::After(10s)));
+  ASSERT_OK(node.SendControl(peer, testproto::kHash, std::to_string(kHalf) + " " + std::to_string(kHalf),
+                             Deadline::After(10s)));
   ASSERT_LT(WallMillis(), until) << "the machine was too slow to ask inside the window";
   ASSERT_OK(node.Wait(put, Deadline::After(20s)));
   // (The node converts the window's end to its steady clock: 5 ms of slack.)
@@ -561,8 +566,11 @@ TEST_P(LinkFaultTest, ADroppedLinkHoldsEverythingUntilItsWindowEndsThenDeliversI
   ASSERT_RESULT(ControlMessage reply, node.ReceiveControl(Deadline::After(20s), peer));
   EXPECT_GE(WallMillis(), until - 5) << "an answer came through a dropped link";
   ASSERT_EQ(reply.kind, testproto::kHashReply);
-  EXPECT_EQ(reply.payload, testproto::HashHex(data.data(), data.size()));
+  EXPECT_EQ(reply.payload, testproto::HashHex(pattern.data(), pattern.size()));
+  // The put arrived whole once the link was back.
   ASSERT_OK(node.Flush(peer, Deadline::After(20s)));
+  ASSERT_RESULT(std::string hash, RemoteHash(node, peer, 0, kHalf));
+  EXPECT_EQ(hash, testproto::HashHex(data.data(), data.size()));
   ASSERT_OK(node.PeerStatus(peer));
 
   // A drop longer than the peer timeout is a partition: the peer is lost.

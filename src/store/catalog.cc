@@ -9,13 +9,29 @@
 namespace tenax::store {
 namespace {
 
-constexpr const char* kSchema = R"sql(
+// Every table drives decisions (which node holds which chunk, which nodes
+// live, what a dataset is): each row carries a checksum of its values
+// (core/sqlite_db.h, RowChecksumColumn), verified when the catalog opens.
+constexpr ChecksummedTable kNodeTable{"store_node", "id, name, location, zone, state", "'node ' || name"};
+constexpr ChecksummedTable kDatasetTable{"store_dataset",
+                                         "name, records, record_bytes, chunk_bytes, k, m, class_totals, sample_shape",
+                                         "'dataset ' || name"};
+constexpr ChecksummedTable kChunkTable{
+    "store_chunk",
+    "dataset, stripe, idx, node, first_record, record_count, payload_bytes, crc32c, class_counts, deferred",
+    "'dataset ' || dataset || ', stripe ' || stripe || ', chunk ' || idx"};
+constexpr ChecksummedTable kRecoveryTable{"store_recovery", "dataset, owner, started_unix",
+                                          "'the recovery of ' || dataset"};
+
+std::string Schema() {
+  return R"sql(
 CREATE TABLE IF NOT EXISTS store_node (
   id INTEGER PRIMARY KEY,
   name TEXT NOT NULL UNIQUE,
   location TEXT NOT NULL UNIQUE,
   zone TEXT NOT NULL,
-  state TEXT NOT NULL
+  state TEXT NOT NULL,
+  )sql" + RowChecksumColumn(kNodeTable) + R"sql(
 );
 CREATE TABLE IF NOT EXISTS store_dataset (
   name TEXT PRIMARY KEY,
@@ -25,7 +41,8 @@ CREATE TABLE IF NOT EXISTS store_dataset (
   k INTEGER NOT NULL,
   m INTEGER NOT NULL,
   class_totals TEXT NOT NULL,
-  sample_shape TEXT NOT NULL
+  sample_shape TEXT NOT NULL,
+  )sql" + RowChecksumColumn(kDatasetTable) + R"sql(
 );
 CREATE TABLE IF NOT EXISTS store_chunk (
   dataset TEXT NOT NULL REFERENCES store_dataset(name),
@@ -38,14 +55,17 @@ CREATE TABLE IF NOT EXISTS store_chunk (
   crc32c INTEGER NOT NULL,
   class_counts TEXT NOT NULL,
   deferred INTEGER NOT NULL DEFAULT 0,
+  )sql" + RowChecksumColumn(kChunkTable) + R"sql(,
   PRIMARY KEY (dataset, stripe, idx)
 );
 CREATE TABLE IF NOT EXISTS store_recovery (
   dataset TEXT PRIMARY KEY,
   owner TEXT NOT NULL,
-  started_unix INTEGER NOT NULL
+  started_unix INTEGER NOT NULL,
+  )sql" + RowChecksumColumn(kRecoveryTable) + R"sql(
 );
 )sql";
+}
 
 std::string JoinCounts(const std::vector<uint64_t>& v) {
   std::string s;
@@ -84,8 +104,11 @@ Result<std::unique_ptr<StoreCatalog>> StoreCatalog::Open(const std::string& path
                                 " is not a tenax file (it holds tables but no tenax stamp); use another --catalog file");
     }
   }
-  TENAX_RETURN_IF_ERROR(db.Exec(std::string("BEGIN IMMEDIATE;") + kSchema + "PRAGMA application_id = " +
+  TENAX_RETURN_IF_ERROR(db.Exec("BEGIN IMMEDIATE;" + Schema() + "PRAGMA application_id = " +
                                 std::to_string(kTenaxApplicationId) + "; COMMIT;"));
+  for (const ChecksummedTable& t : {kNodeTable, kDatasetTable, kChunkTable, kRecoveryTable}) {
+    TENAX_RETURN_IF_ERROR(db.VerifyRowChecksums(t));
+  }
   return std::unique_ptr<StoreCatalog>(new StoreCatalog(std::move(db)));
 }
 

@@ -247,4 +247,27 @@ TEST_F(CatalogTest, ManyHandlesOpenAndReadAtOnceWhileAnotherWrites) {
 }
 
 }  // namespace
+
+// A value flipped on disk (the dataset's name, everywhere it is stored)
+// leaves a valid SQLite file whose rows no longer match their checksums:
+// the catalog refuses to open, naming the table and the row, rather than
+// hand out chunk places it cannot vouch for.
+TEST_F(CatalogTest, AValueFlippedOnDiskIsCaughtByItsRowChecksumAndNamed) {
+  auto m = Put();
+  ASSERT_TRUE(m.ok());
+  {
+    auto cat = StoreCatalog::Open(CatalogPath());
+    ASSERT_TRUE(cat.ok());
+    ASSERT_TRUE((*cat)->AddNodes(Nodes()).ok());
+    ASSERT_TRUE((*cat)->PutManifest(*m).ok());
+  }
+  ASSERT_GE(tenax::testing::FlipLastByteOf(CatalogPath(), "fmnist-test"), 2);
+  auto cat = StoreCatalog::Open(CatalogPath());
+  ASSERT_FALSE(cat.ok());
+  EXPECT_EQ(cat.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(cat.status().message().find("table store_dataset, dataset fmnist-tesu: its values do not match"),
+            std::string::npos)
+      << cat.status().message();
+}
+
 }  // namespace tenax::store

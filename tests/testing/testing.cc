@@ -8,6 +8,8 @@
 #include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+
+#include <cstring>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -166,6 +168,18 @@ std::vector<uint8_t> ReadBytes(const std::string& path) {
 std::string ReadText(const std::string& path) {
   auto b = ReadBytes(path);
   return std::string(b.begin(), b.end());
+}
+
+int FlipLastByteOf(const std::string& path, const std::string& marker) {
+  std::vector<uint8_t> bytes = ReadBytes(path);
+  int flipped = 0;
+  for (size_t at = 0; !marker.empty() && at + marker.size() <= bytes.size(); ++at) {
+    if (std::memcmp(bytes.data() + at, marker.data(), marker.size()) != 0) continue;
+    bytes[at + marker.size() - 1] ^= 0x01;
+    ++flipped;
+  }
+  if (flipped > 0) WriteBytes(path, bytes);
+  return flipped;
 }
 
 void LinkFashionMnist(const std::string& dir) {

@@ -36,6 +36,9 @@ std::vector<uint8_t> MakeIdx(const std::vector<uint32_t>& dims, const std::vecto
 void WriteBytes(const std::string& path, const std::vector<uint8_t>& bytes);
 std::vector<uint8_t> ReadBytes(const std::string& path);
 std::string ReadText(const std::string& path);
+// Flips the last byte of every occurrence of `marker` in the file (a value
+// damaged on disk); returns how many it flipped.
+int FlipLastByteOf(const std::string& path, const std::string& marker);
 
 // A data directory whose four files are symlinks to the installed
 // Fashion-MNIST files, so one of them can be replaced by a broken copy.

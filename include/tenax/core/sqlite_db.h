@@ -14,6 +14,13 @@
 //   than written into, and the coordinator's tables and the store's catalog
 //   may live in the same file (the issue's "coordinator's SQLite").
 // - `SqliteStatement` is a prepared statement, finalized on scope exit.
+// - Row checksums: SQLite's integrity check sees structure, not values, so
+//   a value flipped on disk in a row that drives decisions (a lease, a
+//   merge verdict, a chunk's place, a generation's members) would be read
+//   as true. Such tables end with RowChecksumColumn(their columns): a
+//   column SQLite computes on every insert and update from the row's
+//   values (tenax_row_crc, a CRC32C every SqliteDb connection has), and
+//   VerifyRowChecksums names the rows whose values no longer match it.
 //
 // Threading: the connection is opened serialized (SQLITE_OPEN_FULLMUTEX),
 // so single calls from several threads are safe; a transaction spans calls,
@@ -56,6 +63,21 @@ class SqliteStatement {
   bool ok_ = false;
 };
 
+// A table whose rows carry a checksum: its name, its columns as SQL ("a, b,
+// c": every column but the checksum) and an SQL expression naming a row
+// in errors ("'unit ' || unit").
+struct ChecksummedTable {
+  const char* name;
+  const char* columns;
+  const char* key;
+};
+
+// The checksum column's definition, the last of the table's CREATE TABLE.
+std::string RowChecksumColumn(const ChecksummedTable& table);
+// Gives a connection the tenax_row_crc function (SqliteDb::Open does): a
+// connection without it can read those tables but not write them.
+bool RegisterRowChecksumFunction(sqlite3* db);
+
 class SqliteDb {
  public:
   // `what` names the file in errors ("state file", "store catalog").
@@ -90,6 +112,10 @@ class SqliteDb {
   int64_t Changes() const;
   Result<int64_t> ApplicationId();
   Result<std::set<std::string>> Tables();
+  // DataLoss naming the file, the table, the first row whose values do not
+  // match its checksum and how many do not; OK when all match, and for a
+  // table written by a tenax without row checksums (no such column).
+  Status VerifyRowChecksums(const ChecksummedTable& table);
 
  private:
   SqliteDb(sqlite3* db, std::string path, std::string what) : db_(db), path_(std::move(path)), what_(std::move(what)) {}
