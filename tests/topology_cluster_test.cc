@@ -52,6 +52,30 @@ nlohmann::json Link(const nlohmann::json& placement, const std::string& a, const
   return nlohmann::json();
 }
 
+// An elastic job of 4 workers (min 2) spread over 2 zones x 2 hosts on
+// loopback, one slot each: a1 and a2 in za, b1 and b2 in zb; spread
+// placement puts worker 0 on a1, 1 on b1, 2 on a2 and 3 on b2. An mlp on
+// 4096 samples for `steps` steps; `train` goes into [train], `faults` last.
+std::string WriteFourHostElasticJob(const ScratchDir& dir, const std::string& job_id, const std::string& cross_zone,
+                                    int steps, const std::string& train, const std::string& faults) {
+  const std::string path = dir / (job_id + ".toml");
+  std::ofstream out(path);
+  out << "mode = \"sync\"\n[cluster]\nworkers = 4\njob_id = \"" << job_id << "\"\nelastic = true\nmin_workers = 2\n"
+      << "max_workers = 4\npeer_timeout_seconds = 5\njoin_timeout_seconds = 60\nstep_timeout_seconds = 30\n"
+      << "[topology]\nmode = \"loopback\"\n"
+      << "hosts = [ { name = \"a1\", zone = \"za\", slots = 1 }, { name = \"b1\", zone = \"zb\", slots = 1 },\n"
+      << "          { name = \"a2\", zone = \"za\", slots = 1 }, { name = \"b2\", zone = \"zb\", slots = 1 } ]\n"
+      << "same_zone = { delay_ms = 0.0, bandwidth_gbps = 10 }\n"
+      << "cross_zone = " << cross_zone << "\n"
+      << "[placement]\npolicy = \"spread\"\nprobe_seconds = 2\n"
+      << "[data]\ntrain_limit = 4096\ntest_limit = 500\n"
+      << "[model]\nname = \"mlp\"\n"
+      << "[train]\nepochs = 100\nmax_steps = " << steps << "\nbatch_size = 32\nthreads = 1\nlr = 0.05\nmomentum = 0.9\n"
+      << train << "[log]\nevery_steps = 20\n"
+      << faults;
+  return path;
+}
+
 // Namespaces named after the launcher's pid that still exist.
 std::vector<std::string> NamespacesOf(pid_t launcher) {
   std::vector<std::string> left;
@@ -187,25 +211,10 @@ std::string StateHash(const std::string& log) {
 // zone by zone. Everyone ends with the same state.
 TEST_F(TopologyClusterTest, AnElasticJobSumsZoneByZoneInEveryGenerationWhoseZonesAreEven) {
   ScratchDir dir;
-  const std::string job = dir / "elastic-zones.toml";
-  {
-    std::ofstream out(job);
-    out << "mode = \"sync\"\n[cluster]\nworkers = 4\njob_id = \"ezones\"\nelastic = true\nmin_workers = 2\n"
-        << "max_workers = 4\npeer_timeout_seconds = 5\njoin_timeout_seconds = 60\nstep_timeout_seconds = 30\n"
-        << "[topology]\nmode = \"loopback\"\n"
-        << "hosts = [ { name = \"a1\", zone = \"za\", slots = 1 }, { name = \"b1\", zone = \"zb\", slots = 1 },\n"
-        << "          { name = \"a2\", zone = \"za\", slots = 1 }, { name = \"b2\", zone = \"zb\", slots = 1 } ]\n"
-        << "same_zone = { delay_ms = 0.0, bandwidth_gbps = 10 }\n"
-        << "cross_zone = { delay_ms = 2.0, bandwidth_gbps = 10 }\n"
-        << "[placement]\npolicy = \"spread\"\nprobe_seconds = 2\n"
-        << "[data]\ntrain_limit = 4096\ntest_limit = 500\n"
-        << "[model]\nname = \"mlp\"\n"
-        << "[train]\nepochs = 100\nmax_steps = 400\nbatch_size = 32\nthreads = 1\nlr = 0.05\nmomentum = 0.9\n"
-        << "allreduce = \"hierarchical\"\n"
-        << "[log]\nevery_steps = 20\n"
-        << "[[faults]]\naction = \"kill\"\nworker = 1\nat_step = 40\n"
-        << "[[faults]]\naction = \"restart\"\nat_step = 100\n";
-  }
+  const std::string job = WriteFourHostElasticJob(dir, "ezones", "{ delay_ms = 2.0, bandwidth_gbps = 10 }", 400,
+                                                  "allreduce = \"hierarchical\"\n",
+                                                  "[[faults]]\naction = \"kill\"\nworker = 1\nat_step = 40\n"
+                                                  "[[faults]]\naction = \"restart\"\nat_step = 100\n");
   auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "out"});
   ASSERT_EQ(0, r.exit_code) << r.err;
   EXPECT_NE(std::string::npos, r.err.find("allreduce: hierarchical")) << r.err;
@@ -241,25 +250,11 @@ TEST_F(TopologyClusterTest, AnElasticJobSumsZoneByZoneInEveryGenerationWhoseZone
 // and the workers' logs show each fault reaching the transport.
 TEST_F(TopologyClusterTest, LinkFaultsShorterThanThePeerTimeoutCostNoMember) {
   ScratchDir dir;
-  const std::string job = dir / "link-faults.toml";
-  {
-    std::ofstream out(job);
-    out << "mode = \"sync\"\n[cluster]\nworkers = 4\njob_id = \"lfaults\"\nelastic = true\nmin_workers = 2\n"
-        << "max_workers = 4\npeer_timeout_seconds = 5\njoin_timeout_seconds = 60\nstep_timeout_seconds = 30\n"
-        << "[topology]\nmode = \"loopback\"\n"
-        << "hosts = [ { name = \"a1\", zone = \"za\", slots = 1 }, { name = \"b1\", zone = \"zb\", slots = 1 },\n"
-        << "          { name = \"a2\", zone = \"za\", slots = 1 }, { name = \"b2\", zone = \"zb\", slots = 1 } ]\n"
-        << "same_zone = { delay_ms = 0.0, bandwidth_gbps = 10 }\n"
-        << "cross_zone = { delay_ms = 1.0, bandwidth_gbps = 1 }\n"
-        << "[placement]\npolicy = \"spread\"\nprobe_seconds = 2\n"
-        << "[data]\ntrain_limit = 4096\ntest_limit = 500\n"
-        << "[model]\nname = \"mlp\"\n"
-        << "[train]\nepochs = 100\nmax_steps = 300\nbatch_size = 32\nthreads = 1\nlr = 0.05\nmomentum = 0.9\n"
-        << "[log]\nevery_steps = 20\n"
-        << "[[faults]]\naction = \"drop_link\"\nworkers = [0, 1]\nseconds = 1.5\nat_step = 40\n"
-        << "[[faults]]\naction = \"slow_link\"\nworkers = [0, 2]\nseconds = 2\nat_step = 120\n"
-        << "[[faults]]\naction = \"partition\"\nworker = 3\nseconds = 1.5\nat_step = 200\n";
-  }
+  const std::string job = WriteFourHostElasticJob(
+      dir, "lfaults", "{ delay_ms = 1.0, bandwidth_gbps = 1 }", 300, "",
+      "[[faults]]\naction = \"drop_link\"\nworkers = [0, 1]\nseconds = 1.5\nat_step = 40\n"
+      "[[faults]]\naction = \"slow_link\"\nworkers = [0, 2]\nseconds = 2\nat_step = 120\n"
+      "[[faults]]\naction = \"partition\"\nworker = 3\nseconds = 1.5\nat_step = 200\n");
   auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "out"});
   ASSERT_EQ(0, r.exit_code) << r.err;
   auto summary = nlohmann::json::parse(ReadText(dir / "out/summary.json"), nullptr, false);

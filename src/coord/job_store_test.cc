@@ -25,6 +25,22 @@ std::unique_ptr<JobStore> OpenStore(const std::string& path) {
   return s.ok() ? std::move(*s) : nullptr;
 }
 
+// SQLite's own verdict on the file ("ok" when its structure is sound).
+std::string IntegrityCheck(const std::string& path) {
+  sqlite3* db = nullptr;
+  std::string verdict = "cannot open";
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* q = nullptr;
+    verdict = "cannot check";
+    if (sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &q, nullptr) == SQLITE_OK && sqlite3_step(q) == SQLITE_ROW) {
+      verdict = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
+    }
+    sqlite3_finalize(q);
+  }
+  sqlite3_close(db);
+  return verdict;
+}
+
 // Runs SQL on a file with SQLite itself, as another program would (one
 // that keeps the row checksums: the values it writes are consistent, only
 // not what tenax writes).
@@ -72,14 +88,7 @@ TEST(JobStore, AFullDiskFailsTheWriteNamingTheFileAndKeepsEveryCommittedRow) {
   EXPECT_GT(written, 0);
   EXPECT_NE(failure.message().find(path), std::string::npos) << failure.message();
   EXPECT_NE(failure.message().find("full"), std::string::npos) << failure.message();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(SQLITE_OK, sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr));
-  sqlite3_stmt* q = nullptr;
-  ASSERT_EQ(SQLITE_OK, sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &q, nullptr));
-  ASSERT_EQ(SQLITE_ROW, sqlite3_step(q));
-  EXPECT_STREQ("ok", reinterpret_cast<const char*>(sqlite3_column_text(q, 0)));
-  sqlite3_finalize(q);
-  sqlite3_close(db);
+  EXPECT_EQ("ok", IntegrityCheck(path));
   auto reopened = OpenStore(path);
   ASSERT_NE(nullptr, reopened);
   auto members = reopened->Members();
@@ -403,16 +412,7 @@ TEST(JobStore, AValueFlippedOnDiskIsCaughtByItsRowChecksumAndNamed) {
     sqlite3_close(db);
   }
   ASSERT_GE(tenax::testing::FlipLastByteOf(path, "worker-QQQQ"), 1) << "the name is in the file";
-  {  // Still a valid SQLite file...
-    sqlite3* db = nullptr;
-    ASSERT_EQ(SQLITE_OK, sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr));
-    sqlite3_stmt* q = nullptr;
-    ASSERT_EQ(SQLITE_OK, sqlite3_prepare_v2(db, "PRAGMA integrity_check", -1, &q, nullptr));
-    ASSERT_EQ(SQLITE_ROW, sqlite3_step(q));
-    EXPECT_STREQ("ok", reinterpret_cast<const char*>(sqlite3_column_text(q, 0)));
-    sqlite3_finalize(q);
-    sqlite3_close(db);
-  }
+  EXPECT_EQ("ok", IntegrityCheck(path)) << "still a valid SQLite file...";
   // ...that tenax no longer trusts.
   auto reopened = JobStore::Open(path);
   ASSERT_FALSE(reopened.ok());
