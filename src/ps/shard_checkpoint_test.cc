@@ -1,6 +1,10 @@
 #include "tenax/ps/shard_checkpoint.h"
 
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <cmath>
 #include <cstring>
@@ -159,4 +163,49 @@ TEST(ShardCheckpointTest, GarbageIsDataLoss) {
 }
 
 }  // namespace
+
+// A shard's checkpoint directory on a disk that fills (a 192 KiB tmpfs the
+// test mounts; root only): two 80 KB checkpoints fit, the third does not.
+// Its write fails naming the directory and the disk's reason, leaves no
+// temporary or torn file, and the shard restarts from the newest whole
+// checkpoint, bit for bit. Once space is freed, writing goes on.
+TEST(ShardCheckpointTest, AFullDiskFailsTheWriteNamingThePathAndKeepsTheLastCheckpoint) {
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small tmpfs needs root";
+  ScratchDir dir;
+  const std::string disk = dir / "disk";
+  std::filesystem::create_directories(disk);
+  ASSERT_EQ(::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=192k"), 0) << std::strerror(errno);
+  struct Unmount {
+    std::string at;
+    ~Unmount() { ::umount2(at.c_str(), MNT_DETACH); }
+  } unmount{disk};
+  auto big = [](uint64_t merges) {
+    ShardCheckpoint c = Make(merges, static_cast<float>(merges));
+    c.params.resize(20000);
+    for (size_t i = 0; i < c.params.size(); ++i) c.params[i] = static_cast<float>(merges * 100000 + i);
+    return c;
+  };
+  const std::string ckpt = disk + "/server-1";
+  ASSERT_OK(WriteShardCheckpoint(ckpt, big(1)));
+  ASSERT_OK(WriteShardCheckpoint(ckpt, big(2)));
+  Status full = WriteShardCheckpoint(ckpt, big(3));
+  ASSERT_FALSE(full.ok()) << "the disk never filled";
+  EXPECT_EQ(StatusCode::kIoError, full.code()) << full.ToString();
+  EXPECT_NE(std::string::npos, full.message().find(ckpt)) << full.ToString();
+  EXPECT_NE(std::string::npos, full.message().find("No space left on device")) << full.ToString();
+  // Only the two whole checkpoints: no temporary file, no torn third one.
+  EXPECT_EQ((std::vector<std::string>{"shard-1-000000000001.ckpt", "shard-1-000000000002.ckpt"}), Files(ckpt));
+  ShardCheckpoint expect = big(0);
+  auto loaded = LoadNewestShardCheckpoint(ckpt, expect);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_TRUE(loaded->has_value());
+  EXPECT_EQ(2u, (*loaded)->checkpoint.merges);
+  EXPECT_TRUE(SameBits(big(2).params, (*loaded)->checkpoint.params));
+  EXPECT_TRUE((*loaded)->skipped.empty());
+  // Space freed (the older checkpoint removed): the next write fits.
+  std::filesystem::remove(ckpt + "/shard-1-000000000001.ckpt");
+  ASSERT_OK(WriteShardCheckpoint(ckpt, big(3)));
+  EXPECT_EQ((std::vector<std::string>{"shard-1-000000000002.ckpt", "shard-1-000000000003.ckpt"}), Files(ckpt));
+}
+
 }  // namespace tenax::ps
