@@ -25,7 +25,8 @@ TEST(SoakTest, RoundsOfEveryKindUnderFaultsLoseDuplicateHangAndLeakNothing) {
   // fault-free references (about 3 minutes in all here). The network kind's
   // faults are covered by TopologyClusterTest (link faults) in less time.
   auto r = RunProcess({TenaxBinary(), "bench", "soak", "--quick", "--minutes", "0.01", "--min-rounds", "3", "--seed",
-                       "7", "--kinds", "elastic,async,sync", "--json", dir / "soak.json", "--keep", dir / "rounds"},
+                       "7", "--kinds", "elastic,async,sync", "--async-references", "2", "--json", dir / "soak.json",
+                       "--keep", dir / "rounds"},
                       std::chrono::milliseconds(840s));
   ASSERT_EQ(0, r.exit_code) << r.err;
   auto report = nlohmann::json::parse(ReadText(dir / "soak.json"), nullptr, false);
@@ -60,6 +61,13 @@ TEST(SoakTest, RoundsOfEveryKindUnderFaultsLoseDuplicateHangAndLeakNothing) {
     }
   }
   EXPECT_EQ((std::set<std::string>{"async", "elastic", "sync"}), kinds);
+  // The async reference is the mean of its two fault-free runs.
+  const auto& spread = report["reference_spread"]["async"];
+  ASSERT_EQ(2u, spread["runs"].size()) << report["reference_spread"].dump();
+  const double a0 = spread["runs"][0].get<double>(), a1 = spread["runs"][1].get<double>();
+  EXPECT_DOUBLE_EQ((a0 + a1) / 2, report["reference_test_accuracy"].value("async", 0.0));
+  EXPECT_DOUBLE_EQ(std::min(a0, a1), spread.value("min", 0.0));
+  EXPECT_EQ(1u, report["reference_spread"]["sync"]["runs"].size()) << "a deterministic kind runs once";
   EXPECT_TRUE(ProcessesMentioning(dir / "rounds").empty()) << "children left running";
 }
 
