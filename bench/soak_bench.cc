@@ -436,7 +436,7 @@ Status RunSoak(const SoakArgs& a) {
 
   nlohmann::json totals = {{"rounds", 0},           {"rounds_ended_well", 0}, {"units_lost", 0},
                            {"units_merged_twice", 0}, {"hung_rounds", 0},       {"processes_left", 0},
-                           {"elastic_state_mismatches", 0}, {"steps_short", 0}};
+                           {"elastic_state_mismatches", 0}, {"steps_short", 0}, {"chunks_unrecoverable", 0}};
   std::map<std::string, int64_t> faults_by_kind, planned_by_kind, not_fired_by_kind;
   std::map<std::string, double> reference_accuracy, worst_gap;
   nlohmann::json rounds = nlohmann::json::array();
@@ -544,6 +544,21 @@ Status RunSoak(const SoakArgs& a) {
         totals["units_merged_twice"] = totals["units_merged_twice"].get<int64_t>() + m->merged_twice;
         if (m->lost > 0) wrong.push_back(fmt::format("{} (unit, shard) merges missing", m->lost));
         if (m->merged_twice > 0) wrong.push_back(fmt::format("{} merges twice", m->merged_twice));
+      }
+    }
+    if (k.name == "elastic" && ended_well) {
+      // At most one data node of the RS 4+2 store is down at a time (the
+      // plan kills one): every lost chunk must be recoverable.
+      int64_t unrecoverable = 0;
+      const nlohmann::json store = s.value("store", nlohmann::json::object());
+      for (const auto& rec : store.value("recoveries", nlohmann::json::array())) {
+        unrecoverable += static_cast<int64_t>(rec.value("unrecoverable", nlohmann::json::array()).size());
+      }
+      row["degraded_chunks"] = store.value("degraded_chunks", int64_t{0});
+      row["chunks_unrecoverable"] = unrecoverable;
+      totals["chunks_unrecoverable"] = totals["chunks_unrecoverable"].get<int64_t>() + unrecoverable;
+      if (unrecoverable > 0) {
+        wrong.push_back(fmt::format("{} chunk(s) unrecoverable with one data node of RS 4+2 down", unrecoverable));
       }
     }
     if ((k.name == "elastic" || k.name == "network") && ended_well) {

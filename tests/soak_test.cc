@@ -41,6 +41,7 @@ TEST(SoakTest, RoundsOfEveryKindUnderFaultsLoseDuplicateHangAndLeakNothing) {
   EXPECT_EQ(0, t.value("namespaces_left", -1));
   EXPECT_EQ(0, t.value("elastic_state_mismatches", -1));
   EXPECT_EQ(0, t.value("steps_short", -1));
+  EXPECT_EQ(0, t.value("chunks_unrecoverable", -1));
   // The faults really happened, of every kind the rounds plan.
   const auto& injected = t["faults_injected"];
   for (const char* kind : {"coordinator kill", "coordinator restart", "server kill", "server restart", "joiner start"}) {
@@ -58,6 +59,7 @@ TEST(SoakTest, RoundsOfEveryKindUnderFaultsLoseDuplicateHangAndLeakNothing) {
     }
     if (row.value("kind", "") == "elastic") {
       EXPECT_TRUE(row.value("state_hashes_equal", false)) << row.dump();
+      EXPECT_EQ(0, row.value("chunks_unrecoverable", -1)) << row.dump();
     }
   }
   EXPECT_EQ((std::set<std::string>{"async", "elastic", "sync"}), kinds);
