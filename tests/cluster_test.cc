@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
@@ -142,6 +143,35 @@ TEST_F(ClusterTest, SigtermToTheLauncherStopsEveryChild) {
   EXPECT_EQ(130, run.Wait()) << run.stderr_text();
   EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "orphans left behind";
   EXPECT_FALSE(std::ifstream(dir / "run/summary.json").good());
+}
+
+// A launcher held up longer than the peer timeout (here SIGSTOP; a loaded
+// machine or a blocking write did it in the soak) is dropped by its
+// coordinator, which still runs the job. Running again, the launcher follows
+// the job on a new connection, and the run ends well with every step.
+TEST_F(ClusterTest, ALauncherHeldUpPastThePeerTimeoutFollowsTheJobAgain) {
+  ScratchDir dir;
+  const std::string job = WriteJob(dir, "held", "", 5000);
+  Child run({TenaxBinary(), "run", job, "--out", dir / "run"});
+  ASSERT_TRUE(run.WaitForStderrLine("step")) << run.stderr_text();
+  run.Signal(SIGSTOP);
+  // Until the coordinator has dropped it (2 s peer timeout): its log says so.
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  bool dropped = false;
+  while (!dropped && Clock::now() < deadline) {
+    dropped = ReadText(dir / "run/logs/coordinator.log").find("(launcher): silent") != std::string::npos;
+    if (!dropped) std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling a log, bounded by the deadline
+  }
+  run.Signal(SIGCONT);
+  ASSERT_TRUE(dropped) << "the coordinator never dropped the stopped launcher: "
+                       << ReadText(dir / "run/logs/coordinator.log");
+  ASSERT_EQ(0, run.Wait()) << run.stderr_text();
+  EXPECT_NE(std::string::npos, run.stderr_text().find("lost the connection to the coordinator, which still runs"))
+      << run.stderr_text();
+  auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
+  ASSERT_TRUE(summary.is_object());
+  EXPECT_EQ(5000, summary.value("steps", 0));
+  EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "children left running";
 }
 
 TEST_F(ClusterTest, SigkilledWorkerIsReportedByRankWithinTheDeadline) {

@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdio>
 
-#include "tenax/core/files.h"
 #include "tenax/core/number_text.h"
 
 
@@ -416,7 +415,7 @@ void FaultInjector::FireLinkFault(Pending& p, double elapsed, int64_t max_step) 
       f.until_ms = until_ms;
       link_faults_.faults.push_back(f);
     }
-    if (Status st = WriteFileAtomic(options_.link_faults_file, link_faults_.ToJson() + "\n"); !st.ok()) {
+    if (Status st = link_faults_.WriteTo(options_.link_faults_file); !st.ok()) {
       why = "could not write the link faults: " + st.message();
     }
   }

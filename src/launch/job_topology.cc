@@ -187,7 +187,7 @@ Result<std::unique_ptr<JobTopology>> JobTopology::Create(const TrainConfig& conf
   ::setenv(net::kEmulatedLinksEnvVar, links.c_str(), 1);
   // No link fault yet; the fault plan's link faults rewrite it.
   t->link_faults_file_ = out_dir + "/link_faults.json";
-  TENAX_RETURN_IF_ERROR(WriteFileAtomic(t->link_faults_file_, net::LinkFaultBook{}.ToJson() + "\n"));
+  TENAX_RETURN_IF_ERROR(net::LinkFaultBook{}.WriteTo(t->link_faults_file_));
   ::setenv(net::kLinkFaultsEnvVar, t->link_faults_file_.c_str(), 1);
   return t;
 }

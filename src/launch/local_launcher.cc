@@ -647,6 +647,11 @@ class LocalLaunch {
     DecoderEventTail decoder_events(run_.decoder_events());
     TENAX_ASSIGN_OR_RETURN(auto watcher, coord::JobWatcher::Connect(wo, join_deadline_));
     int64_t watched_restart = 0;  // the coordinator process the watcher follows (restarts by the plan)
+    // Connections to a running coordinator lost and made again; bounded, so
+    // a coordinator that keeps dropping the launcher ends the run, named.
+    constexpr int kMaxWatcherReconnects = 10;
+    int watcher_reconnects = 0;
+    uint64_t last_generation = 0;  // the newest generation announced
     while (true) {
       if (StopRequested()) {
         Notice("stopping the coordinator and " + std::to_string(k.workers) + " workers");
@@ -678,6 +683,27 @@ class LocalLaunch {
         watched_restart = faults_->coordinator_restarts();
         continue;
       }
+      if (!event.ok() && !children_->exit_code(coordinator_index_) && watcher_reconnects < kMaxWatcherReconnects) {
+        // The coordinator still runs: only this connection was lost (the
+        // coordinator drops a watcher it has not heard from for a peer
+        // timeout, e.g. while this thread was held up on a loaded machine).
+        // Follow the job again on a new connection.
+        ++watcher_reconnects;
+        Notice("lost the connection to the coordinator, which still runs (" + event.status().message() +
+               "); following the job again");
+        auto again = coord::JobWatcher::Connect(wo, Deadline::After(k.join_timeout()));
+        if (again.ok()) {
+          watcher = std::move(*again);
+          continue;
+        }
+        event = again.status();
+      }
+      if (!event.ok() && children_->exit_code(coordinator_index_) == 0) {
+        // It ended the job (exit 0 is a finished job) while this launcher
+        // was not connected.
+        Notice("the coordinator ended the job while the launcher was not connected to it");
+        return Status::Ok();  // JobDone
+      }
       if (!event.ok()) {
         std::optional<ChildFailure> why = children_->FirstFailure();
         const std::string own = why ? "" : OwnFailure();
@@ -689,6 +715,10 @@ class LocalLaunch {
       if (auto* p = std::get_if<coord::JobProgress>(&**event)) {
         OnProgress(*p);
       } else if (auto* g = std::get_if<coord::JobGeneration>(&**event)) {
+        // A watcher that follows the job again (a new connection, or a
+        // restarted coordinator) hears the current generation once more.
+        if (g->generation <= last_generation) continue;
+        last_generation = g->generation;
         std::string ids;
         for (int m : g->members) ids += (ids.empty() ? "" : ", ") + std::to_string(m);
         monitor_->Notice("generation " + std::to_string(g->generation) + ": " + std::to_string(g->members.size()) +

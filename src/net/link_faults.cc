@@ -1,6 +1,11 @@
 #include "tenax/net/link_faults.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <fstream>
 
 #include <chrono>
 #include <cmath>
@@ -56,6 +61,25 @@ std::string LinkFaultBook::ToJson() const {
     list.push_back(std::move(j));
   }
   return nlohmann::json{{"faults", list}}.dump(1);
+}
+
+Status LinkFaultBook::WriteTo(const std::string& path) const {
+  const std::string tmp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << ToJson() << "\n";
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return IoError(path + ": cannot write the link faults: " + ErrnoMessage(errno));
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    return IoError(path + ": cannot replace the link faults: " + ErrnoMessage(err));
+  }
+  return Status::Ok();
 }
 
 Result<LinkFaultBook> LinkFaultBook::FromJson(const std::string& text) {

@@ -57,6 +57,12 @@ struct LinkFaultBook {
   void Prune(int64_t now_ms);
 
   std::string ToJson() const;
+  // Replaces `path` with ToJson() atomically for its readers (a temporary
+  // file renamed over it) but without fsync: the file is a live control
+  // channel, not a record, and an fsync on a loaded disk stalled the
+  // launcher's thread for seconds (its coordinator then dropped it as
+  // silent). IoError naming the path.
+  Status WriteTo(const std::string& path) const;
   // InvalidArgument naming the entry and key for anything malformed
   // (unknown kind, a host missing, a window that ends before it starts, a
   // factor out of 2..1000, more than 4096 entries).
