@@ -200,6 +200,8 @@ void AddElasticBenchmark(CLI::App& bench, int& exit_code);
 void AddPreemptionBenchmark(CLI::App& bench, int& exit_code);
 // `soak`: rounds of jobs under seeded fault plans; nothing lost, duplicated, hung or leaked.
 void AddSoakBenchmark(CLI::App& bench, int& exit_code);
+// `coord-load`: one coordinator under many simulated members (async leases, elastic generations).
+void AddCoordLoadBenchmark(CLI::App& bench, int& exit_code);
 void AddStragglersBenchmark(CLI::App& bench, int& exit_code);
 void AddEcBenchmark(CLI::App& bench, int& exit_code);
 void AddRecoveryBenchmark(CLI::App& bench, int& exit_code);

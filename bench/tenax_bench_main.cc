@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   tenax::bench::AddElasticBenchmark(app, exit_code);
   tenax::bench::AddPreemptionBenchmark(app, exit_code);
   tenax::bench::AddSoakBenchmark(app, exit_code);
+  tenax::bench::AddCoordLoadBenchmark(app, exit_code);
   tenax::bench::AddStragglersBenchmark(app, exit_code);
   tenax::bench::AddEcBenchmark(app, exit_code);
   tenax::bench::AddRecoveryBenchmark(app, exit_code);
