@@ -274,6 +274,7 @@ struct Node::Impl {
   // Frames held while a link dropped, handled in order once it is back
   // (after the puts held with them are applied).
   size_t ReleaseHeldFrames();
+  bool holding_frames = false;  // some peer has held_frames (skip the walk otherwise)
 
   // --- link faults (link_faults.h), node_link_faults.cc ---
   std::optional<LinkFaultWatcher> link_faults;

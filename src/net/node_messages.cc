@@ -104,6 +104,7 @@ void Node::Impl::HandleFrame(Frame& f) {
   if (p.phase == Phase::kLost) return;
   if (!p.held_frames.empty() || p.Dropped(SteadyClock::now())) {
     p.held_frames.push_back(std::move(f));  // the link drops everything now: nothing heard
+    holding_frames = true;
     return;
   }
   DispatchFrame(p, f);
@@ -119,6 +120,7 @@ void Node::Impl::DispatchFrame(PeerState& p, Frame& f) {
 }
 
 size_t Node::Impl::ReleaseHeldFrames() {
+  if (!holding_frames) return 0;  // the common case: no link fault held anything
   size_t released = 0;
   const auto now = SteadyClock::now();
   std::vector<PeerId> ids;
@@ -146,6 +148,7 @@ size_t Node::Impl::ReleaseHeldFrames() {
       if (!p || p->phase == Phase::kLost) break;
     }
   }
+  holding_frames = std::any_of(peers.begin(), peers.end(), [](const auto& e) { return !e.second.held_frames.empty(); });
   return released;
 }
 
