@@ -604,6 +604,20 @@ Result<std::vector<int64_t>> WorkQueue::ShardRestored(int shard, int64_t merges_
       TENAX_RETURN_IF_ERROR(q.Event(now_ms, unit, 0, shard, "reopened", "shard restarted: " + why));
       units.push_back(unit);
     }
+    // Checks its previous process made of results not yet accepted: the
+    // results lived in that process's memory, so they cannot be merged
+    // now. Forgotten, so that no unit is accepted on them (the soak found a
+    // unit accepted on a dead process's check, told "merge" to the new
+    // process, which did not hold it: the job waited forever). Their
+    // attempts wait for the new process's checks, or expire and are issued
+    // again.
+    {
+      Stmt d(db_,
+             "DELETE FROM wq_check WHERE shard = ?1 AND EXISTS (SELECT 1 FROM wq_need n WHERE n.unit = wq_check.unit "
+             "AND n.shard = ?1 AND n.state = 'pending')");
+      d.Bind(1, int64_t{shard});
+      TENAX_RETURN_IF_ERROR(q.Run(d, "cannot forget the restarted shard's checks"));
+    }
     return units;
   });
 }

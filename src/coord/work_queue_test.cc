@@ -213,6 +213,42 @@ TEST(WorkQueueTest, ARestartedShardReMergesOnlyWhatItsCheckpointLost) {
   EXPECT_TRUE(*all);
 }
 
+// A shard that checked a result and was then restarted (a new process on
+// its checkpoint) no longer holds that result: its earlier check must not
+// accept the unit when the other shard's check comes (found by the soak:
+// the unit was accepted, the new process told "merge" for a result it never
+// saw, and the job waited forever). The attempt waits, expires, and the
+// unit is issued again and merged once by each shard.
+TEST(WorkQueueTest, ARestartedShardsEarlierCheckAcceptsNothing) {
+  ScratchDir dir;
+  auto q = OpenQueue(dir / "q.db", Options(20, 20, 2));
+  ASSERT_TRUE(q);
+  const UnitLease l = LeaseOne(*q, "w", 0);  // unit 0, held until 1000
+  auto first = q->ReportCheck(l.unit, l.attempt, 0, true, "", l.steps, 10);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(UnitVerdict::Kind::kPending, first->kind);
+  auto reopened = q->ShardRestored(0, 0, 20);  // shard 0's new process: nothing merged, nothing re-opened
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  EXPECT_TRUE(reopened->empty());
+  auto second = q->ReportCheck(l.unit, l.attempt, 1, true, "", l.steps, 30);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(UnitVerdict::Kind::kPending, second->kind) << "accepted on a check of a process that is gone";
+  auto owed = q->AcceptedNotMerged(0);
+  ASSERT_TRUE(owed.ok());
+  EXPECT_TRUE(owed->empty());
+  // Its lease expires; the unit is issued again and merged once by each shard.
+  const UnitLease again = LeaseOne(*q, "w2", 1000);
+  EXPECT_EQ(l.unit, again.unit);
+  EXPECT_EQ(2, again.attempt);
+  EXPECT_EQ(UnitVerdict::Kind::kAccepted, Deliver(*q, again, 1001));
+  const auto merges = Merges(*q);
+  EXPECT_EQ(std::vector<int64_t>{2}, merges.at({0, 0}));
+  EXPECT_EQ(std::vector<int64_t>{2}, merges.at({0, 1}));
+  auto all = q->AllDone();
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(*all);
+}
+
 // A coordinator killed between accepting a unit and hearing a shard's merge
 // report: the restarted one (the same file) lists what each shard still
 // owes, and the shard's report, told again, is recorded once.
