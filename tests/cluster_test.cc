@@ -151,7 +151,18 @@ TEST_F(ClusterTest, SigtermToTheLauncherStopsEveryChild) {
 // the job on a new connection, and the run ends well with every step.
 TEST_F(ClusterTest, ALauncherHeldUpPastThePeerTimeoutFollowsTheJobAgain) {
   ScratchDir dir;
-  const std::string job = WriteJob(dir, "held", "", 5000);
+  // Long enough that the job still runs when the coordinator drops the
+  // launcher (2 s after the stop) on a machine several times faster than
+  // ours (20000 steps: about 18 s here).
+  const std::string job = dir / "held.toml";
+  {
+    std::ofstream out(job);
+    out << "mode = \"sync\"\n[cluster]\nworkers = 2\njob_id = \"held\"\npeer_timeout_seconds = 2\n"
+        << "join_timeout_seconds = 30\nstep_timeout_seconds = 20\n"
+        << "[model]\nname = \"mlp\"\n"
+        << "[train]\nepochs = 50\nmax_steps = 20000\nbatch_size = 32\nthreads = 1\nlr = 0.05\n"
+        << "[log]\nevery_steps = 100\n";
+  }
   Child run({TenaxBinary(), "run", job, "--out", dir / "run"});
   ASSERT_TRUE(run.WaitForStderrLine("step")) << run.stderr_text();
   run.Signal(SIGSTOP);
@@ -170,7 +181,7 @@ TEST_F(ClusterTest, ALauncherHeldUpPastThePeerTimeoutFollowsTheJobAgain) {
       << run.stderr_text();
   auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
   ASSERT_TRUE(summary.is_object());
-  EXPECT_EQ(5000, summary.value("steps", 0));
+  EXPECT_EQ(20000, summary.value("steps", 0));
   EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "children left running";
 }
 
