@@ -109,15 +109,23 @@ std::string Describe(const std::vector<LiveProcess>& ps) {
 // On a failure, the end of every log the run wrote (workers, joiners,
 // coordinator, storage nodes) before the scratch directory goes: a worker
 // that left on its own says why only there.
+// `out`: the run's folder; its fault-free reference run's log and logs too
+// (a reference run that failed says why only there).
 struct LogsOnFailure {
-  std::string logs;
+  std::string out;
   ~LogsOnFailure() {
     if (!::testing::Test::HasFailure()) return;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(logs, ec)) {
-      const std::string text = ReadText(e.path().string());
+    std::vector<std::filesystem::path> files = {out + "/reference.log"};
+    for (const std::string& logs : {out + "/logs", out + "/reference/logs"}) {
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator(logs, ec)) files.push_back(e.path());
+    }
+    for (const auto& f : files) {
+      if (!std::filesystem::exists(f)) continue;
+      const std::string text = ReadText(f.string());
       const size_t from = text.size() > 4000 ? text.size() - 4000 : 0;
-      std::cerr << "---- " << e.path().filename().string() << " (last " << text.size() - from << " bytes) ----\n"
+      std::cerr << "---- " << std::filesystem::relative(f, out).string() << " (last " << text.size() - from
+                << " bytes) ----\n"
                 << text.substr(from) << "\n";
     }
   }
@@ -130,7 +138,7 @@ TEST(CloudRunTest, TheQuickstartSurvivesEveryScheduledFaultAndReportsEachReactio
   const std::string source = TENAX_SOURCE_DIR;
   Child run({TenaxBinary(), "run", source + "/examples/quickstart.toml", "--out", out, "--set",
              "cost.prices=\"" + source + "/examples/prices/gcp-c2-standard-8-us-central1-spot-workers.toml\""});
-  LogsOnFailure logs_on_failure{out + "/logs"};
+  LogsOnFailure logs_on_failure{out};
   const auto deadline = std::chrono::steady_clock::now() + 900s;
   // Mid-run, when the first fault strikes (step 20, before the storage
   // node's kill at step 100): the run's processes as /proc shows them. Every

@@ -18,6 +18,9 @@ Status RunWorkerCommand(const WorkerOptions& options) {
   // at the process boundary only.
   if (const char* v = std::getenv("TENAX_TEST_POISON_UNIT")) o.injected.poison_unit = std::atoll(v);
   if (const char* v = std::getenv("TENAX_TEST_SIGSTOP_AS_DONOR")) o.injected.sigstop_as_donor = std::string(v) == "1";
+  if (const char* v = std::getenv("TENAX_TEST_SIGSTOP_BEFORE_ALLREDUCE")) {
+    o.injected.sigstop_before_allreduce = std::string(v) == "1";
+  }
   o.on_progress = [&renderer](const TrainProgress& p) {
     if (p.log_point) renderer(p);
   };

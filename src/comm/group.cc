@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "tenax/comm/channel_codec.h"
 
@@ -61,6 +63,10 @@ std::optional<net::ControlMessage> Group::TakeEarly(net::PeerId from, uint32_t k
 
 namespace {
 
+// How often a forming group consults its interrupt, and how long it waits
+// before dialling again a peer still at an older generation.
+constexpr auto kInterruptEvery = std::chrono::milliseconds(100);
+
 // Why a peer's hello does not belong in this group ("" if it does).
 // `expected_rank` < 0: any rank in `accept_from` not yet connected (`peers`).
 std::string Mismatch(const wire::MeshHello& h, const std::string& label, const std::string& job_id, uint64_t generation,
@@ -87,7 +93,7 @@ std::string Mismatch(const wire::MeshHello& h, const std::string& label, const s
 Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string& job_id, uint64_t generation, int rank,
                                               std::vector<GroupMember> members, Deadline deadline) {
   for (auto& m : members) m.joining = true;  // every pair is new: the lower rank dials
-  return Form(node, job_id, generation, rank, std::move(members), {}, deadline);
+  return Form(node, job_id, generation, rank, std::move(members), {}, deadline, {});
 }
 
 std::map<uint32_t, net::PeerId> Group::ConnectionsById() const {
@@ -100,7 +106,8 @@ std::map<uint32_t, net::PeerId> Group::ConnectionsById() const {
 
 Result<std::unique_ptr<Group>> Group::Reform(Group& previous, const std::map<uint32_t, net::PeerId>& known,
                                              const std::string& job_id, uint64_t generation, int rank,
-                                             std::vector<GroupMember> members, Deadline deadline) {
+                                             std::vector<GroupMember> members, Deadline deadline,
+                                             const Interrupt& interrupt) {
   if (rank < 0 || static_cast<size_t>(rank) >= members.size()) {
     return InvalidArgument("rank " + std::to_string(rank) + " outside a group of " + std::to_string(members.size()));
   }
@@ -122,14 +129,14 @@ Result<std::unique_ptr<Group>> Group::Reform(Group& previous, const std::map<uin
     }
   }
   TENAX_ASSIGN_OR_RETURN(auto group, Form(previous.node_, job_id, generation, rank, std::move(members),
-                                          std::move(reuse), deadline));
+                                          std::move(reuse), deadline, interrupt));
   group->early_ = std::move(previous.early_);
   return group;
 }
 
 Result<std::unique_ptr<Group>> Group::Form(net::Node& node, const std::string& job_id, uint64_t generation, int rank,
                                            std::vector<GroupMember> members, std::vector<net::PeerId> reuse,
-                                           Deadline deadline) {
+                                           Deadline deadline, const Interrupt& interrupt) {
   const int world = static_cast<int>(members.size());
   if (rank < 0 || rank >= world) {
     return InvalidArgument("rank " + std::to_string(rank) + " outside a group of " + std::to_string(world));
@@ -153,8 +160,7 @@ Result<std::unique_ptr<Group>> Group::Form(net::Node& node, const std::string& j
   };
   // Dial. A dialled member may itself be busy dialling; its Node still
   // serves our handshake because every wait drives progress.
-  for (int r = 0; r < world; ++r) {
-    if (!dial[static_cast<size_t>(r)]) continue;
+  auto dial_rank = [&](int r) -> Status {
     auto peer = node.Connect(members[static_cast<size_t>(r)].host, members[static_cast<size_t>(r)].port, deadline);
     if (!peer.ok()) {
       return Status(peer.status().code(),
@@ -162,6 +168,10 @@ Result<std::unique_ptr<Group>> Group::Form(net::Node& node, const std::string& j
     }
     TENAX_RETURN_IF_ERROR(node.SendControl(*peer, kMeshHelloKind, hello, deadline));
     peers[static_cast<size_t>(r)] = *peer;
+    return Status::Ok();
+  };
+  for (int r = 0; r < world; ++r) {
+    if (dial[static_cast<size_t>(r)]) TENAX_RETURN_IF_ERROR(dial_rank(r));
   }
   // Accept: whoever passes the handshake must introduce itself, and hears
   // our hello in return, so a refused peer learns why. A refused peer does
@@ -169,7 +179,11 @@ Result<std::unique_ptr<Group>> Group::Form(net::Node& node, const std::string& j
   std::string refusals;
   int missing = static_cast<int>(std::count(accept_from.begin(), accept_from.end(), true));
   while (missing > 0) {
-    auto peer = node.Accept(deadline);
+    auto peer = node.Accept(interrupt ? deadline.Earlier(Deadline::After(kInterruptEvery)) : deadline);
+    if (!peer.ok() && interrupt && peer.status().code() == StatusCode::kDeadlineExceeded && !deadline.Expired()) {
+      TENAX_RETURN_IF_ERROR(interrupt());
+      continue;
+    }
     if (!peer.ok()) {
       std::string who;
       for (int r = 0; r < world; ++r) {
@@ -188,6 +202,12 @@ Result<std::unique_ptr<Group>> Group::Form(net::Node& node, const std::string& j
     TENAX_ASSIGN_OR_RETURN(wire::MeshHello h, DecodeMeshHello(msg->payload, label));
     const std::string refusal = Mismatch(h, label, job_id, generation, rank, world, -1, peers, accept_from);
     (void)node.SendControl(*peer, kMeshHelloKind, hello, deadline);  // a peer gone meanwhile fails below or later
+    if (h.job_id() == job_id && h.generation() > generation) {
+      // Our generation is superseded: the peer dials again once we caught up.
+      node.Disconnect(*peer, Deadline::After(std::chrono::milliseconds(200)));
+      return Aborted("generation " + std::to_string(generation) + " is superseded: rank " + std::to_string(h.rank()) +
+                     " at " + label + " is at membership generation " + std::to_string(h.generation()));
+    }
     if (!refusal.empty()) {
       spdlog::warn("rank {}: {}; disconnecting it", rank, refusal);
       refusals += (refusals.empty() ? "" : "; ") + refusal;
@@ -200,18 +220,41 @@ Result<std::unique_ptr<Group>> Group::Form(net::Node& node, const std::string& j
   // The answers of the ranks we dialled: each checks us as we checked ours.
   for (int r = 0; r < world; ++r) {
     if (!dial[static_cast<size_t>(r)]) continue;
-    const net::PeerId peer = peers[static_cast<size_t>(r)];
-    auto msg = node.ReceiveControl(deadline, peer, kMeshHelloKind);
-    if (!msg.ok()) {
-      return Status(msg.status().code(), "rank " + std::to_string(r) + " at " + address(r) +
-                                             " did not answer our hello (it refuses a peer of another job or "
-                                             "generation, and says why in its log): " +
-                                             msg.status().message());
-    }
-    TENAX_ASSIGN_OR_RETURN(wire::MeshHello h, DecodeMeshHello(msg->payload, address(r)));
-    if (std::string refusal = Mismatch(h, address(r), job_id, generation, rank, world, r, peers, accept_from);
-        !refusal.empty()) {
-      return FailedPrecondition("rank " + std::to_string(rank) + " refused by its group: " + refusal);
+    while (true) {
+      const net::PeerId peer = peers[static_cast<size_t>(r)];
+      auto msg = node.ReceiveControl(deadline, peer, kMeshHelloKind);
+      if (!msg.ok()) {
+        return Status(msg.status().code(), "rank " + std::to_string(r) + " at " + address(r) +
+                                               " did not answer our hello (it refuses a peer of another job or "
+                                               "generation, and says why in its log): " +
+                                               msg.status().message());
+      }
+      TENAX_ASSIGN_OR_RETURN(wire::MeshHello h, DecodeMeshHello(msg->payload, address(r)));
+      if (h.job_id() == job_id && h.generation() < generation) {
+        // Still at an older generation (before its step boundary): it
+        // refused this connection; dial it again after a moment.
+        spdlog::info("rank {}: rank {} at {} is still at membership generation {} (this is {}); dialling it again",
+                     rank, r, address(r), h.generation(), generation);
+        node.Disconnect(peer, Deadline::After(std::chrono::milliseconds(200)));
+        const Deadline pause = deadline.Earlier(Deadline::After(kInterruptEvery));
+        while (!pause.Expired()) {
+          node.Progress();
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        if (interrupt) TENAX_RETURN_IF_ERROR(interrupt());
+        if (deadline.Expired()) {
+          return DeadlineExceeded("rank " + std::to_string(r) + " at " + address(r) +
+                                  " stayed at membership generation " + std::to_string(h.generation()) +
+                                  " until the deadline (this is generation " + std::to_string(generation) + ")");
+        }
+        TENAX_RETURN_IF_ERROR(dial_rank(r));
+        continue;
+      }
+      if (std::string refusal = Mismatch(h, address(r), job_id, generation, rank, world, r, peers, accept_from);
+          !refusal.empty()) {
+        return FailedPrecondition("rank " + std::to_string(rank) + " refused by its group: " + refusal);
+      }
+      break;
     }
   }
   return std::unique_ptr<Group>(new Group(node, rank, std::move(peers), std::move(members), generation));

@@ -212,5 +212,52 @@ TEST(GroupGeneration, AMemberThatSkippedAGenerationReformsFromTheStableOne) {
   EXPECT_TRUE(sj.ok()) << sj.ToString();
 }
 
+// Generations that overtake each other (a join and a leave moments apart,
+// the race ElasticClusterTest.AJoinAndALeaveMomentsApart... runs): rank 1 is
+// still forming generation 4 when rank 0 dials it for generation 5. Rank 1's
+// wait ends at once with Aborted naming the newer generation (before, it
+// waited out its whole deadline), and rank 0 dials it again instead of
+// failing, so both form generation 5 and a sum over it is right.
+TEST(GroupGeneration, AMemberStillAtAnOlderGenerationLeavesItAndTheDialerTriesAgain) {
+  Status superseded;
+  NodeThread rank1("rank-1", [&](net::Node& node) -> Status {
+    std::vector<GroupMember> members{{"127.0.0.1", 0, "rank 0"}, {"127.0.0.1", 0, "rank 1"}};
+    superseded = Group::Connect(node, "job-g", 4, 1, members, Deadline::After(60s)).status();
+    TENAX_ASSIGN_OR_RETURN(auto group, Group::Connect(node, "job-g", 5, 1, members, Deadline::After(20s)));
+    return SumOverGroup(*group);
+  });
+  ASSERT_NE(0, rank1.port());
+  NodeThread rank0("rank-0", [&](net::Node& node) -> Status {
+    std::vector<GroupMember> members{{"127.0.0.1", 0, "rank 0"}, {"127.0.0.1", rank1.port(), "rank 1"}};
+    TENAX_ASSIGN_OR_RETURN(auto group, Group::Connect(node, "job-g", 5, 0, members, Deadline::After(20s)));
+    return SumOverGroup(*group);
+  });
+  const Status s0 = rank0.Join();
+  const Status s1 = rank1.Join();
+  EXPECT_TRUE(s0.ok()) << s0.ToString();
+  EXPECT_TRUE(s1.ok()) << s1.ToString();
+  EXPECT_EQ(StatusCode::kAborted, superseded.code()) << superseded.ToString();
+  EXPECT_EQ(0u, superseded.message().find("generation 4 is superseded: rank 0 at 127.0.0.1:")) << superseded.ToString();
+  EXPECT_NE(std::string::npos, superseded.message().find(" is at membership generation 5")) << superseded.ToString();
+}
+
+// A forming group consults its interrupt while it waits: the status the
+// interrupt returns ends the wait (an elastic member's: a newer generation
+// was published, so the joiner it waits for may never come).
+TEST(GroupGeneration, AFormingGroupStopsWaitingWhenItsInterruptSaysSo) {
+  int asked = 0;
+  NodeThread rank1("rank-1", [&](net::Node& node) -> Status {
+    std::vector<GroupMember> members{{"127.0.0.1", 0, "rank 0", 7, true}, {"127.0.0.1", 0, "rank 1", 8, true}};
+    auto interrupt = [&]() -> Status {
+      return ++asked < 3 ? Status::Ok() : Aborted("generation 9 was published");
+    };
+    return Group::Join(node, "job-g", 8, 1, members, Deadline::After(60s), interrupt).status();
+  });
+  const Status s1 = rank1.Join();
+  EXPECT_EQ(StatusCode::kAborted, s1.code()) << s1.ToString();
+  EXPECT_EQ("generation 9 was published", s1.message());
+  EXPECT_EQ(3, asked);
+}
+
 }  // namespace
 }  // namespace tenax::comm

@@ -8,6 +8,7 @@
 #include <memory>
 #include <cstdlib>
 #include <optional>
+#include <utility>
 
 #include "tenax/comm/group.h"
 #include "tenax/coord/coord_codec.h"
@@ -183,8 +184,14 @@ Result<WorkerOutcome> RunElasticWorker(const SyncJob& job, const coord::ClusterC
   // dials the members (the roster's joining flags say who dials whom).
   const bool all_new = client.info().generation == 0;
   opts.joined_running_job = !all_new;
+  // A joiner stops waiting for a generation once a newer one is out.
+  auto superseded = [&membership, &view]() -> Status {
+    if (!membership.NewerPublished(view.generation)) return Status::Ok();
+    return Aborted("generation " + std::to_string(view.generation) + " was superseded while it formed");
+  };
   auto group = all_new ? comm::Group::Connect(node, k.job_id, view.generation, view.rank, view.members, join_deadline)
-                       : comm::Group::Join(node, k.job_id, view.generation, view.rank, view.members, join_deadline);
+                       : comm::Group::Join(node, k.job_id, view.generation, view.rank, view.members, join_deadline,
+                                           superseded);
   // A joiner's generation may be superseded while it dials (a member left
   // a moment after it joined, and the members went on to the next one):
   // it then joins the newest one, as members do at a step boundary.
@@ -194,7 +201,7 @@ Result<WorkerOutcome> RunElasticWorker(const SyncJob& job, const coord::ClusterC
     spdlog::warn("rank {}: joining generation {} failed ({}); joining generation {}", rank, view.generation,
                  group.status().message(), next->generation);
     view = std::move(*next);
-    group = comm::Group::Join(node, k.job_id, view.generation, view.rank, view.members, join_deadline);
+    group = comm::Group::Join(node, k.job_id, view.generation, view.rank, view.members, join_deadline, superseded);
   }
   if (!group.ok()) {
     // A joiner's failure is not the job's: the coordinator removes a
@@ -306,6 +313,13 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   if (options.injected.sigstop_as_donor) {
     opts.before_state_offer = [] {
       spdlog::warn("injected fault: stopping this donor (SIGSTOP) before it offers its state");
+      ::raise(SIGSTOP);
+    };
+  }
+  if (options.injected.sigstop_before_allreduce) {
+    opts.before_allreduce_offer = [stopped = false]() mutable {
+      if (std::exchange(stopped, true)) return;  // the first re-formed generation only
+      spdlog::warn("injected fault: stopping this member (SIGSTOP) before it offers its part of the allreduce");
       ::raise(SIGSTOP);
     };
   }

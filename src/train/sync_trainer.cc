@@ -101,6 +101,7 @@ Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& ef
     // then fails the job: its verdict must reach us before our own wait ends.
     xo.reform_timeout = config.cluster.join_timeout() + 2 * config.cluster.peer_timeout();
     xo.before_state_offer = options.before_state_offer;
+    xo.before_allreduce_offer = options.before_allreduce_offer;
     // Membership events join the run's metrics (appended: the writer may
     // change when rank 0 is lost).
     std::optional<JsonLinesWriter> events;

@@ -13,6 +13,7 @@
 // later, a lost member surfaces as the Node's PeerLost status for that peer.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,11 +47,18 @@ class Group {
   static Result<std::unique_ptr<Group>> Connect(net::Node& node, const std::string& job_id, uint64_t generation,
                                                 int rank, std::vector<GroupMember> members, Deadline deadline);
 
+  // What a forming group consults while it waits for peers (about every
+  // 100 ms): a non-OK status ends the wait with that status (an elastic
+  // member returns Aborted once a newer generation is published). May be
+  // empty.
+  using Interrupt = std::function<Status()>;
+
   // A worker new to a running group: like Connect, but the `joining`
   // flags of `members` decide who dials (see Reform).
   static Result<std::unique_ptr<Group>> Join(net::Node& node, const std::string& job_id, uint64_t generation, int rank,
-                                             std::vector<GroupMember> members, Deadline deadline) {
-    return Form(node, job_id, generation, rank, std::move(members), {}, deadline);
+                                             std::vector<GroupMember> members, Deadline deadline,
+                                             const Interrupt& interrupt = {}) {
+    return Form(node, job_id, generation, rank, std::move(members), {}, deadline, interrupt);
   }
 
   // The group of the next membership generation. `known`: this member's
@@ -62,9 +70,21 @@ class Group {
   // when a member not joining has no connection in `known` (the members
   // disagree about the stable generation). Messages `previous` kept for a
   // later generation move along.
+  //
+  // Generations that overtake each other (a join and a leave moments
+  // apart), for Join, Reform and Connect alike: a peer that dials us with
+  // a *newer* generation means ours is superseded, so the wait ends at
+  // once with Aborted (after our hello went back to it); a peer that
+  // answers our hello with an *older* generation has not reached its step
+  // boundary yet: it refuses that connection, and we dial it again until
+  // it has caught up, the deadline passes or `interrupt` says stop. A
+  // peer of a newer generation answering us, or one of an older
+  // generation dialling us, is refused as before (FailedPrecondition /
+  // not counted).
   static Result<std::unique_ptr<Group>> Reform(Group& previous, const std::map<uint32_t, net::PeerId>& known,
                                                const std::string& job_id, uint64_t generation, int rank,
-                                               std::vector<GroupMember> members, Deadline deadline);
+                                               std::vector<GroupMember> members, Deadline deadline,
+                                               const Interrupt& interrupt = {});
   // This group's connections by member id (for Reform's `known`).
   std::map<uint32_t, net::PeerId> ConnectionsById() const;
 
@@ -102,7 +122,7 @@ class Group {
   // Connects every pair that `reuse` does not already connect (see Reform).
   static Result<std::unique_ptr<Group>> Form(net::Node& node, const std::string& job_id, uint64_t generation, int rank,
                                              std::vector<GroupMember> members, std::vector<net::PeerId> reuse,
-                                             Deadline deadline);
+                                             Deadline deadline, const Interrupt& interrupt);
   net::Node& node_;
   int rank_;
   std::vector<net::PeerId> peers_;

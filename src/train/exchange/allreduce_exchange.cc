@@ -50,6 +50,13 @@ Result<std::unique_ptr<comm::SumCollective>> AllreduceExchange::CreateSum(size_t
 }
 
 Status AllreduceExchange::Setup(TrainableModel& model, bool broadcast, size_t control_floats) {
+  TENAX_RETURN_IF_ERROR(Prepare(model, control_floats));
+  TENAX_RETURN_IF_ERROR(Rebind());
+  if (broadcast) TENAX_RETURN_IF_ERROR(BroadcastFromRankZero());
+  return Status::Ok();
+}
+
+Status AllreduceExchange::Prepare(TrainableModel& model, size_t control_floats) {
   const auto params = model.Parameters();
   for (const auto& p : params) {
     if (p.scalar_type() != torch::kFloat32 || !p.is_contiguous()) {
@@ -67,10 +74,6 @@ Status AllreduceExchange::Setup(TrainableModel& model, bool broadcast, size_t co
   const size_t bucket_bytes =
       options_.bucket_bytes > 0 ? options_.bucket_bytes : device_.is_cuda() ? kGpuBucketBytes : kCpuBucketBytes;
   layout_ = PlanGradients(params, bucket_bytes, control_floats);
-  TENAX_ASSIGN_OR_RETURN(allreduce_, CreateSum(layout_.total));
-  allreduce_->SetInterrupt(options_.interrupt);
-  buffer_ = allreduce_->data();
-  PinBuffer();
   if (staged_) {
     grads_ = torch::zeros({static_cast<int64_t>(layout_.params_count)},
                           torch::TensorOptions().dtype(torch::kFloat32).device(device_));
@@ -79,22 +82,6 @@ Status AllreduceExchange::Setup(TrainableModel& model, bool broadcast, size_t co
     copied_ = std::vector<DeviceMarker>(layout_.buckets.size());
     staged_out_ = std::make_unique<std::atomic<bool>[]>(layout_.buckets.size());
   }
-
-  if (broadcast) {
-    // The initial model is rank 0's: broadcast as a sum where the others
-    // contribute zeros (x + 0 == x exactly).
-    torch::NoGradGuard no_grad;
-    std::memset(buffer_, 0, layout_.params_count * sizeof(float));
-    auto host_view = [&](const GradientLayout::Slot& s) {
-      return torch::from_blob(buffer_ + s.offset, s.param.sizes(), torch::kFloat32);
-    };
-    if (rank() == 0) {
-      for (auto& s : layout_.slots) host_view(s).copy_(s.param);
-    }
-    TENAX_RETURN_IF_ERROR(allreduce_->Run(0, layout_.params_count, 1.0f, StepDeadline()));
-    for (auto& s : layout_.slots) s.param.copy_(host_view(s));
-  }
-  PointGradients();
   pending_.assign(layout_.buckets.size(), 0);
   for (auto& s : layout_.slots) {
     auto acc = torch::autograd::impl::grad_accumulator(s.param);
@@ -109,6 +96,22 @@ Status AllreduceExchange::Setup(TrainableModel& model, bool broadcast, size_t co
         }));
     accumulators_.push_back(std::move(acc));
   }
+  return Status::Ok();
+}
+
+// The initial model is rank 0's: broadcast as a sum where the others
+// contribute zeros (x + 0 == x exactly).
+Status AllreduceExchange::BroadcastFromRankZero() {
+  torch::NoGradGuard no_grad;
+  std::memset(buffer_, 0, layout_.params_count * sizeof(float));
+  auto host_view = [&](const GradientLayout::Slot& s) {
+    return torch::from_blob(buffer_ + s.offset, s.param.sizes(), torch::kFloat32);
+  };
+  if (rank() == 0) {
+    for (auto& s : layout_.slots) host_view(s).copy_(s.param);
+  }
+  TENAX_RETURN_IF_ERROR(allreduce_->Run(0, layout_.params_count, 1.0f, StepDeadline()));
+  for (auto& s : layout_.slots) s.param.copy_(host_view(s));
   return Status::Ok();
 }
 

@@ -61,9 +61,19 @@ class AllreduceExchange : public GradientExchange {
   // Plans the buffer, creates the allreduce over group_ and makes the
   // gradients views of it; with `broadcast`, rank 0's parameters first.
   // `control_floats` ride after the gradients (GradientLayout).
+  // Prepare + Rebind (+ BroadcastFromRankZero).
   Status Setup(TrainableModel& model, bool broadcast, size_t control_floats);
-  // A new allreduce over group_ (re-formed), the gradients views of it.
+  // Once per model, whatever the group: checks the parameters, plans the
+  // buffer (layout_), the staging and the gradient hooks. No collective
+  // yet: nothing here talks to a peer, so nothing here fails for one.
+  Status Prepare(TrainableModel& model, size_t control_floats);
+  // A new allreduce over group_ (the first, or a re-formed one), the
+  // gradients views of it. Fails (PeerLost, DeadlineExceeded) when a member
+  // sends no offer; allreduce_ and buffer_ are then null and the caller may
+  // Rebind again over another group.
   Status Rebind();
+  // Rank 0's parameters to every member (needs a bound allreduce).
+  Status BroadcastFromRankZero();
   // A GPU's staged sums land in buffer_: page-locked while it lives
   // (buffer_pin_); unpinned, after the copies reading it, before the
   // allreduce owning it goes.

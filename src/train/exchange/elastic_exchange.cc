@@ -71,10 +71,29 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
     // The flag, then (measured shares) one speed slot per possible rank.
     const size_t speed_slots = eo_.measured_shares ? static_cast<size_t>(eo_.max_workers) : 0;
     ChooseAllreduce();
-    TENAX_RETURN_IF_ERROR(Setup(model, /*broadcast=*/!joined_late_, 1 + speed_slots));
+    TENAX_RETURN_IF_ERROR(Prepare(model, 1 + speed_slots));
     params_ = model.Parameters();
     TENAX_ASSIGN_OR_RETURN(arena_, group_->node().Allocate(2 * layout_.params_count * sizeof(float)));
     sync_needed_ = joined_late_;
+    Status bound = Rebind();
+    if (bound.ok() && !joined_late_) bound = BroadcastFromRankZero();
+    if (!bound.ok()) {
+      // The first generation has no state to keep: a member lost while it
+      // sets up fails the job's start. A joiner's generation is a running
+      // job's: like a member's failed re-form, the joiner reports whom it
+      // lost and joins the next generation at its first step boundary
+      // (AtStepBoundary), which takes its state from a live donor.
+      if (!joined_late_ || !RepairedByNewMembership(bound)) return bound;
+      spdlog::warn("rank {}: setting up the allreduce of generation {} failed ({}); joining the next one", rank(),
+                   group_->generation(), bound.message());
+      ReportSuspects(bound);
+      UnpinBuffer();
+      allreduce_.reset();
+      buffer_ = nullptr;
+      reform_needed_ = true;
+      failed_generation_ = group_->generation();
+      return Status::Ok();
+    }
     if (!joined_late_) {
       Record(0, "first generation: " + std::to_string(world()) + " workers", {});
       NoteFormed();  // connected to everyone, and the initial model was broadcast
@@ -150,8 +169,16 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
         // one every member formed), not from this member's last one: a
         // member may have formed a generation the others skipped.
         auto known = formed_.find(view->stable_generation);
+        // A generation published meanwhile supersedes this one: stop
+        // waiting for its peers (a joiner of it may never come).
+        const uint64_t forming = view->generation;
+        auto superseded = [this, forming]() -> Status {
+          if (!eo_.membership->NewerPublished(forming)) return Status::Ok();
+          return Aborted("generation " + std::to_string(forming) + " was superseded while it formed");
+        };
         auto g = comm::Group::Reform(*owned_, known == formed_.end() ? std::map<uint32_t, net::PeerId>{} : known->second,
-                                     eo_.membership->job_id(), view->generation, view->rank, view->members, deadline);
+                                     eo_.membership->job_id(), view->generation, view->rank, view->members, deadline,
+                                     superseded);
         formed_.erase(formed_.begin(), formed_.lower_bound(view->stable_generation));
         if (!g.ok()) {
           if (!RepairedByNewMembership(g.status())) return g.status();
@@ -168,6 +195,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
         owned_ = std::move(*g);
         group_ = owned_.get();
         ChooseAllreduce();
+        if (eo_.before_allreduce_offer) eo_.before_allreduce_offer();
         if (Status st = Rebind(); !st.ok()) {
           if (!RepairedByNewMembership(st)) return st;
           ReportSuspects(st);
