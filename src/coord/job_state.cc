@@ -113,10 +113,27 @@ std::vector<ConnId> JobStateMachine::Connections() const {
 }
 
 std::optional<int> JobStateMachine::RankOf(ConnId conn) const {
-  for (const auto& [rank, link] : links_) {
-    if (link.connected && link.conn == conn) return rank;
-  }
-  return std::nullopt;
+  auto it = rank_by_conn_.find(conn);
+  if (it == rank_by_conn_.end()) return std::nullopt;
+  return it->second;
+}
+
+void JobStateMachine::ConnectLink(int rank, ConnId conn) {
+  DisconnectLink(rank);
+  links_[rank] = {conn, true};
+  rank_by_conn_[conn] = rank;
+}
+
+void JobStateMachine::DisconnectLink(int rank) {
+  auto it = links_.find(rank);
+  if (it == links_.end() || !it->second.connected) return;
+  if (auto c = rank_by_conn_.find(it->second.conn); c != rank_by_conn_.end() && c->second == rank) rank_by_conn_.erase(c);
+  it->second.connected = false;
+}
+
+void JobStateMachine::EraseLink(int rank) {
+  DisconnectLink(rank);
+  links_.erase(rank);
 }
 
 void JobStateMachine::Refuse(ConnId to, std::string reason, Actions& out) const {
@@ -190,7 +207,7 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
   if (late_joiner && active >= max_workers()) state = MemberState::kSpare;
   MemberRecord m{rank, j.name, j.host, j.port, state, now.wall_ms + o_.peer_timeout.count()};
   members_[rank] = m;
-  links_[rank] = {from, true};
+  ConnectLink(rank, from);
   out.push_back(action::PutMember{m});
   spdlog::info("job {}: rank {} {} {} ({}:{}){}", job_.job_id, rank, j.rejoin ? "rejoined:" : "joined:", j.name, j.host,
                j.port, state == MemberState::kSpare ? "; waits as a spare (max_workers reached)" : "");
@@ -325,7 +342,7 @@ Actions JobStateMachine::OnSuspect(ConnId from, int suspect, const std::string& 
   if (links_[suspect].connected) {
     // It may still be alive (stuck): it must not take part any more.
     Refuse(links_[suspect].conn, "removed from job '" + job_.job_id + "': " + reason, out);
-    links_[suspect].connected = false;
+    DisconnectLink(suspect);
   }
   return out;
 }
@@ -390,7 +407,7 @@ void JobStateMachine::Fail(int rank, const std::string& host, const std::string&
 }
 
 void JobStateMachine::OnMemberLost(int rank, const std::string& why, Actions& out) {
-  links_[rank].connected = false;
+  DisconnectLink(rank);
   const MemberRecord& m = members_[rank];
   if (m.state == MemberState::kDone) return;  // finished and left: expected
   if (pending_report_ && pending_report_->reporter == rank) {
@@ -403,7 +420,7 @@ void JobStateMachine::OnMemberLost(int rank, const std::string& why, Actions& ou
     if (m.state == MemberState::kSpare) {
       out.push_back(action::RemoveMember{rank});
       members_.erase(rank);
-      links_.erase(rank);
+      EraseLink(rank);
       return;
     }
     Remove(rank, MemberState::kFailed, "lost its connection: " + why, out);
@@ -414,7 +431,7 @@ void JobStateMachine::OnMemberLost(int rank, const std::string& why, Actions& ou
     spdlog::warn("job {}: rank {} ({}) left before the job started: {}", job_.job_id, rank, m.name, why);
     out.push_back(action::RemoveMember{rank});
     members_.erase(rank);
-    links_.erase(rank);
+    EraseLink(rank);
     return;
   }
   Fail(rank, m.host, "lost its connection (" + m.name + "): " + why, out);

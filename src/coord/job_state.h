@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <optional>
 #include <set>
 #include <string>
@@ -273,6 +274,13 @@ class JobStateMachine {
   JobRecord job_;
   std::map<int, MemberRecord> members_;
   std::map<int, Link> links_;
+  // The connected links by connection (RankOf runs for every message: a
+  // scan of links_ made each one O(members), and 1,000 members' progress
+  // reports quadratic). Kept by ConnectLink / DisconnectLink / EraseLink.
+  std::unordered_map<ConnId, int> rank_by_conn_;
+  void ConnectLink(int rank, ConnId conn);
+  void DisconnectLink(int rank);
+  void EraseLink(int rank);
   std::set<ConnId> watchers_;
   std::string done_summary_;
   std::optional<PendingReport> pending_report_;

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace tenax::coord {
 namespace {
 
@@ -397,6 +399,28 @@ TEST(JobStateMachineElastic, ALostMemberMakesTheNextGenerationOfTheOthersWritten
   EXPECT_NE(roster.why.find("peer silent"), std::string::npos) << roster.why;
   EXPECT_EQ(JobPhase::kRunning, job.m.job().phase);
   EXPECT_EQ(MemberState::kFailed, job.m.members().at(1).state);
+}
+
+// RankOf answers for every message (an index by connection since stop 51,
+// no longer a scan of the members): it follows losses, evictions, joins and
+// a rank's rejoin on a new connection, and never names a stale connection.
+TEST(JobStateMachineElastic, RankOfFollowsEveryConnectionThroughLossesEvictionsAndJoins) {
+  Running job(3, ElasticOptions(1, 4));
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(std::optional<int>(r), job.m.RankOf(static_cast<ConnId>(100 + r)));
+  EXPECT_EQ(std::nullopt, job.m.RankOf(99));
+  (void)job.m.OnConnectionLost(101, "reset");
+  EXPECT_EQ(std::nullopt, job.m.RankOf(101));
+  EXPECT_EQ(std::optional<int>(0), job.m.RankOf(100));
+  // Rank 0 reports rank 2 stuck: it is evicted and its connection no longer counts.
+  (void)job.m.OnSuspect(100, 2, "no progress before the deadline");
+  EXPECT_EQ(std::nullopt, job.m.RankOf(102));
+  auto admitted = job.m.OnJoin(200, Ask(-1, "late"), job.clock.now());
+  const int late = AdmittedRank(admitted);
+  EXPECT_EQ(3, late);
+  EXPECT_EQ(std::optional<int>(late), job.m.RankOf(200));
+  EXPECT_EQ(std::optional<int>(0), job.m.RankOf(100));
+  const auto connected = job.m.Connections();
+  EXPECT_EQ((std::set<ConnId>{100, 200}), std::set<ConnId>(connected.begin(), connected.end()));
 }
 
 TEST(JobStateMachineElastic, AJoinerGetsANewIdAndIsPublishedAsJoiningUpToMaxWorkersThenWaitsAsASpare) {
