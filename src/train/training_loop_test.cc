@@ -9,6 +9,7 @@
 
 #include "tenax/core/seeds.h"
 #include "tenax/train/input/data_source.h"
+#include "tenax/train/torch_runtime.h"
 #include "testing.h"
 
 namespace tenax {
@@ -176,6 +177,18 @@ TEST(TrainingLoop, ADeviceOutOfMemoryNamesTheBatchTheModelAndTheFixInOneLine) {
             "lower train.batch_size or use a smaller model (libtorch: CUDA out of memory. Tried to allocate 2.00 GiB)");
   const Status later = OutOfMemoryStatus("cuda:0 (of 1 visible)", 41, 64, {1, 28, 28}, "cnn", {100}, "oom");
   EXPECT_NE(std::string::npos, later.message().find(" at step 42: batch 64 of 1x28x28 samples")) << later.message();
+}
+
+// train.threads = 0 follows $OMP_NUM_THREADS as PyTorch does (what
+// scripts/sanitize.sh tsan and the Python tests set); a configured count
+// wins; a value that is not a positive count is ignored.
+TEST(TorchThreads, ZeroFollowsOmpNumThreadsAndAConfiguredCountWins) {
+  const int64_t cores = ResolveThreads(0, nullptr);
+  EXPECT_GE(cores, 1);
+  EXPECT_EQ(1, ResolveThreads(0, "1"));
+  EXPECT_EQ(3, ResolveThreads(0, "3"));
+  EXPECT_EQ(4, ResolveThreads(4, "1"));
+  for (const char* bad : {"", "0", "-2", "two", "2x", "99999"}) EXPECT_EQ(cores, ResolveThreads(0, bad)) << bad;
 }
 
 }  // namespace

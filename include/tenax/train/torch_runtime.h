@@ -12,8 +12,11 @@
 
 namespace tenax {
 
-// `train.threads` as used: the configured count, or one per core for 0.
+// `train.threads` as used: the configured count; for 0, $OMP_NUM_THREADS
+// when it holds a positive count (as PyTorch itself does), else one per
+// core. `omp_num_threads` is that variable's value (nullptr: unset).
 int64_t ResolveThreads(int64_t configured);
+int64_t ResolveThreads(int64_t configured, const char* omp_num_threads);
 
 // Sets libtorch's intra-op thread count for this process; returns it.
 int64_t ConfigureTorchThreads(int64_t configured);
