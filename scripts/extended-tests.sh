@@ -8,7 +8,8 @@
 #      (scripts/sanitize.sh asan), then the teardown stress tests under them:
 #      500 cycles per transport of a Node torn down right after its peer was
 #      SIGKILLed, and 200 of a probe agent SIGTERMed right after its peer was;
-#   2. the threaded layers under ThreadSanitizer (scripts/sanitize.sh tsan),
+#   2. the threaded layers (net, coord, store, ps, comm, train) under
+#      ThreadSanitizer (scripts/sanitize.sh tsan),
 #      then the Node teardown stress at 500 cycles per transport under it;
 #   3. the chaos soak, `tenax bench soak --minutes 60` (TENAX_SOAK_MINUTES),
 #      its report in soak.json.
@@ -53,7 +54,7 @@ if [[ $what == asan || $what == all ]]; then
   run "teardown stress, $cycles cycles per transport, asan" stress build-asan
 fi
 if [[ $what == tsan || $what == all ]]; then
-  run "tsan, net coord store ps" bash scripts/sanitize.sh tsan
+  run "tsan, net coord store ps comm train" bash scripts/sanitize.sh tsan
   run "teardown stress, $cycles cycles per transport, tsan" stress build-tsan
 fi
 if [[ $what == soak || $what == all ]]; then
