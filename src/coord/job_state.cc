@@ -226,8 +226,10 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
       roster.push_back(members_[id]);
       if (!stable_ids_.count(id)) joining.insert(id);
     }
-    out.push_back(action::PublishRoster{{from}, job_.generation, std::move(roster), "coordinator restarted",
-                                        std::move(joining), stable_});
+    if (o_.rosters) {
+      out.push_back(action::PublishRoster{{from}, job_.generation, std::move(roster), "coordinator restarted",
+                                          std::move(joining), stable_});
+    }
   } else if (j.rejoin && o_.elastic && job_.phase == JobPhase::kRunning && Active(members_[rank])) {
     // Admitted by the old coordinator, which died before it recorded the
     // generation that takes it in: that generation is issued now.
@@ -273,7 +275,7 @@ void JobStateMachine::NextGeneration(const std::string& why, Actions& out) {
     ids.insert(r);
     if (!stable_ids_.count(r)) joining.insert(r);
   }
-  forming_[job_.generation] = {ids, ids};
+  if (o_.rosters) forming_[job_.generation] = {ids, ids};  // (async members report no Formed)
   // Told to the members of the new generation and to those of the last
   // one still connected (a leaver learns that it may go).
   std::set<int> told = ids;
@@ -286,7 +288,7 @@ void JobStateMachine::NextGeneration(const std::string& why, Actions& out) {
                roster.size(), why);
   std::vector<ConnId> to;
   for (int id : told) {
-    if (links_[id].connected) to.push_back(links_[id].conn);
+    if (o_.rosters && links_[id].connected) to.push_back(links_[id].conn);
   }
   if (o_.elastic) to.insert(to.end(), watchers_.begin(), watchers_.end());  // the launcher shows it
   out.push_back(

@@ -188,6 +188,12 @@ struct JobStateOptions {
   bool elastic = false;
   int min_workers = 1;
   int max_workers = 0;  // 0 = the job's world
+  // Whether members are sent each generation's roster. An asynchronous job
+  // (elastic membership, but its workers ask for units and never read a
+  // roster) records its generations without sending them: every join sent
+  // its roster of all members to every member, 500,500 rosters (11 GB)
+  // for 1,000 joins, left unread in the workers' queues.
+  bool rosters = true;
 };
 
 class JobStateMachine {

@@ -401,6 +401,36 @@ TEST(JobStateMachineElastic, ALostMemberMakesTheNextGenerationOfTheOthersWritten
   EXPECT_EQ(MemberState::kFailed, job.m.members().at(1).state);
 }
 
+// An asynchronous job (rosters = false): a join still makes a generation,
+// recorded before anything else, but its roster goes only to the watchers
+// (the launcher shows it), not to the members, who never read one.
+TEST(JobStateMachineElastic, AnAsyncJobRecordsEachGenerationButSendsItsRosterOnlyToWatchers) {
+  JobStateOptions o = ElasticOptions(1, 8);
+  o.rosters = false;
+  FakeClock clock;
+  JobStateMachine m(o, NewJob(2), {}, clock.now());
+  (void)m.OnWatch(300, "job-x");
+  for (int r = 0; r < 2; ++r) {
+    auto joined = m.OnJoin(100 + r, Ask(r, "w" + std::to_string(r)), clock.now());
+    EXPECT_EQ(r, AdmittedRank(joined));
+    if (r == 1) {  // the first generation
+      EXPECT_EQ((std::vector<ConnId>{300}), One<action::PublishRoster>(joined).to);
+    }
+  }
+  auto actions = m.OnJoin(200, Ask(-1, "late"), clock.now());
+  EXPECT_EQ(2, AdmittedRank(actions));
+  const auto gen = One<action::PutGeneration>(actions).generation;
+  EXPECT_EQ(2u, gen.number);
+  EXPECT_EQ((std::vector<int>{0, 1, 2}), Ids(gen.members));
+  const auto roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ((std::vector<ConnId>{300}), roster.to);
+  EXPECT_EQ((std::vector<int>{0, 1, 2}), Ids(roster.members));
+  // A loss likewise: recorded, told to the watcher only.
+  actions = m.OnConnectionLost(101, "reset");
+  EXPECT_EQ(3u, One<action::PutGeneration>(actions).generation.number);
+  EXPECT_EQ((std::vector<ConnId>{300}), One<action::PublishRoster>(actions).to);
+}
+
 // RankOf answers for every message (an index by connection since stop 51,
 // no longer a scan of the members): it follows losses, evictions, joins and
 // a rank's rejoin on a new connection, and never names a stale connection.
