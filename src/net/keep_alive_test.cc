@@ -6,6 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <stdexcept>
 #include <thread>
@@ -24,12 +29,12 @@ constexpr uint32_t kAfterWork = kFirstTestKind + 0x80;  // "the work is over" (t
 constexpr auto kPeerTimeout = 1000ms;
 constexpr auto kWork = 2500ms;  // 2.5 peer timeouts of local work
 
-NodeOptions Options(const std::string& name) {
+NodeOptions Options(const std::string& name, std::chrono::milliseconds peer_timeout = kPeerTimeout) {
   NodeOptions o;
   o.name = name;
   o.secret = kSecret;
   o.net_devices = "lo";
-  o.peer_timeout = kPeerTimeout;
+  o.peer_timeout = peer_timeout;
   return o;
 }
 
@@ -46,10 +51,11 @@ uint64_t BusyWork(std::chrono::milliseconds how_long) {
 
 // A listening node on its own thread: accepts one peer and waits (up to 20 s)
 // for its kAfterWork message; `heard` is that message's payload or the error.
+// With a `reply`, it then sends that back as a kAfterWork message.
 class Listener {
  public:
-  Listener() {
-    auto node = Node::Create(Options("listener"));
+  explicit Listener(std::chrono::milliseconds peer_timeout = kPeerTimeout, std::string reply = "") {
+    auto node = Node::Create(Options("listener", peer_timeout));
     if (!node.ok()) {
       ADD_FAILURE() << node.status().ToString();
       return;
@@ -61,13 +67,16 @@ class Listener {
       return;
     }
     port_ = *port;
-    thread_ = std::thread([this] {
+    thread_ = std::thread([this, reply] {
       auto peer = node_->Accept(Deadline::After(20s));
       if (!peer.ok()) {
         heard_ = peer.status();
       } else {
         auto msg = node_->ReceiveControl(Deadline::After(20s), *peer, kAfterWork);
         heard_ = msg.ok() ? Result<std::string>(msg->payload) : Result<std::string>(msg.status());
+        if (msg.ok() && !reply.empty()) {
+          if (Status st = node_->SendControl(*peer, kAfterWork, reply, Deadline::After(10s)); !st.ok()) heard_ = st;
+        }
       }
     });
   }
@@ -118,6 +127,47 @@ TEST(KeepAlive, WithoutItThePeerDeclaresTheBusyNodeLost) {
   ASSERT_FALSE(heard.ok()) << "the listener heard '" << *heard << "' after 2.5 peer timeouts of silence";
   EXPECT_EQ(StatusCode::kPeerLost, heard.status().code()) << heard.status().ToString();
   EXPECT_NE(std::string::npos, heard.status().message().find("no heartbeat")) << heard.status().ToString();
+}
+
+// The whole process (both nodes, every thread) SIGSTOPped for two peer
+// timeouts, as a machine frozen under load or a coordinator stuck in a slow
+// fsync is: when it resumes, neither node may drop the other for a silence
+// that was its own stall. (Before, whichever thread ran first judged its
+// peer silent for 4 s and dropped it: every member of a job at once.)
+TEST(KeepAlive, AProcessFrozenForTwoPeerTimeoutsKeepsItsPeersWhenItResumes) {
+  constexpr auto kTimeout = 2000ms;
+  constexpr auto kFrozen = 4000ms;
+  Listener listener(kTimeout, "welcome back");
+  ASSERT_NE(0, listener.port());
+  ASSERT_OK_AND_ASSIGN(auto node, Node::Create(Options("worker", kTimeout)));
+  ASSERT_OK_AND_ASSIGN(PeerId peer, node->Connect("127.0.0.1", listener.port(), Deadline::After(20s)));
+
+  // The freezer: a child that stops this process, keeps it stopped for
+  // kFrozen and continues it (only async-signal-safe calls after fork).
+  const auto before = SteadyClock::now();
+  const pid_t freezer = fork();
+  ASSERT_GE(freezer, 0);
+  if (freezer == 0) {
+    const pid_t parent = getppid();
+    kill(parent, SIGSTOP);
+    timespec ts{kFrozen.count() / 1000, (kFrozen.count() % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+    kill(parent, SIGCONT);
+    _exit(0);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(freezer, waitpid(freezer, &wstatus, 0));
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+  const auto frozen = SteadyClock::now() - before;
+  ASSERT_GE(frozen, kFrozen) << "the process was not stopped for the whole freeze";
+
+  ASSERT_OK(node->SendControl(peer, kAfterWork, "still here", Deadline::After(10s)));
+  auto reply = node->ReceiveControl(Deadline::After(10s), peer, kAfterWork);
+  ASSERT_OK_AND_ASSIGN(std::string heard, listener.Heard());
+  EXPECT_EQ("still here", heard) << "the listener kept the worker";
+  ASSERT_OK(reply.status()) << "the worker kept the listener";
+  EXPECT_EQ("welcome back", reply->payload);
 }
 
 }  // namespace

@@ -355,6 +355,18 @@ struct Node::Impl {
   void LosePeer(PeerId id, Status why, bool close_ep, bool flush_close = false, bool deliver = true);
   // Heartbeats to ready peers, and loss of silent peers and stalled handshakes.
   void CheckPeers();
+  SteadyClock::time_point last_peer_check;  // CheckPeers' previous run
+  // Called by CheckPeers at its start (`now`); updates last_peer_check. A
+  // gap since the previous check longer than half the peer timeout means
+  // this node itself was not
+  // running (its process stopped, its thread blocked in a slow fsync, the
+  // whole machine frozen): what its peers sent meanwhile still waits unread,
+  // and a peer that was itself frozen has not been scheduled to send yet.
+  // Judging their silence across the gap would drop every peer at once, so
+  // the excess over that half moves every silence and handshake clock
+  // forward (logged once per stall). A node driven as its contract asks
+  // (more often than the timeout) is unaffected.
+  void ExcuseOwnStall(SteadyClock::time_point now);
   // Starts the closes queued in to_close.
   void CloseEndpoints();
   Status PeerUsable(PeerId id);

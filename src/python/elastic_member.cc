@@ -68,16 +68,18 @@ Status ElasticMember::Join(TenaxEngine& e) {
   TENAX_ASSIGN_OR_RETURN(wire::Roster roster, client_->WaitRoster(deadline));
   TENAX_ASSIGN_OR_RETURN(MembershipView view, ViewOf(roster, member_id, false));
   // The first generation connects every pair; a joiner of a running job
-  // dials the members, and joins the next generation when its own was
-  // superseded while it dialled (worker_role.cc does the same).
+  // dials the members, stops waiting once a newer generation is out, and
+  // then joins that one (worker_role.cc does the same).
   const bool all_new = client_->info().generation == 0;
   auto group = all_new ? comm::Group::Connect(n, options_.job_id, view.generation, view.rank, view.members, deadline)
-                       : comm::Group::Join(n, options_.job_id, view.generation, view.rank, view.members, deadline);
+                       : comm::Group::Join(n, options_.job_id, view.generation, view.rank, view.members, deadline,
+                                           SupersededInterrupt(*membership_, view.generation));
   while (!all_new && !group.ok() && !deadline.Expired()) {
     auto next = membership_->Next(view.generation, Deadline::After(std::chrono::seconds(10)).Earlier(deadline));
     if (!next.ok()) break;
     view = std::move(*next);
-    group = comm::Group::Join(n, options_.job_id, view.generation, view.rank, view.members, deadline);
+    group = comm::Group::Join(n, options_.job_id, view.generation, view.rank, view.members, deadline,
+                              SupersededInterrupt(*membership_, view.generation));
   }
   if (!group.ok()) {
     if (all_new) client_->ReportFailure(group.status().message());
@@ -164,7 +166,8 @@ Status ElasticMember::Reform(TenaxEngine& e, Boundary& out) {
     auto known = formed_.find(view->stable_generation);
     std::unique_ptr<comm::Group> old = e.TakeGroup();
     auto g = comm::Group::Reform(*old, known == formed_.end() ? std::map<uint32_t, net::PeerId>{} : known->second,
-                                 options_.job_id, view->generation, view->rank, view->members, deadline);
+                                 options_.job_id, view->generation, view->rank, view->members, deadline,
+                                 SupersededInterrupt(*membership_, view->generation));
     formed_.erase(formed_.begin(), formed_.lower_bound(view->stable_generation));
     if (!g.ok()) {
       e.SetGroup(std::move(old));

@@ -185,13 +185,9 @@ Result<WorkerOutcome> RunElasticWorker(const SyncJob& job, const coord::ClusterC
   const bool all_new = client.info().generation == 0;
   opts.joined_running_job = !all_new;
   // A joiner stops waiting for a generation once a newer one is out.
-  auto superseded = [&membership, &view]() -> Status {
-    if (!membership.NewerPublished(view.generation)) return Status::Ok();
-    return Aborted("generation " + std::to_string(view.generation) + " was superseded while it formed");
-  };
   auto group = all_new ? comm::Group::Connect(node, k.job_id, view.generation, view.rank, view.members, join_deadline)
                        : comm::Group::Join(node, k.job_id, view.generation, view.rank, view.members, join_deadline,
-                                           superseded);
+                                           SupersededInterrupt(membership, view.generation));
   // A joiner's generation may be superseded while it dials (a member left
   // a moment after it joined, and the members went on to the next one):
   // it then joins the newest one, as members do at a step boundary.
@@ -201,7 +197,8 @@ Result<WorkerOutcome> RunElasticWorker(const SyncJob& job, const coord::ClusterC
     spdlog::warn("rank {}: joining generation {} failed ({}); joining generation {}", rank, view.generation,
                  group.status().message(), next->generation);
     view = std::move(*next);
-    group = comm::Group::Join(node, k.job_id, view.generation, view.rank, view.members, join_deadline, superseded);
+    group = comm::Group::Join(node, k.job_id, view.generation, view.rank, view.members, join_deadline,
+                              SupersededInterrupt(membership, view.generation));
   }
   if (!group.ok()) {
     // A joiner's failure is not the job's: the coordinator removes a

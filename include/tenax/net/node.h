@@ -65,7 +65,11 @@ struct NodeOptions {
   // long is lost (PeerLost). This is what detects a SIGKILLed peer on shared
   // memory, where writes into its mapping still succeed. Contract: every
   // Node must be driven (any wait, or Progress()) more often than this, or
-  // its peers will declare it lost.
+  // its peers will declare it lost. A Node that itself went undriven for
+  // more than half of this (its process SIGSTOPped, its thread in a slow
+  // fsync, the machine frozen) does not count that excess against its
+  // peers' silence: it logs the stall and gives them the rest of their
+  // timeout to be heard again.
   std::chrono::milliseconds peer_timeout{10000};
   size_t max_control_bytes = 1 << 20;
   // Per peer: control messages received and not yet taken by ReceiveControl.

@@ -171,14 +171,9 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
         auto known = formed_.find(view->stable_generation);
         // A generation published meanwhile supersedes this one: stop
         // waiting for its peers (a joiner of it may never come).
-        const uint64_t forming = view->generation;
-        auto superseded = [this, forming]() -> Status {
-          if (!eo_.membership->NewerPublished(forming)) return Status::Ok();
-          return Aborted("generation " + std::to_string(forming) + " was superseded while it formed");
-        };
         auto g = comm::Group::Reform(*owned_, known == formed_.end() ? std::map<uint32_t, net::PeerId>{} : known->second,
                                      eo_.membership->job_id(), view->generation, view->rank, view->members, deadline,
-                                     superseded);
+                                     SupersededInterrupt(*eo_.membership, view->generation));
         formed_.erase(formed_.begin(), formed_.lower_bound(view->stable_generation));
         if (!g.ok()) {
           if (!RepairedByNewMembership(g.status())) return g.status();

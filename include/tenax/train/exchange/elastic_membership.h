@@ -59,6 +59,17 @@ inline bool RepairedByNewMembership(const Status& st) {
          st.code() == StatusCode::kAborted;
 }
 
+// The interrupt for forming generation `forming` (comm::Group::Join and
+// Reform): Aborted once a newer generation is published, so that its
+// members stop waiting for peers that went on to that one (a joiner of the
+// old one may never come). `membership` must outlive the returned function.
+inline comm::Group::Interrupt SupersededInterrupt(ElasticMembership& membership, uint64_t forming) {
+  return [&membership, forming]() -> Status {
+    if (!membership.NewerPublished(forming)) return Status::Ok();
+    return Aborted("generation " + std::to_string(forming) + " was superseded while it formed");
+  };
+}
+
 // The checksum of a state transfer's bytes (64-bit FNV-1a), computed by the
 // donor and checked by the receiver. `h`: the checksum of the bytes before
 // these (a state in several pieces), FNV's offset basis for the first.
