@@ -39,9 +39,9 @@
 // is 1 when a unit was lost or merged twice, the coordinator crashed, or a
 // membership change never formed.
 //
-// Beyond about 1000 connections per process UCX needs UCX_ASYNC_MAX_EVENTS
-// raised (its default, 1024, caps the sockets one process watches); the
-// benchmark says so and records the setting in its report.
+// Beyond about 1000 connections per process UCX's async event limit must be
+// raised (net/many_connections.h): the coordinator and the shards do it
+// themselves (NodeOptions::max_peers), and so do the simulated members.
 //
 // The members run on the same cores as the coordinator (2 here): what they
 // cost is reported as bench_cores next to the coordinator's.
@@ -76,6 +76,7 @@
 #include "tenax/core/process_supervisor.h"
 #include "tenax/core/signals.h"
 #include "tenax/core/sqlite_db.h"
+#include "tenax/net/many_connections.h"
 #include "tenax/net/node.h"
 
 namespace tenax::bench {
@@ -380,6 +381,7 @@ void RunAsyncMembers(AsyncRun& run, const std::vector<int>& ids, uint64_t seed, 
   };
   net::NodeOptions no;
   no.name = "coord-load-members";
+  no.max_peers = ids.size() + 16;  // a connection per member, to the coordinator and the shards
   auto created = net::Node::Create(no);
   if (!created.ok()) return give_up(created.status());
   net::Node& node = **created;
@@ -629,6 +631,7 @@ void RunShards(AsyncRun& run, ShardTallies& t) {
   };
   net::NodeOptions no;
   no.name = "coord-load-shards";
+  no.max_peers = net::kFleetPeers;  // as a real shard
   auto created = net::Node::Create(no);
   if (!created.ok()) return fail(created.status());
   net::Node& node = **created;
@@ -815,11 +818,6 @@ Result<nlohmann::json> AsyncPhase(const CoordLoadArgs& a, const std::string& ten
   run.port = coordinator->port();
   const pid_t pid = coordinator->pid();
   const double load_before = LoadAverage();
-  if (n > 1000 && !std::getenv("UCX_ASYNC_MAX_EVENTS")) {
-    std::fprintf(stderr,
-                 "coord-load: note: UCX_ASYNC_MAX_EVENTS is not set; UCX's default (1024) caps the sockets one "
-                 "process watches, so about 1000 connections per coordinator (set it above the members, e.g. 16384)\n");
-  }
 
   ShardTallies shard_tallies;
   const size_t threads = static_cast<size_t>(std::min<int64_t>(a.threads, n));
@@ -1289,19 +1287,6 @@ void PrintTables(const nlohmann::json& async_rows, const nlohmann::json& elastic
   }
 }
 
-// Many connections in one process: the soft limit on open files up to the
-// hard one (the coordinator, a child, inherits it). Returns the limit.
-int64_t RaiseOpenFileLimit() {
-  rlimit r{};
-  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return -1;
-  if (r.rlim_cur < r.rlim_max) {
-    r.rlim_cur = r.rlim_max;
-    (void)setrlimit(RLIMIT_NOFILE, &r);
-    (void)getrlimit(RLIMIT_NOFILE, &r);
-  }
-  return r.rlim_cur == RLIM_INFINITY ? -1 : static_cast<int64_t>(r.rlim_cur);
-}
-
 Status RunCoordLoad(CoordLoadArgs a) {
   TENAX_ASSIGN_OR_RETURN(std::string tenax, FindProgram("tenax"));
   if (a.clients.empty()) a.clients = a.quick ? std::vector<int64_t>{100} : std::vector<int64_t>{100, 1000, 5000};
@@ -1316,7 +1301,7 @@ Status RunCoordLoad(CoordLoadArgs a) {
   const bool async = ("," + a.phases + ",").find(",async,") != std::string::npos;
   const bool elastic = ("," + a.phases + ",").find(",elastic,") != std::string::npos;
   if (!async && !elastic) return InvalidArgument("--phases: name async, elastic or both, got '" + a.phases + "'");
-  const int64_t open_files = RaiseOpenFileLimit();
+  const int64_t open_files = net::RaiseOpenFileLimit();  // the coordinator, a child, inherits it
   // Every lost connection of thousands of members would be a warning line
   // of their Nodes; the report counts them (and keeps the first few).
   spdlog::set_level(spdlog::level::err);
@@ -1366,9 +1351,9 @@ Status RunCoordLoad(CoordLoadArgs a) {
       {"quick", a.quick},
       {"cores", std::thread::hardware_concurrency()},
       {"open_file_limit", open_files},
-      // UCX's cap on the sockets one process's UCX async thread watches
-      // (default 1024: about as many connections per process).
-      {"ucx_async_max_events", std::getenv("UCX_ASYNC_MAX_EVENTS") ? std::getenv("UCX_ASYNC_MAX_EVENTS") : "default"},
+      // UCX's async event limit in the members' process (the coordinator
+      // and the shards raise theirs to net::AsyncEventsFor(kFleetPeers)).
+      {"ucx_async_max_events", net::RaiseAsyncEventLimit(0)},
       {"unit_seconds", a.unit_seconds},
       {"units_per_member", a.units_per_member},
       {"shards", a.shards},

@@ -16,6 +16,7 @@
 #include "metrics_endpoint.h"
 #include "tenax/core/files.h"
 #include "tenax/core/signals.h"
+#include "tenax/net/many_connections.h"
 #include "tenax/net/node.h"
 
 namespace tenax::coord {
@@ -392,6 +393,7 @@ Status RunCoordinator(const CoordinatorOptions& o) {
   no.name = "coordinator";
   no.secret = o.secret;
   no.peer_timeout = o.peer_timeout;
+  no.max_peers = net::kFleetPeers;  // every member, spare, shard and watcher of a large fleet
   TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(no));
   TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen(o.listen_host, o.port));
   if (!o.port_file.empty()) TENAX_RETURN_IF_ERROR(WriteFileAtomic(o.port_file, std::to_string(port) + "\n"));

@@ -6,9 +6,12 @@
 #include <optional>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "listener_fence.h"
 #include "node_internal.h"
 #include "tenax/net/auth.h"
+#include "tenax/net/many_connections.h"
 
 namespace tenax::net {
 namespace {
@@ -57,7 +60,7 @@ void Node::Impl::Progress() {
   events += ApplyHeld();
   events += ReleaseHeldFrames();
   if (!flush_answers.empty()) SendFlushAnswers();
-  CheckPeers();
+  if (last_progress - last_peer_check >= kPeerCheckEvery) CheckPeers();
   CloseEndpoints();
   SweepGraveyard();
   ReapRequests(pending_sends, [](PendingSend& s) { return s.request; });
@@ -153,6 +156,12 @@ Result<std::unique_ptr<Node>> Node::Create(NodeOptions options) {
   }
   if (options.link_faults_file.empty()) {
     if (const char* f = std::getenv(kLinkFaultsEnvVar); f != nullptr) options.link_faults_file = f;
+  }
+  if (options.max_peers > 0) {
+    const int64_t files = RaiseOpenFileLimit();
+    const unsigned events = RaiseAsyncEventLimit(AsyncEventsFor(options.max_peers));
+    spdlog::debug("[{}] room for {} peers: UCX async events {}, open files {}", options.name, options.max_peers,
+                  events, files);
   }
   std::unique_ptr<Node> node(new Node(options));
   Impl& im = *node->impl_;

@@ -309,6 +309,7 @@ ucs_status_t Node::Impl::OnPutAm(void* arg, const void* header, size_t header_le
     PeerState::Held held{due, h.address, std::vector<uint8_t>(bytes, bytes + length)};
     held.barrier = h.barrier;
     p->held.push_back(std::move(held));
+    self->holding_puts = true;
     return UCS_OK;
   }
   if (length > 0) std::memcpy(reinterpret_cast<void*>(h.address), data, length);
@@ -317,8 +318,10 @@ ucs_status_t Node::Impl::OnPutAm(void* arg, const void* header, size_t header_le
 }
 
 size_t Node::Impl::ApplyHeld() {
+  if (!holding_puts) return 0;  // the common case: no delay, no fault, no put ahead of its barrier
   size_t applied = 0;
   const auto now = SteadyClock::now();
+  bool still_holding = false;
   for (auto& [id, p] : peers) {
     if (p.held.empty()) continue;
     if (p.phase == Phase::kLost) {  // a lost peer's writes are void, as its later ones would be
@@ -348,7 +351,9 @@ size_t Node::Impl::ApplyHeld() {
         moved = true;
       }
     }
+    still_holding = still_holding || !p.held.empty();
   }
+  holding_puts = still_holding;
   return applied;
 }
 
@@ -383,6 +388,7 @@ ucs_status_t Node::Impl::OnFlushAm(void* arg, const void*, size_t, void* data, s
     h.token = f.token;
     h.barrier = f.barrier;
     p->held.push_back(std::move(h));
+    self->holding_puts = true;
   } else {
     self->flush_answers.emplace_back(peer, f.token);
   }

@@ -275,6 +275,7 @@ struct Node::Impl {
   // (after the puts held with them are applied).
   size_t ReleaseHeldFrames();
   bool holding_frames = false;  // some peer has held_frames (skip the walk otherwise)
+  bool holding_puts = false;    // some peer has held puts or flushes (ApplyHeld walks only then)
 
   // --- link faults (link_faults.h), node_link_faults.cc ---
   std::optional<LinkFaultWatcher> link_faults;
@@ -355,7 +356,11 @@ struct Node::Impl {
   void LosePeer(PeerId id, Status why, bool close_ep, bool flush_close = false, bool deliver = true);
   // Heartbeats to ready peers, and loss of silent peers and stalled handshakes.
   void CheckPeers();
-  SteadyClock::time_point last_peer_check;  // CheckPeers' previous run
+  // CheckPeers' previous run. Progress runs it at most every
+  // kPeerCheckEvery: it walks every peer, which at a thousand peers was
+  // most of a busy loop's time; timeouts and heartbeats are coarser.
+  SteadyClock::time_point last_peer_check;
+  static constexpr std::chrono::milliseconds kPeerCheckEvery{5};
   // Called by CheckPeers at its start (`now`); updates last_peer_check. A
   // gap since the previous check longer than half the peer timeout means
   // this node itself was not

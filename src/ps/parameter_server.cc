@@ -12,6 +12,7 @@
 #include "coord_wire.pb.h"
 #include "tenax/coord/coord_codec.h"
 #include "tenax/core/signals.h"
+#include "tenax/net/many_connections.h"
 #include "tenax/net/node.h"
 #include "tenax/ps/ps_codec.h"
 #include "tenax/ps/shard_checkpoint.h"
@@ -480,6 +481,7 @@ Result<ServerOutcome> RunServer(const ServerOptions& o) {
   no.transports = o.transports;
   no.tcp_streams = o.tcp_streams;
   no.peer_timeout = o.peer_timeout;
+  no.max_peers = net::kFleetPeers;  // every worker of the job pushes to every shard
   TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(no));
   TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen(o.listen_host, 0));
   Shard shard(o, std::move(node), std::move(rule));

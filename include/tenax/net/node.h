@@ -71,6 +71,12 @@ struct NodeOptions {
   // peers' silence: it logs the stall and gives them the rest of their
   // timeout to be heard again.
   std::chrono::milliseconds peer_timeout{10000};
+  // Connections this Node should hold at once; 0: what UCX and the process
+  // allow by default (about 1000 here). Servers that face a fleet (the
+  // coordinator, parameter-server shards) set it, and Create raises UCX's
+  // async event limit and the soft open-file limit for it (process-wide,
+  // never lowered: net/many_connections.h).
+  size_t max_peers = 0;
   size_t max_control_bytes = 1 << 20;
   // Per peer: control messages received and not yet taken by ReceiveControl.
   // A peer that would exceed either bound is lost with ProtocolError naming
