@@ -2,6 +2,8 @@
 // proofs, the link shaper and the link-fault file.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
 #include <cstdlib>
 
 #include "tenax/net/auth.h"
@@ -9,6 +11,7 @@
 #include "tenax/core/files.h"
 #include "tenax/net/link_faults.h"
 #include "tenax/net/link_shaper.h"
+#include "tenax/net/many_connections.h"
 #include "tenax/net/message_kinds.h"
 #include "tenax/net/node.h"
 #include "testing.h"
@@ -112,6 +115,28 @@ TEST(NodeOptionsTest, TcpStreamsOutsideOneToSixteenAreRefusedAtCreate) {
     EXPECT_NE(std::string::npos, node.status().message().find("tcp_streams is " + std::to_string(bad)))
         << node.status().message();
   }
+}
+
+// A server facing a fleet (NodeOptions::max_peers) gets UCX's async event
+// limit raised for that many connections (past 1024 UCX reset connections
+// and dropped every peer without it) and the soft open-file limit raised to
+// the hard one; a later, smaller request never lowers either.
+TEST(NodeOptionsTest, MaxPeersRaisesUcxsEventLimitAndTheOpenFileLimitAndNeverLowersThem) {
+  EXPECT_EQ(4u * 5000 + 1024, AsyncEventsFor(5000));
+  EXPECT_GT(AsyncEventsFor(kFleetPeers), 4u * kFleetPeers);
+  EXPECT_GT(AsyncEventsFor(static_cast<size_t>(-1)), 0u) << "a huge count must not wrap around";
+  NodeOptions o;
+  o.secret = "node-options-test-secret-0123456789";
+  o.max_peers = 5000;
+  ASSERT_OK_AND_ASSIGN(auto node, Node::Create(o));
+  const unsigned raised = RaiseAsyncEventLimit(0);  // reads the limit in force
+  EXPECT_GE(raised, AsyncEventsFor(5000));
+  rlimit r{};
+  ASSERT_EQ(0, getrlimit(RLIMIT_NOFILE, &r));
+  EXPECT_EQ(r.rlim_max, r.rlim_cur);
+  o.max_peers = 10;
+  ASSERT_OK_AND_ASSIGN(auto small, Node::Create(o));
+  EXPECT_EQ(raised, RaiseAsyncEventLimit(0)) << "a smaller max_peers lowered the limit";
 }
 
 TEST(MessageKindsTest, OneRegistryWithARangePerLayer) {
