@@ -1353,7 +1353,7 @@ Status RunCoordLoad(CoordLoadArgs a) {
       {"open_file_limit", open_files},
       // UCX's async event limit in the members' process (the coordinator
       // and the shards raise theirs to net::AsyncEventsFor(kFleetPeers)).
-      {"ucx_async_max_events", net::RaiseAsyncEventLimit(0)},
+      {"ucx_async_max_events", net::AsyncEventLimit()},
       {"unit_seconds", a.unit_seconds},
       {"units_per_member", a.units_per_member},
       {"shards", a.shards},

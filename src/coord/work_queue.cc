@@ -674,4 +674,15 @@ Result<bool> WorkQueue::AllDone() {
   return s.Int(0) == 0;
 }
 
+Result<std::vector<std::pair<int64_t, int>>> WorkQueue::RequiredMerges() {
+  WorkQueueSql q(*sqlite_, options_);
+  Stmt s(db_, "SELECT unit, shard FROM wq_need WHERE state != 'none' ORDER BY unit, shard");
+  if (!s.ok()) return q.Error("cannot read the merges the job needs");
+  std::vector<std::pair<int64_t, int>> out;
+  int rc;
+  while ((rc = s.Step()) == SQLITE_ROW) out.emplace_back(s.Int(0), static_cast<int>(s.Int(1)));
+  if (rc != SQLITE_DONE) return q.Error("cannot read the merges the job needs");
+  return out;
+}
+
 }  // namespace tenax::coord

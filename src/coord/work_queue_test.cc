@@ -213,6 +213,47 @@ TEST(WorkQueueTest, ARestartedShardReMergesOnlyWhatItsCheckpointLost) {
   EXPECT_TRUE(*all);
 }
 
+// A unit re-opened for one restarted shard and then returned partial (a
+// preempted worker) splits: its remainder is needed by that shard alone.
+// The other shard merged the whole unit once already; it must neither be
+// given the remainder nor be counted as missing it (the soak's merge-log
+// check counted it as a lost unit).
+TEST(WorkQueueTest, ARemainderOfAUnitReopenedForOneShardIsRequiredOfThatShardAlone) {
+  ScratchDir dir;
+  auto q = OpenQueue(dir / "q.db", Options(60, 20, 2));
+  ASSERT_TRUE(q);
+  for (int i = 0; i < 3; ++i) {
+    UnitLease l = LeaseOne(*q, "w", 0);
+    ASSERT_EQ(UnitVerdict::Kind::kAccepted, Deliver(*q, l, 1));
+  }
+  auto reopened = q->ShardRestored(1, 1, 5);  // shard 1 keeps unit 0's merge only
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  UnitLease again = LeaseOne(*q, "w", 6);
+  ASSERT_EQ(1, again.unit);
+  EXPECT_EQ(UnitVerdict::Kind::kAccepted, Deliver(*q, again, 7, 5));  // 5 of 20 steps: a partial result
+  UnitLease second = LeaseOne(*q, "w", 8);
+  EXPECT_EQ(2, second.unit);
+  EXPECT_EQ(UnitVerdict::Kind::kAccepted, Deliver(*q, second, 9));
+  UnitLease rest = LeaseOne(*q, "w", 10);
+  EXPECT_EQ(3, rest.unit);
+  EXPECT_EQ(25, rest.start_step);
+  EXPECT_EQ(15, rest.steps);
+  EXPECT_EQ((std::vector<int>{1}), rest.shards);
+  EXPECT_EQ(UnitVerdict::Kind::kAccepted, Deliver(*q, rest, 11));
+
+  auto required = q->RequiredMerges();
+  ASSERT_TRUE(required.ok()) << required.status().ToString();
+  EXPECT_EQ((std::vector<std::pair<int64_t, int>>{{0, 0}, {0, 1}, {1, 0}, {1, 1}, {2, 0}, {2, 1}, {3, 1}}), *required);
+  auto merges = Merges(*q);
+  for (const auto& need : *required) {
+    EXPECT_EQ(1u, merges[need].size()) << "unit " << need.first << " shard " << need.second;
+  }
+  EXPECT_TRUE((merges[{3, 0}].empty())) << "shard 0 was given the remainder of a unit it had merged whole";
+  auto all = q->AllDone();
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(*all);
+}
+
 // A shard that checked a result and was then restarted (a new process on
 // its checkpoint) no longer holds that result: its earlier check must not
 // accept the unit when the other shard's check comes (found by the soak:

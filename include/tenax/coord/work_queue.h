@@ -187,6 +187,12 @@ class WorkQueue {
   Result<std::vector<UnitEvent>> Events();
   // True when every unit is accepted and merged by every shard.
   Result<bool> AllDone();
+  // The (unit, shard) pairs the job needs merged, each exactly once, in
+  // order: every unit on every shard, except a unit split off a partial
+  // result that only some shards needed (a unit re-opened for a shard
+  // restarted from its checkpoint): its remainder is needed by those shards
+  // alone. What a check of the merge log counts against.
+  Result<std::vector<std::pair<int64_t, int>>> RequiredMerges();
 
  private:
   WorkQueue() = default;

@@ -27,13 +27,21 @@ namespace tenax::net {
 // any job's workers (1024 at most), their spares and watchers.
 constexpr size_t kFleetPeers = 16384;
 
-// Raises the soft limit on open files to the hard one. Returns the soft
-// limit afterwards (-1: unlimited or unknown).
+// Raises the soft limit on open files to the hard one (to the kernel's
+// fs.nr_open where the hard limit is unlimited: no process may open more).
+// Returns the soft limit afterwards (-1: unlimited or unknown).
 int64_t RaiseOpenFileLimit();
+
+// The highest soft limit on open files RaiseOpenFileLimit can reach here:
+// the hard limit, or fs.nr_open below an unlimited one (-1: unknown).
+int64_t ReachableOpenFileLimit();
 
 // Raises UCX's async event limit to at least `events`. Returns the limit in
 // force afterwards.
 unsigned RaiseAsyncEventLimit(unsigned events);
+
+// UCX's async event limit in force in this process.
+unsigned AsyncEventLimit();
 
 // The async event limit a node expecting `peers` connections asks for:
 // room for each peer's sockets (control, data, streams) and a margin.
