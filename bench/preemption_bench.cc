@@ -11,6 +11,9 @@
 //  - elastic:     sync elastic under the same kill process and prices;
 //  - vc_asgd_p1:  the preemptible run with staleness_power 1 (the rule's
 //                 default is 0.5), to show what the exponent does;
+//  - vc_asgd_alpha05: the preemptible run with alpha 0.5 (a fresh result
+//                 averaged with the server's model; the default takes it
+//                 whole), to show what averaging costs on this job;
 //  - delta, asgd: async with the other merge rules, same faults and prices.
 // Each reports wall_seconds (launcher), cost (summary.json's cost.total),
 // final_test_accuracy, and where they apply preemptions and units_reissued.
@@ -50,6 +53,7 @@ struct RunSpec {
   std::string name, mode, rule;
   bool faults = false, elastic = false, spot = false;
   double staleness_power = 0;  // 0 = the rule's default
+  double alpha = -1;           // < 0 = the rule's default
 };
 
 std::string JobText(const PreemptionArgs& a, const RunSpec& r) {
@@ -68,6 +72,7 @@ std::string JobText(const PreemptionArgs& a, const RunSpec& r) {
     // server's lr is the job's divided by unit_steps (one step of the
     // unit's mean gradient). With the job's lr on the sum it diverges.
     if (r.staleness_power > 0) text += fmt::format("staleness_power = {}\n", r.staleness_power);
+    if (r.alpha >= 0) text += fmt::format("alpha = {:.3f}\n", r.alpha);
     if (r.rule == "asgd") text += fmt::format("server_lr = {}\n", a.lr / static_cast<double>(a.unit_steps));
   }
   text += fmt::format(
@@ -151,6 +156,10 @@ Status RunPreemption(const PreemptionArgs& a) {
     // The shipped rule with the plain 1/(1+s) instead of 1/sqrt(1+s): what
     // the exponent buys (docs/async.md).
     runs.push_back({"vc_asgd_p1", "async", "vc_asgd", true, false, true, 1.0});
+    // The shipped rule averaging a fresh result with the server's model
+    // (alpha 0.5) instead of taking it whole: better for a noisy job (the
+    // soak's), worse for this one (docs/async.md, "Why alpha = 0").
+    runs.push_back({"vc_asgd_alpha05", "async", "vc_asgd", true, false, true, 0, 0.5});
     runs.push_back({"delta", "async", "delta", true, false, true});
     runs.push_back({"asgd", "async", "asgd", true, false, true});
   }

@@ -39,6 +39,7 @@ struct AsyncJob {
   std::string extra = "";  // appended as is (fault plans)
   std::string model = "mlp";
   int64_t batch_size = 32;
+  int64_t test_limit = 1000;
 };
 
 std::string WriteAsyncJob(const ScratchDir& dir, const AsyncJob& j) {
@@ -49,7 +50,7 @@ std::string WriteAsyncJob(const ScratchDir& dir, const AsyncJob& j) {
       << "join_timeout_seconds = 60\nstep_timeout_seconds = 20\n"
       << "[async]\nservers = " << j.servers << "\nunit_steps = " << j.unit_steps
       << "\nlease_seconds = " << j.lease_seconds << "\nrule = \"" << j.rule << "\"\ncheckpoint_every = 4\n"
-      << "[data]\ntrain_limit = 8192\ntest_limit = 1000\n"
+      << "[data]\ntrain_limit = 8192\ntest_limit = " << j.test_limit << "\n"
       << "[model]\nname = \"" << j.model << "\"\n"
       << "[train]\nepochs = 1000\nmax_steps = " << j.max_steps << "\nbatch_size = " << j.batch_size
       << "\nthreads = 1\nlr = 0.05\n"
@@ -411,6 +412,53 @@ TEST_F(AsyncClusterTest, ASigkilledServerRestartedOnItsDirectoryContinuesFromIts
   ASSERT_FALSE(summary.is_discarded());
   EXPECT_EQ(400, summary.value("steps", 0));
   EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.6) << summary.dump();
+}
+
+// The finisher (the worker that evaluates the final model and writes the
+// job's outputs) SIGKILLed while it evaluates: the next worker to ask
+// finishes the job instead. Found by the soak: the finisher of an async
+// round was killed by its random faults as the job ended, the others had
+// been told "done" and left, and `tenax run` found no summary.json (exit 1).
+TEST_F(AsyncClusterTest, AFinisherKilledWhileItEvaluatesIsReplacedByTheNextWorker) {
+  ScratchDir dir;
+  AsyncJob j{.name = "finisher-kill", .workers = 1, .max_steps = 100, .unit_steps = 10, .model = "cnn"};
+  j.test_limit = 10000;  // the whole test set: an evaluation of a good fraction of a second
+  const std::string job = WriteAsyncJob(dir, j);
+  Child coordinator({TenaxBinary(), "coordinator", "--job", job, "--state", dir / "state.db", "--port-file",
+                     dir / "port"});
+  ASSERT_TRUE(coordinator.WaitForStderrLine("listening on")) << coordinator.stderr_text();
+  const std::string port = ReadText(dir / "port");
+  const std::string address = "127.0.0.1:" + port.substr(0, port.find('\n'));
+  std::vector<std::unique_ptr<Child>> servers;
+  for (int s = 0; s < 2; ++s) {
+    servers.push_back(std::make_unique<Child>(std::vector<std::string>{
+        TenaxBinary(), "server", "--job", job, "--shard", std::to_string(s), "--checkpoints",
+        dir / ("server-" + std::to_string(s)), "--coordinator", address}));
+  }
+  ASSERT_TRUE(servers[1]->WaitForStderrLine("registered with the coordinator")) << servers[1]->stderr_text();
+  auto worker = [&] {
+    return std::make_unique<Child>(
+        std::vector<std::string>{TenaxBinary(), "worker", "--job", job, "--coordinator", address, "--out", dir / "run"});
+  };
+  // The only worker trains every unit, so it is the one that finishes.
+  auto first = worker();
+  ASSERT_TRUE(first->WaitForStderrLine("this worker finishes the job")) << first->stderr_text();
+  first->Signal(SIGKILL);
+  EXPECT_EQ(128 + SIGKILL, first->Wait());
+  ASSERT_FALSE(std::filesystem::exists(dir / "run/summary.json")) << "killed too late: the finisher had written it";
+  auto second = worker();
+  EXPECT_EQ(0, second->Wait()) << second->stderr_text();
+  EXPECT_NE(std::string::npos, second->stderr_text().find("this worker finishes the job")) << second->stderr_text();
+  EXPECT_EQ(0, coordinator.Wait()) << coordinator.stderr_text();
+  for (auto& s : servers) EXPECT_EQ(0, s->Wait()) << s->stderr_text();
+  ASSERT_TRUE(std::filesystem::exists(dir / "run/summary.json")) << "no summary.json: nobody finished the job";
+  auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
+  ASSERT_FALSE(summary.is_discarded());
+  EXPECT_EQ(100, summary.value("steps", 0));
+  EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.5) << summary.dump();
+  MergeLog log;
+  ASSERT_TRUE(ReadMergeLog(dir / "state.db", j, log));
+  ExpectEveryUnitMergedOnce(log, 2);
 }
 
 // The same through the job's fault plan: `tenax run` SIGKILLs shard 1

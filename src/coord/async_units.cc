@@ -52,7 +52,16 @@ void AsyncUnits::OnShardLost(net::PeerId conn, const std::string& why) {
 Status AsyncUnits::OnMemberLost(const std::string& member, const std::string& why) {
   TENAX_ASSIGN_OR_RETURN(int n, queue_->ExpireLeasesOf(member, why, Now()));
   if (n > 0) spdlog::info("job {}: {} is gone; its {} unit lease(s) are issued again now", job_id_, member, n);
+  if (finisher_ && *finisher_ == member && !finisher_done_) {
+    spdlog::warn("job {}: {} was lost ({}) before it wrote the job's outputs; the next worker to ask finishes the job",
+                 job_id_, member, why);
+    finisher_.reset();
+  }
   return Status::Ok();
+}
+
+void AsyncUnits::OnMemberDone(const std::string& member) {
+  if (finisher_ && *finisher_ == member) finisher_done_ = true;
 }
 
 void AsyncUnits::TellShards(uint32_t kind, const std::string& payload) {
@@ -168,10 +177,18 @@ Status AsyncUnits::OnUnitRequest(const net::ControlMessage& m, const std::string
       g.set_state("wait");
       break;
     case LeaseOutcome::Kind::kAllDone:
-      g.set_state("done");
       if (!finisher_ || *finisher_ == member) {
         finisher_ = member;
+        g.set_state("done");
         g.set_finisher(true);
+      } else if (!finisher_done_) {
+        // The others wait until the finisher has written the job's
+        // outputs: if it is lost first, one of them finishes the job
+        // instead. (A finisher SIGKILLed while it evaluated the final model
+        // ended a soak round without summary.json, the others gone.)
+        g.set_state("wait");
+      } else {
+        g.set_state("done");
       }
       break;
     case LeaseOutcome::Kind::kUnit: {

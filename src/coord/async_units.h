@@ -40,8 +40,11 @@ class AsyncUnits {
   std::vector<net::PeerId> ShardConnections() const;
   void OnShardLost(net::PeerId conn, const std::string& why);
   // A member's connection was lost (`member` as Handle names it): its
-  // leases expire at once. The queue's IoError is returned.
+  // leases expire at once, and if it was the finisher and had not finished,
+  // the next worker to ask finishes the job. The queue's IoError is returned.
   Status OnMemberLost(const std::string& member, const std::string& why);
+  // A member reported Done (it wrote its outputs and left).
+  void OnMemberDone(const std::string& member);
   // The job ended: every shard gets `kind` (Done or Failure) with `payload`.
   void TellShards(uint32_t kind, const std::string& payload);
   // For summary.json: units_issued, units_reissued, results_rejected...
@@ -67,6 +70,7 @@ class AsyncUnits {
   int shards_;
   std::map<int, ShardLink> links_;
   std::optional<std::string> finisher_;  // the member that evaluates and writes the outputs
+  bool finisher_done_ = false;           // ... and has reported Done
   int64_t total_steps_ = 0;
 };
 

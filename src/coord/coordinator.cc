@@ -272,6 +272,7 @@ Actions Coordinator::Handle(const net::ControlMessage& m) {
       if (!member) return {};
       auto d = DecodeDone(m.payload, label);
       if (!d.ok()) return refuse(d.status());
+      if (async_) async_->OnMemberDone(MemberLabel(m.from));
       return machine_.OnDone(m.from, d->summary_json());
     }
     case kFailureKind: {
