@@ -377,7 +377,12 @@ TEST(CliTest, BenchElasticTorchrunPeerResumesAfterAKill) {
   EXPECT_GE(line["restarts"].get<int>(), 1) << line.dump();
   EXPECT_GE(t["killed_at_step"].get<int>(), steps / 3) << t.dump();
   EXPECT_GE(line["resumed_from_step"].get<int>(), 1) << line.dump();
-  EXPECT_LE(line["resumed_from_step"].get<int>(), t["killed_at_step"].get<int>()) << t.dump();
+  // killed_at_step is the last step the bench had read from the script's
+  // output when it sent SIGKILL; the script may have checkpointed a step
+  // more before the signal landed (seen in CI: killed at 6, resumed from 7).
+  // It resumed from a checkpoint taken before the end, not from scratch.
+  EXPECT_LE(line["resumed_from_step"].get<int>(), t["killed_at_step"].get<int>() + 1) << t.dump();
+  EXPECT_LT(line["resumed_from_step"].get<int>(), steps) << t.dump();
   EXPECT_GT(t["wall_seconds"].get<double>(), 0);
   EXPECT_TRUE(t["fault_free_wall_seconds"].is_null()) << t.dump();
   ASSERT_EQ(t["rounds"].size(), 1u) << t.dump();
