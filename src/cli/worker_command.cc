@@ -20,6 +20,7 @@ Status RunWorkerCommand(const WorkerOptions& options) {
   if (const char* v = std::getenv("TENAX_TEST_SIGSTOP_AS_DONOR")) o.injected.sigstop_as_donor = std::string(v) == "1";
   if (const char* v = std::getenv("TENAX_TEST_SIGSTOP_BEFORE_ALLREDUCE")) {
     o.injected.sigstop_before_allreduce = std::string(v) == "1";
+    o.injected.sigstop_before_first_allreduce = std::string(v) == "first";
   }
   o.on_progress = [&renderer](const TrainProgress& p) {
     if (p.log_point) renderer(p);

@@ -313,9 +313,11 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
       ::raise(SIGSTOP);
     };
   }
-  if (options.injected.sigstop_before_allreduce) {
-    opts.before_allreduce_offer = [stopped = false]() mutable {
-      if (std::exchange(stopped, true)) return;  // the first re-formed generation only
+  if (options.injected.sigstop_before_allreduce || options.injected.sigstop_before_first_allreduce) {
+    opts.before_allreduce_offer = [first = options.injected.sigstop_before_first_allreduce,
+                                   stopped = false](bool first_generation) mutable {
+      // The first generation's, or the first re-formed generation's, only.
+      if (first_generation != first || std::exchange(stopped, true)) return;
       spdlog::warn("injected fault: stopping this member (SIGSTOP) before it offers its part of the allreduce");
       ::raise(SIGSTOP);
     };

@@ -46,14 +46,17 @@ struct WorkerOptions {
   // tests/async_cluster_test.cc and elastic_cluster_test.cc). Only the
   // `tenax worker` command fills it, from its environment
   // ($TENAX_TEST_POISON_UNIT=N, $TENAX_TEST_SIGSTOP_AS_DONOR=1,
-  // $TENAX_TEST_SIGSTOP_BEFORE_ALLREDUCE=1); the library itself reads no
-  // test variable.
+  // $TENAX_TEST_SIGSTOP_BEFORE_ALLREDUCE=1 or =first); the library itself
+  // reads no test variable.
   struct InjectedFaults {
     int64_t poison_unit = -1;       // async: the first attempt of this unit delivers a NaN
     bool sigstop_as_donor = false;  // elastic: SIGSTOP itself before offering its state to a joiner
     // elastic: SIGSTOP itself after re-forming its first new generation,
     // before offering its part of that generation's allreduce
     bool sigstop_before_allreduce = false;
+    // elastic: the same in the first generation, before the initial
+    // model's broadcast
+    bool sigstop_before_first_allreduce = false;
   } injected;
 };
 

@@ -40,7 +40,7 @@ struct SyncRunOptions {
   int straggler_id = -1;                 // elastic: the launcher's worker index for [stragglers] (-1: a joiner)
   bool joined_running_job = false;       // elastic: admitted after the first generation (it holds no model yet)
   std::function<void()> before_state_offer;  // elastic: AllreduceExchangeOptions' test seam; may be empty
-  std::function<void()> before_allreduce_offer;  // elastic: the same, before a re-formed generation's allreduce
+  std::function<void(bool first_generation)> before_allreduce_offer;  // elastic: the same, before a generation's allreduce
   std::vector<std::string> allreduce_zones;  // sync: AllreduceExchangeOptions::zones
   bool hierarchical_allreduce = false;       // AllreduceExchangeOptions::hierarchical (elastic: per generation)
 };

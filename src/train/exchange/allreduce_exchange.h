@@ -106,11 +106,12 @@ struct ElasticExchangeOptions {
   // middle of a join (WorkerOptions::injected.sigstop_as_donor: the worker
   // then SIGSTOPs itself here).
   std::function<void()> before_state_offer;
-  // Test seam: called on a member once it re-formed the group of a new
-  // generation and before it offers its part of that generation's
-  // allreduce, so that a test can lose a member while a joiner sets up its
-  // first allreduce (WorkerOptions::injected.sigstop_before_allreduce).
-  std::function<void()> before_allreduce_offer;
+  // Test seam: called on a member before it offers its part of a
+  // generation's allreduce: the first generation's (argument true, in
+  // Attach) or a re-formed one's (false), so that a test can lose a member
+  // while the others set up an allreduce
+  // (WorkerOptions::injected.sigstop_before_allreduce).
+  std::function<void(bool first_generation)> before_allreduce_offer;
   // Emulated stragglers ([stragglers] in a sync job): this process sleeps
   // (slowdown - 1) x its own compute time of each step, inside the measured
   // compute time, so measured shares move work away from it as they would

@@ -75,17 +75,23 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
     params_ = model.Parameters();
     TENAX_ASSIGN_OR_RETURN(arena_, group_->node().Allocate(2 * layout_.params_count * sizeof(float)));
     sync_needed_ = joined_late_;
+    if (eo_.before_allreduce_offer && !joined_late_) eo_.before_allreduce_offer(true);
     Status bound = Rebind();
     if (bound.ok() && !joined_late_) bound = BroadcastFromRankZero();
     if (!bound.ok()) {
-      // The first generation has no state to keep: a member lost while it
-      // sets up fails the job's start. A joiner's generation is a running
-      // job's: like a member's failed re-form, the joiner reports whom it
-      // lost and joins the next generation at its first step boundary
-      // (AtStepBoundary), which takes its state from a live donor.
-      if (!joined_late_ || !RepairedByNewMembership(bound)) return bound;
+      // Like a member's failed re-form: report whom it lost and join the
+      // next generation at the first step boundary (AtStepBoundary). A
+      // joiner takes its state from a live donor there. A first-generation
+      // member keeps its own initial model (a failed broadcast leaves the
+      // parameters as they were) but marks it unsettled: the next
+      // generation's state agreement (Sync) makes one member's initial
+      // model everyone's. Before, a member lost while the first generation
+      // set up failed the whole job (exit 3; the 60-minute soak found it
+      // when a worker was descheduled past the peer timeout).
+      if (!RepairedByNewMembership(bound)) return bound;
       spdlog::warn("rank {}: setting up the allreduce of generation {} failed ({}); joining the next one", rank(),
                    group_->generation(), bound.message());
+      if (!joined_late_) initial_unsettled_ = true;
       ReportSuspects(bound);
       UnpinBuffer();
       allreduce_.reset();
@@ -190,7 +196,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
         owned_ = std::move(*g);
         group_ = owned_.get();
         ChooseAllreduce();
-        if (eo_.before_allreduce_offer) eo_.before_allreduce_offer();
+        if (eo_.before_allreduce_offer) eo_.before_allreduce_offer(false);
         if (Status st = Rebind(); !st.ok()) {
           if (!RepairedByNewMembership(st)) return st;
           ReportSuspects(st);
@@ -466,23 +472,38 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
 
   // Every member of a new generation: agree on the steps applied, and let
   // the members behind read the state of one that is not.
+  //
+  // Each member claims 2 x (steps applied + 1), one less while its model
+  // is an unsettled initial one (initial_unsettled_), 0 without a model;
+  // the claims are exact in a float up to 2^24 (8 million steps). The
+  // highest claim gives the model. When it is an unsettled one, only the
+  // lowest rank that claims it donates: the others may hold a different
+  // initial model, and every member must start from the same.
   Result<int64_t> Sync(int64_t applied, Deadline deadline, int64_t& transfer_ms) {
     const int w = world(), me = rank();
     if (layout_.total < static_cast<size_t>(w)) return FailedPrecondition("a model too small for elastic training");
     std::memset(buffer_, 0, static_cast<size_t>(w) * sizeof(float));
-    buffer_[me] = has_state_ ? static_cast<float>(applied + 1) : 0.0f;
+    buffer_[me] = has_state_ ? static_cast<float>(2 * (applied + 1) - (initial_unsettled_ ? 1 : 0)) : 0.0f;
     TENAX_RETURN_IF_ERROR(allreduce_->Run(0, static_cast<size_t>(w), 1.0f, deadline));
     std::vector<int64_t> counts(static_cast<size_t>(w));
     int64_t top = 0;
     for (int r = 0; r < w; ++r) top = std::max(top, counts[static_cast<size_t>(r)] = std::llround(buffer_[r]));
     if (top == 0) return FailedPrecondition("no member of generation " + std::to_string(group_->generation()) +
                                             " holds the model");
+    const int64_t steps = (top + 1) / 2 - 1;
+    const bool one_donor = top % 2 == 1;
     std::vector<int> donors, receivers;
-    for (int r = 0; r < w; ++r) (counts[static_cast<size_t>(r)] == top ? donors : receivers).push_back(r);
-    if (receivers.empty()) return top - 1;
+    for (int r = 0; r < w; ++r) {
+      const bool donor = counts[static_cast<size_t>(r)] == top && !(one_donor && !donors.empty());
+      (donor ? donors : receivers).push_back(r);
+    }
+    if (receivers.empty()) {
+      initial_unsettled_ = false;  // one member alone: its model is the job's
+      return steps;
+    }
     const auto t0 = SteadyClock::now();
     auto donor_of = [&](size_t i) { return donors[i % donors.size()]; };
-    if (counts[static_cast<size_t>(me)] == top) {
+    if (std::find(donors.begin(), donors.end(), me) != donors.end()) {
       if (eo_.before_state_offer && donor_of(0) == me) eo_.before_state_offer();
       auto [bytes, momentum] = Stage();
       const uint64_t sum = StateChecksum(arena_.data(), bytes);
@@ -492,7 +513,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
         TENAX_ASSIGN_OR_RETURN(net::RegionDescriptor d, group_->node().Share(arena_, peer));
         wire::StateOffer offer;
         offer.set_generation(group_->generation());
-        offer.set_applied_steps(top - 1);
+        offer.set_applied_steps(steps);
         offer.set_bytes(bytes);
         offer.set_checksum(sum);
         offer.set_has_momentum(momentum);
@@ -500,7 +521,7 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
         TENAX_RETURN_IF_ERROR(
             group_->node().SendControl(peer, comm::kStateOfferKind, offer.SerializeAsString(), deadline));
       }
-      spdlog::info("rank {}: sending the state of step {} to rank(s) behind", me, top - 1);
+      spdlog::info("rank {}: sending the state of step {} to rank(s) behind", me, steps);
     } else {
       const size_t index = static_cast<size_t>(std::find(receivers.begin(), receivers.end(), me) - receivers.begin());
       const int donor = donor_of(index);
@@ -513,10 +534,10 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
         TENAX_ASSIGN_OR_RETURN(offer, comm::DecodeStateOffer(msg->payload, group_->Describe(donor)));
       } while (offer.generation() < group_->generation());
       const size_t expected = 2 * layout_.params_count * sizeof(float);
-      if (offer.bytes() != expected || offer.applied_steps() != top - 1) {
+      if (offer.bytes() != expected || offer.applied_steps() != steps) {
         return FailedPrecondition("donor " + group_->Describe(donor) + " offers " + std::to_string(offer.bytes()) +
                                   " bytes of step " + std::to_string(offer.applied_steps()) + ", this model needs " +
-                                  std::to_string(expected) + " bytes of step " + std::to_string(top - 1));
+                                  std::to_string(expected) + " bytes of step " + std::to_string(steps));
       }
       TENAX_ASSIGN_OR_RETURN(net::DecodedRegion d, net::DecodeRegion(offer.region(), group_->Describe(donor)));
       TENAX_ASSIGN_OR_RETURN(net::RemoteRegion remote,
@@ -530,14 +551,16 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
       }
       Apply(offer.has_momentum());
       has_state_ = true;
-      spdlog::info("rank {}: read the state of step {} ({} bytes) from {} in {:.1f} ms", me, top - 1, offer.bytes(),
+      initial_unsettled_ = false;  // it holds the donor's model: the one every member gets
+      spdlog::info("rank {}: read the state of step {} ({} bytes) from {} in {:.1f} ms", me, steps, offer.bytes(),
                    group_->Describe(donor), MillisBetween(t0, SteadyClock::now()));
     }
     // Closes the transfer: after it, donors may overwrite their arenas.
     buffer_[0] = 0.0f;
     TENAX_RETURN_IF_ERROR(allreduce_->Run(0, 1, 1.0f, deadline));
+    initial_unsettled_ = false;  // every member read the donors' model
     transfer_ms = static_cast<int64_t>(MillisBetween(t0, SteadyClock::now()));
-    return top - 1;
+    return steps;
   }
 
   // `g` brings the timings; the rest is filled here. Goes to on_event
@@ -584,6 +607,9 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
   bool want_hierarchical_ = false;
   std::string allreduce_why_;
   bool joined_late_ = false, has_state_ = true, reform_needed_ = false, sync_needed_ = false, detached_ = false;
+  // A first-generation member whose setup failed: its model is its own
+  // initial one, maybe not rank 0's (Sync settles it).
+  bool initial_unsettled_ = false;
   uint64_t failed_generation_ = 0;
   // This member's connections of each generation it formed (member id ->
   // peer), from the stable one on: Reform reuses the stable one's.
