@@ -92,6 +92,10 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
       spdlog::warn("rank {}: setting up the allreduce of generation {} failed ({}); joining the next one", rank(),
                    group_->generation(), bound.message());
       if (!joined_late_) initial_unsettled_ = true;
+      // Connected to every member (Group::Join succeeded): a re-form may
+      // reuse these connections if a restarted coordinator takes this
+      // generation for the stable one. Not reported as formed.
+      formed_[group_->generation()] = group_->ConnectionsById();
       ReportSuspects(bound);
       UnpinBuffer();
       allreduce_.reset();
