@@ -72,6 +72,9 @@ struct SoakArgs {
   // The async job's async.alpha; < 0: none set, tenax's default (0). 0.5 is
   // what docs/async.md recommends for a noisy job like this one.
   double async_alpha = -1;
+  // The async job's async.average_tail; < 0: none set, tenax's default
+  // (0.1; 0 is the final model alone).
+  double async_average_tail = -1;
 };
 
 // One kind of job: its base text (without faults) and its steps.
@@ -102,6 +105,7 @@ std::string BaseJob(const SoakArgs& a, const Kind& k) {
     text += fmt::format("[async]\nservers = {}\nunit_steps = {}\nlease_seconds = 10\nrule = \"vc_asgd\"\n", k.servers,
                         k.unit_steps);
     if (a.async_alpha >= 0) text += fmt::format("alpha = {:.3f}\n", a.async_alpha);
+    if (a.async_average_tail >= 0) text += fmt::format("average_tail = {:.3f}\n", a.async_average_tail);
   }
   if (k.name == "elastic") {
     text += "[storage]\nnodes = 6\nzones = 3\ndata_chunks = 4\nparity_chunks = 2\nchunk_kib = 256\n";
@@ -633,6 +637,8 @@ Status RunSoak(const SoakArgs& a) {
                            {"reference_minutes", reference_minutes},
                            {"seed", a.seed},
                            {"async_alpha", a.async_alpha >= 0 ? nlohmann::json(a.async_alpha) : nlohmann::json("default")},
+                           {"async_average_tail", a.async_average_tail >= 0 ? nlohmann::json(a.async_average_tail)
+                                                                           : nlohmann::json("default")},
                            {"totals", totals},
                            {"reference_test_accuracy", reference_accuracy},
                            {"reference_spread", reference_spread},
@@ -687,6 +693,11 @@ void AddSoakBenchmark(CLI::App& bench, int& exit_code) {
                   "async.alpha of the async job, its references included: the server's weight at staleness 0 "
                   "(docs/async.md, \"Why alpha = 0, and when to set 0.5\"; default: none set, tenax's 0)")
       ->check(CLI::Range(0.0, 0.95));
+  cmd->add_option("--async-average-tail", a->async_average_tail,
+                  "async.average_tail of the async job, its references included: the finisher evaluates the mean of "
+                  "the models pulled over this last fraction of the job (docs/async.md, \"Tail averaging\"; default: "
+                  "none set, tenax's 0.1; 0 evaluates the final model alone)")
+      ->check(CLI::Range(0.0, 0.9));
   cmd->add_option("--seed", a->seed, "Seed of the rounds' fault plans (same seed, same plans)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();

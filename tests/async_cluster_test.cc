@@ -36,7 +36,8 @@ struct AsyncJob {
   int64_t unit_steps = 15;
   double lease_seconds = 10;
   std::string rule = "vc_asgd";
-  std::string extra = "";  // appended as is (fault plans)
+  std::string extra = "";       // appended as is (fault plans)
+  std::string async_keys = "";  // more [async] lines
   std::string model = "mlp";
   int64_t batch_size = 32;
   int64_t test_limit = 1000;
@@ -50,6 +51,7 @@ std::string WriteAsyncJob(const ScratchDir& dir, const AsyncJob& j) {
       << "join_timeout_seconds = 60\nstep_timeout_seconds = 20\n"
       << "[async]\nservers = " << j.servers << "\nunit_steps = " << j.unit_steps
       << "\nlease_seconds = " << j.lease_seconds << "\nrule = \"" << j.rule << "\"\ncheckpoint_every = 4\n"
+      << j.async_keys
       << "[data]\ntrain_limit = 8192\ntest_limit = " << j.test_limit << "\n"
       << "[model]\nname = \"" << j.model << "\"\n"
       << "[train]\nepochs = 1000\nmax_steps = " << j.max_steps << "\nbatch_size = " << j.batch_size
@@ -185,6 +187,30 @@ TEST_F(AsyncClusterTest, TwoShardsMergeEveryUnitExactlyOnceAndTheModelLearns) {
     }
     EXPECT_GE(files, 1) << shard;
   }
+}
+
+// async.average_tail = 0.5 with one worker: the finisher evaluates the mean
+// of the models it pulled for the units that start in the second half of
+// the job (steps 50, 60, 70, 80, 90 of 100) and the final one, six models,
+// and saves that model; with 0 it evaluates the final model alone.
+TEST_F(AsyncClusterTest, TailAveragingEvaluatesTheMeanOfTheModelsPulledInTheJobsTail) {
+  ScratchDir dir;
+  AsyncJob j{.name = "tail", .workers = 1, .max_steps = 100, .unit_steps = 10};
+  j.async_keys = "average_tail = 0.5\n";
+  auto r = RunAsyncJob(dir, j);
+  ASSERT_EQ(0, r.exit_code) << r.out << r.err;
+  auto summary = Summary(dir);
+  EXPECT_EQ(100, summary.value("steps", 0));
+  EXPECT_EQ(6, summary.value("tail_models_averaged", 0)) << summary.dump();
+  EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.5) << summary.dump();
+  EXPECT_TRUE(std::filesystem::exists(dir / "run/model.pt"));
+
+  ScratchDir plain_dir;
+  AsyncJob plain{.name = "no-tail", .workers = 1, .max_steps = 100, .unit_steps = 10};
+  plain.async_keys = "average_tail = 0\n";
+  auto p = RunAsyncJob(plain_dir, plain);
+  ASSERT_EQ(0, p.exit_code) << p.out << p.err;
+  EXPECT_FALSE(Summary(plain_dir).contains("tail_models_averaged")) << Summary(plain_dir).dump();
 }
 
 // The pid of the worker an "issued" event names: "to worker 3
@@ -364,38 +390,62 @@ bool WaitForCheckpoints(const std::string& dir, int n, std::chrono::seconds time
   return false;
 }
 
-// The roles started one by one (no launcher), so the test holds the server's
-// PID: SIGKILL shard 1 once it has checkpointed, start it again on its
+// An async job's roles started one by one (no launcher), so that a test
+// holds every PID: the coordinator at construction (ok() once it listens),
+// then shards and workers on demand, each a Child the caller owns.
+class AsyncRoles {
+ public:
+  AsyncRoles(const ScratchDir& dir, std::string job)
+      : dir_(dir),
+        job_(std::move(job)),
+        coordinator_({TenaxBinary(), "coordinator", "--job", job_, "--state", dir / "state.db", "--port-file",
+                      dir / "port"}) {
+    if (coordinator_.WaitForStderrLine("listening on")) {
+      const std::string port = ReadText(dir_ / "port");
+      address_ = "127.0.0.1:" + port.substr(0, port.find('\n'));
+    }
+  }
+  bool ok() const { return !address_.empty(); }
+  Child& coordinator() { return coordinator_; }
+  // Shard `s` on its checkpoint directory dir/server-<s> (a restarted
+  // shard continues from what it holds).
+  std::unique_ptr<Child> Server(int s) const {
+    return std::make_unique<Child>(std::vector<std::string>{TenaxBinary(), "server", "--job", job_, "--shard",
+                                                            std::to_string(s), "--checkpoints",
+                                                            dir_ / ("server-" + std::to_string(s)), "--coordinator",
+                                                            address_});
+  }
+  // A worker writing its outputs to dir/run.
+  std::unique_ptr<Child> Worker() const {
+    return std::make_unique<Child>(std::vector<std::string>{TenaxBinary(), "worker", "--job", job_, "--coordinator",
+                                                            address_, "--out", dir_ / "run"});
+  }
+
+ private:
+  const ScratchDir& dir_;
+  std::string job_;
+  Child coordinator_;
+  std::string address_;
+};
+
+// The roles started one by one, so the test holds the server's PID: SIGKILL shard 1 once it has checkpointed, start it again on its
 // directory, and the job still merges every unit exactly once per shard.
 TEST_F(AsyncClusterTest, ASigkilledServerRestartedOnItsDirectoryContinuesFromItsCheckpoint) {
   ScratchDir dir;
   AsyncJob j{.name = "server-kill", .max_steps = 400, .unit_steps = 10};
-  const std::string job = WriteAsyncJob(dir, j);
-  Child coordinator({TenaxBinary(), "coordinator", "--job", job, "--state", dir / "state.db", "--port-file",
-                     dir / "port"});
-  ASSERT_TRUE(coordinator.WaitForStderrLine("listening on")) << coordinator.stderr_text();
-  const std::string port = ReadText(dir / "port");
-  const std::string address = "127.0.0.1:" + port.substr(0, port.find('\n'));
-  auto server = [&](int s) {
-    return std::make_unique<Child>(std::vector<std::string>{TenaxBinary(), "server", "--job", job, "--shard",
-                                                            std::to_string(s), "--checkpoints",
-                                                            dir / ("server-" + std::to_string(s)), "--coordinator",
-                                                            address});
-  };
-  auto s0 = server(0), s1 = server(1);
+  AsyncRoles roles(dir, WriteAsyncJob(dir, j));
+  ASSERT_TRUE(roles.ok()) << roles.coordinator().stderr_text();
+  auto s0 = roles.Server(0), s1 = roles.Server(1);
   ASSERT_TRUE(s1->WaitForStderrLine("registered with the coordinator")) << s1->stderr_text();
   std::vector<std::unique_ptr<Child>> workers;
-  for (int w = 0; w < 2; ++w) {
-    workers.push_back(std::make_unique<Child>(
-        std::vector<std::string>{TenaxBinary(), "worker", "--job", job, "--coordinator", address, "--out", dir / "run"}));
-  }
+  for (int w = 0; w < 2; ++w) workers.push_back(roles.Worker());
   ASSERT_TRUE(WaitForCheckpoints(dir / "server-1", 2, std::chrono::seconds(120))) << s1->stderr_text();
   s1->Signal(SIGKILL);
   EXPECT_EQ(128 + SIGKILL, s1->Wait());
-  auto restarted = server(1);
+  auto restarted = roles.Server(1);
   ASSERT_TRUE(restarted->WaitForStderrLine("continuing from")) << restarted->stderr_text();
   for (auto& w : workers) EXPECT_EQ(0, w->Wait()) << w->stderr_text();
-  EXPECT_EQ(0, coordinator.Wait()) << coordinator.stderr_text();
+  EXPECT_EQ(0, roles.coordinator().Wait()) << roles.coordinator().stderr_text();
   EXPECT_EQ(0, s0->Wait()) << s0->stderr_text();
   EXPECT_EQ(0, restarted->Wait()) << restarted->stderr_text();
   MergeLog log;
@@ -423,33 +473,21 @@ TEST_F(AsyncClusterTest, AFinisherKilledWhileItEvaluatesIsReplacedByTheNextWorke
   ScratchDir dir;
   AsyncJob j{.name = "finisher-kill", .workers = 1, .max_steps = 100, .unit_steps = 10, .model = "cnn"};
   j.test_limit = 10000;  // the whole test set: an evaluation of a good fraction of a second
-  const std::string job = WriteAsyncJob(dir, j);
-  Child coordinator({TenaxBinary(), "coordinator", "--job", job, "--state", dir / "state.db", "--port-file",
-                     dir / "port"});
-  ASSERT_TRUE(coordinator.WaitForStderrLine("listening on")) << coordinator.stderr_text();
-  const std::string port = ReadText(dir / "port");
-  const std::string address = "127.0.0.1:" + port.substr(0, port.find('\n'));
+  AsyncRoles roles(dir, WriteAsyncJob(dir, j));
+  ASSERT_TRUE(roles.ok()) << roles.coordinator().stderr_text();
   std::vector<std::unique_ptr<Child>> servers;
-  for (int s = 0; s < 2; ++s) {
-    servers.push_back(std::make_unique<Child>(std::vector<std::string>{
-        TenaxBinary(), "server", "--job", job, "--shard", std::to_string(s), "--checkpoints",
-        dir / ("server-" + std::to_string(s)), "--coordinator", address}));
-  }
+  for (int s = 0; s < 2; ++s) servers.push_back(roles.Server(s));
   ASSERT_TRUE(servers[1]->WaitForStderrLine("registered with the coordinator")) << servers[1]->stderr_text();
-  auto worker = [&] {
-    return std::make_unique<Child>(
-        std::vector<std::string>{TenaxBinary(), "worker", "--job", job, "--coordinator", address, "--out", dir / "run"});
-  };
   // The only worker trains every unit, so it is the one that finishes.
-  auto first = worker();
+  auto first = roles.Worker();
   ASSERT_TRUE(first->WaitForStderrLine("this worker finishes the job")) << first->stderr_text();
   first->Signal(SIGKILL);
   EXPECT_EQ(128 + SIGKILL, first->Wait());
   ASSERT_FALSE(std::filesystem::exists(dir / "run/summary.json")) << "killed too late: the finisher had written it";
-  auto second = worker();
+  auto second = roles.Worker();
   EXPECT_EQ(0, second->Wait()) << second->stderr_text();
   EXPECT_NE(std::string::npos, second->stderr_text().find("this worker finishes the job")) << second->stderr_text();
-  EXPECT_EQ(0, coordinator.Wait()) << coordinator.stderr_text();
+  EXPECT_EQ(0, roles.coordinator().Wait()) << roles.coordinator().stderr_text();
   for (auto& s : servers) EXPECT_EQ(0, s->Wait()) << s->stderr_text();
   ASSERT_TRUE(std::filesystem::exists(dir / "run/summary.json")) << "no summary.json: nobody finished the job";
   auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);

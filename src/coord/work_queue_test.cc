@@ -184,18 +184,35 @@ TEST(WorkQueueTest, APartialResultSplitsTheRestIntoANewUnit) {
   EXPECT_EQ(1, counts->partial_results);
 }
 
-TEST(WorkQueueTest, ARestartedShardReMergesOnlyWhatItsCheckpointLost) {
-  ScratchDir dir;
+// A queue of three 20-step units on two shards, every unit merged by both
+// (merge_seq = unit + 1), then shard 1 restarted on a checkpoint that held
+// its first merge only (at time 5). `reopened` gets the units re-opened for
+// it; nullptr (and a test failure) if any step failed.
+std::unique_ptr<WorkQueue> ShardOneRestartedAfterThreeMerges(const ScratchDir& dir, std::vector<int64_t>& reopened) {
   auto q = OpenQueue(dir / "q.db", Options(60, 20, 2));
-  ASSERT_TRUE(q);
+  if (!q) return nullptr;
   for (int i = 0; i < 3; ++i) {
     UnitLease l = LeaseOne(*q, "w", 0);
-    ASSERT_EQ(UnitVerdict::Kind::kAccepted, Deliver(*q, l, 1));  // merge_seq = unit + 1
+    if (Deliver(*q, l, 1) != UnitVerdict::Kind::kAccepted) {
+      ADD_FAILURE() << "unit " << l.unit << " was not accepted";
+      return nullptr;
+    }
   }
-  // Shard 1's checkpoint held its first merge only.
-  auto reopened = q->ShardRestored(1, 1, 5);
-  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
-  EXPECT_EQ((std::vector<int64_t>{1, 2}), *reopened);
+  auto r = q->ShardRestored(1, 1, 5);
+  if (!r.ok()) {
+    ADD_FAILURE() << r.status().ToString();
+    return nullptr;
+  }
+  reopened = *r;
+  return q;
+}
+
+TEST(WorkQueueTest, ARestartedShardReMergesOnlyWhatItsCheckpointLost) {
+  ScratchDir dir;
+  std::vector<int64_t> reopened;
+  auto q = ShardOneRestartedAfterThreeMerges(dir, reopened);
+  ASSERT_TRUE(q);
+  EXPECT_EQ((std::vector<int64_t>{1, 2}), reopened);
   for (int64_t u : {1, 2}) {
     UnitLease l = LeaseOne(*q, "w", 6);
     EXPECT_EQ(u, l.unit);
@@ -220,14 +237,9 @@ TEST(WorkQueueTest, ARestartedShardReMergesOnlyWhatItsCheckpointLost) {
 // check counted it as a lost unit).
 TEST(WorkQueueTest, ARemainderOfAUnitReopenedForOneShardIsRequiredOfThatShardAlone) {
   ScratchDir dir;
-  auto q = OpenQueue(dir / "q.db", Options(60, 20, 2));
+  std::vector<int64_t> reopened;
+  auto q = ShardOneRestartedAfterThreeMerges(dir, reopened);  // shard 1 keeps unit 0's merge only
   ASSERT_TRUE(q);
-  for (int i = 0; i < 3; ++i) {
-    UnitLease l = LeaseOne(*q, "w", 0);
-    ASSERT_EQ(UnitVerdict::Kind::kAccepted, Deliver(*q, l, 1));
-  }
-  auto reopened = q->ShardRestored(1, 1, 5);  // shard 1 keeps unit 0's merge only
-  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
   UnitLease again = LeaseOne(*q, "w", 6);
   ASSERT_EQ(1, again.unit);
   EXPECT_EQ(UnitVerdict::Kind::kAccepted, Deliver(*q, again, 7, 5));  // 5 of 20 steps: a partial result

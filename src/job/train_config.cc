@@ -417,10 +417,12 @@ void ParseAsync(ConfigReader& r, TrainConfig& c) {
     a.checkpoint_every = r.Int("async.checkpoint_every", a.checkpoint_every, 1, int64_t{1} << 40);
     a.norm_factor = r.Real("async.norm_factor", a.norm_factor, 1, 1e12);
     if (a.norm_factor <= 1) r.Fail("async.norm_factor", "must be above 1");
+    a.average_tail = r.Real("async.average_tail", a.average_tail, 0, 1);
+    if (a.average_tail >= 1) r.Fail("async.average_tail", "must be below 1 (a fraction of the job's steps)");
   } else {
     for (const char* key : {"async.servers", "async.unit_steps", "async.lease_seconds", "async.max_attempts", "async.rule",
                             "async.alpha", "async.staleness_power", "async.server_lr", "async.checkpoint_every",
-                            "async.norm_factor"}) {
+                            "async.norm_factor", "async.average_tail"}) {
       if (r.has(key)) r.Fail(key, "only applies to mode = \"async\"");
     }
   }

@@ -198,7 +198,7 @@ TEST(TrainConfigTest, AnAsyncJobReadsEveryAsyncKey) {
   auto c = Parse(
       "mode = \"async\"\n[cluster]\nworkers = 3\n[async]\nservers = 2\nunit_steps = 25\nlease_seconds = 12.5\n"
       "max_attempts = 3\nrule = \"asgd\"\nalpha = 0.25\nstaleness_power = 0.5\nserver_lr = 0.1\n"
-      "checkpoint_every = 7\nnorm_factor = 20\n");
+      "checkpoint_every = 7\nnorm_factor = 20\naverage_tail = 0.2\n");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ("async", c->mode);
   EXPECT_EQ(3, c->cluster.workers);
@@ -213,11 +213,13 @@ TEST(TrainConfigTest, AnAsyncJobReadsEveryAsyncKey) {
   EXPECT_DOUBLE_EQ(0.1, c->async.server_lr);
   EXPECT_EQ(7, c->async.checkpoint_every);
   EXPECT_DOUBLE_EQ(20, c->async.norm_factor);
+  EXPECT_DOUBLE_EQ(0.2, c->async.average_tail);
   auto defaults = Parse("mode = \"async\"\n[train]\nlr = 0.07\n");
   ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
   EXPECT_EQ("vc_asgd", defaults->async.rule);
   EXPECT_DOUBLE_EQ(0.07, defaults->async.server_lr);  // train.lr
   EXPECT_DOUBLE_EQ(0.5, defaults->async.staleness_power);  // vc_asgd's own exponent
+  EXPECT_DOUBLE_EQ(0.1, defaults->async.average_tail);     // tail averaging over the last 10%
   auto delta = Parse("mode = \"async\"\n[async]\nrule = \"delta\"\n");
   ASSERT_TRUE(delta.ok()) << delta.status().ToString();
   EXPECT_DOUBLE_EQ(1.0, delta->async.staleness_power);
@@ -233,6 +235,9 @@ TEST(TrainConfigTest, BadAsyncValuesNameTheirKey) {
                         Case{"mode = \"async\"\n[async]\nservers = 65\n", "async.servers"},
                         Case{"mode = \"async\"\n[async]\nrule = \"sum\"\n", "async.rule"},
                         Case{"mode = \"async\"\n[async]\nnorm_factor = 1\n", "async.norm_factor"},
+                        Case{"mode = \"async\"\n[async]\naverage_tail = 1\n", "async.average_tail"},
+                        Case{"mode = \"async\"\n[async]\naverage_tail = -0.1\n", "async.average_tail"},
+                        Case{"mode = \"sync\"\n[async]\naverage_tail = 0.1\n", "async.average_tail"},
                         Case{"mode = \"async\"\n[async]\nserver_lr = 0.1\n", "async.server_lr"},
                         Case{"mode = \"async\"\n[cluster]\nelastic = true\n", "cluster.elastic"},
                         Case{"mode = \"sync\"\n[async]\nservers = 2\n", "async.servers"},

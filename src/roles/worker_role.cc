@@ -103,6 +103,7 @@ Result<WorkerOutcome> RunAsyncWorker(const SyncJob& job, net::Node& node, coord:
   xo.worker = "worker " + std::to_string(rank) + " (" + k.host + "/" + std::to_string(::getpid()) + ")";
   xo.kind = rule->expects();
   xo.total_steps = total;
+  xo.average_tail = job.config.async.average_tail;
   xo.grant_timeout = k.join_timeout() + 2 * k.peer_timeout();
   xo.result_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(k.step_timeout());
   xo.poison_unit = poison_unit;

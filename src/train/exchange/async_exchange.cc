@@ -105,12 +105,23 @@ class AsyncExchange final : public GradientExchange, public ExchangeMembership, 
     if (!finisher_) return false;
     TENAX_RETURN_IF_ERROR(PullModel());
     spdlog::info("{}: pulled the final model from {} shard(s) to evaluate it", o_.worker, shards_.size());
+    if (o_.average_tail > 0) {
+      // Tail averaging: the final model's mean with the models this worker
+      // pulled for its units in the job's last o_.average_tail (none, for a
+      // worker that joined at the very end: the final model alone).
+      AddToTail();
+      for (size_t i = 0; i < total_; ++i) flat_[i] = static_cast<float>(tail_sum_[i] / tail_models_);
+      FlatToParams();
+      spdlog::info("{}: evaluating the mean of {} models pulled over the last {:.0f}% of the job's steps", o_.worker,
+                   tail_models_, 100 * o_.average_tail);
+    }
     return true;
   }
 
   void DescribeInSummary(nlohmann::json& summary) const override {
     summary["shards"] = shards_.size();
     summary["result_kind"] = ps::ToString(o_.kind);
+    if (finisher_ && o_.average_tail > 0) summary["tail_models_averaged"] = tail_models_;
   }
   std::string Describe() const override { return "async worker " + o_.worker; }
 
@@ -124,6 +135,11 @@ class AsyncExchange final : public GradientExchange, public ExchangeMembership, 
   Status PullShard(uint32_t shard, ShardView& view);
   void ParamsToFlat();
   void FlatToParams();
+  void AddToTail() {
+    if (tail_sum_.empty()) tail_sum_.assign(total_, 0.0);
+    for (size_t i = 0; i < total_; ++i) tail_sum_[i] += flat_[i];
+    ++tail_models_;
+  }
 
   net::Node& node_;
   coord::CoordinatorClient& client_;
@@ -136,6 +152,10 @@ class AsyncExchange final : public GradientExchange, public ExchangeMembership, 
   wire::UnitGrant unit_;
   int64_t unit_end_ = 0;
   int64_t delivered_ = 0, merged_ = 0;
+  // Tail averaging (o_.average_tail): the sum of the models pulled for
+  // units in the job's tail, in double, and how many.
+  std::vector<double> tail_sum_;
+  int64_t tail_models_ = 0;
 };
 
 void AsyncExchange::ParamsToFlat() {
@@ -283,6 +303,10 @@ Result<int64_t> AsyncExchange::NextUnit() {
       continue;
     }
     base_ = flat_;
+    if (o_.average_tail > 0 &&
+        static_cast<double>(g.start_step()) >= (1 - o_.average_tail) * static_cast<double>(o_.total_steps)) {
+      AddToTail();
+    }
     if (o_.kind == ps::ResultKind::kGradientSum) std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0f);
     unit_ = g;
     unit_end_ = g.start_step() + g.steps();

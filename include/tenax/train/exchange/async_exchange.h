@@ -47,6 +47,7 @@ struct AsyncExchangeOptions {
   std::string plan_fingerprint;  // the model's, checked by every shard
   ps::ResultKind kind = ps::ResultKind::kModel;
   int64_t total_steps = 0;       // the job's steps (AsyncTotalSteps); the coordinator's queue must agree
+  double average_tail = 0;       // AsyncConfig::average_tail
   std::chrono::milliseconds grant_timeout{60000};   // no answer from the coordinator for this long fails
   std::chrono::milliseconds result_timeout{30000};  // a shard's outcome of a delivered result
   std::chrono::milliseconds connect_timeout{10000};
