@@ -42,7 +42,11 @@ class StorageClusterTest : public ::testing::Test {
     net::NodeOptions o;
     o.name = "test-client";
     o.secret = kSecret;
-    o.peer_timeout = 2000ms;
+    // 4 s, as the cluster tests use: CI once saw two of these tests, in
+    // parallel, each lose a healthy data node to a 2 s timeout at the same
+    // instant (the whole loaded 2-core machine stalled); nothing here
+    // relies on the timeout to find a node (kills reset the connection).
+    o.peer_timeout = 4000ms;
     auto node = net::Node::Create(o);
     ASSERT_TRUE(node.ok()) << node.status().message();
     client_ = std::move(*node);
