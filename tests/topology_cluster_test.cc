@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tenax/sched/probe/link_metrics.h"
 #include "testing.h"
 
 namespace tenax::testing {
@@ -96,12 +97,21 @@ TEST_F(TopologyClusterTest, NetworkAwarePlacementKeepsTheWorkersInOneZoneOnRealN
   const pid_t launcher = run.pid();
   ASSERT_EQ(run.Wait(), 0) << run.stderr_text();
   EXPECT_TRUE(NamespacesOf(launcher).empty()) << "the launcher left namespaces behind";
-  // One zone, short clean links: net.tcp_streams "auto" takes one stream.
-  EXPECT_NE(std::string::npos, run.stderr_text().find("net.tcp_streams (auto): 1 per peer")) << run.stderr_text();
-
   auto summary = nlohmann::json::parse(ReadText(dir / "out/summary.json"), nullptr, false);
   ASSERT_FALSE(summary.is_discarded());
   const auto& p = summary["placement"];
+  // One zone, short links: net.tcp_streams "auto" takes one stream unless
+  // the probes saw two or more of five pings lost, which the launcher
+  // printed and the summary holds (a loaded machine delays one ping now
+  // and then; sched's unit test holds the rule's values).
+  const auto& worst = p["worst_worker_link"];
+  ASSERT_TRUE(worst.is_object()) << p.dump();
+  EXPECT_LT(worst["rtt_ms"].get<double>(), 10.0) << worst.dump();
+  const int streams = sched::AutoTcpStreams(
+      sched::LinkMetrics{worst["rtt_ms"].get<double>(), worst["loss"].get<double>(), 1.0, worst["reachable"].get<bool>()});
+  EXPECT_NE(std::string::npos,
+            run.stderr_text().find("net.tcp_streams (auto): " + std::to_string(streams) + " per peer"))
+      << run.stderr_text();
   EXPECT_EQ(p["mode"], "namespaces");
   EXPECT_EQ(p["policy"], "network_aware");
   ASSERT_EQ(p["worker_zones"].size(), 1u) << p.dump();

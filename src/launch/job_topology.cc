@@ -322,23 +322,14 @@ Status JobTopology::ProbeAndPlace(const std::string& self, const std::string& co
   return Status::Ok();
 }
 
-namespace {
-constexpr double kAutoTcpStreamsRttMs = 10.0;  // net.tcp_streams "auto": one stream below this round trip
-}  // namespace
-
 int JobTopology::AutoTcpStreams(std::string* why) const {
-  // 10 ms: a loaded 2-core machine measured 5.4 ms between namespaced hosts
-  // with no delay added (a CI run picked 4 streams at a 2 ms threshold),
-  // while links that gain from streams (across regions, or an emulated
-  // 10 ms cross-zone link) round-trip in 20 ms or more.
-  const bool short_and_clean = worst_link_.rtt_ms < kAutoTcpStreamsRttMs && worst_link_.loss <= 0.0;
   if (why) {
     char text[160];
     std::snprintf(text, sizeof text, "worst worker link: round trip %.2f ms, loss %.4f", worst_link_.rtt_ms,
                   worst_link_.loss);
     *why = text;
   }
-  return short_and_clean ? 1 : 4;
+  return sched::AutoTcpStreams(worst_link_);
 }
 
 sched::AllreduceChoice JobTopology::ChooseAllreduce(int workers, const std::string& setting) {

@@ -89,5 +89,17 @@ TEST(ScorerTest, RingAllreduceCostFollowsTheSlowestLinkAndLoss) {
   EXPECT_TRUE(std::isinf(RingAllreduceSeconds(4, bytes, gone)));
 }
 
+TEST(ScorerTest, AutoTcpStreamsTakesOneOnAShortCleanLinkAndFourOtherwise) {
+  // An idle namespaced link, and the same with one late ping of five (what
+  // a loaded machine shows): one stream.
+  EXPECT_EQ(AutoTcpStreams(LinkMetrics{0.02, 0.0, 10.0, true}), 1);
+  EXPECT_EQ(AutoTcpStreams(LinkMetrics{0.02, 0.2, 10.0, true}), 1);
+  EXPECT_EQ(AutoTcpStreams(LinkMetrics{9.9, 0.1, 10.0, true}), 1);
+  // Two lost of five, a 10 ms round trip, or no answer at all: four.
+  EXPECT_EQ(AutoTcpStreams(LinkMetrics{0.02, 0.4, 10.0, true}), 4);
+  EXPECT_EQ(AutoTcpStreams(LinkMetrics{10.0, 0.0, 10.0, true}), 4);
+  EXPECT_EQ(AutoTcpStreams(LinkMetrics{0.02, 0.0, 10.0, false}), 4);
+}
+
 }  // namespace
 }  // namespace tenax::sched

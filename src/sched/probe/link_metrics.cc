@@ -27,4 +27,14 @@ double HierarchicalAllreduceSeconds(int zones, int zone_size, double bytes, cons
   return RingAllreduceSeconds(zone_size, bytes, inside) + RingAllreduceSeconds(zones, bytes / zone_size, across);
 }
 
+int AutoTcpStreams(const LinkMetrics& worst) {
+  // 10 ms: a loaded 2-core machine measured 5.4 ms between namespaced hosts
+  // with no delay added (a CI run picked 4 streams at a 2 ms threshold),
+  // while links that gain from streams (across regions, or an emulated
+  // 10 ms cross-zone link) round-trip in 20 ms or more.
+  const bool short_and_clean = worst.reachable && worst.rtt_ms < kAutoTcpStreamsRttMs &&
+                               worst.loss <= kAutoTcpStreamsCleanLoss + 1e-9;
+  return short_and_clean ? 1 : 4;
+}
+
 }  // namespace tenax::sched

@@ -64,4 +64,18 @@ double RingAllreduceSeconds(int n, double bytes, const LinkMetrics& worst);
 double HierarchicalAllreduceSeconds(int zones, int zone_size, double bytes, const LinkMetrics& inside,
                                     const LinkMetrics& across);
 
+// net.tcp_streams = "auto" (docs/network.md): TCP streams per peer for
+// members whose worst link is `worst`. One stream on a short, clean link
+// (round trip under 10 ms, loss at most kAutoTcpStreamsCleanLoss); 4
+// otherwise, where parallel streams fill what one flow's window cannot.
+inline constexpr double kAutoTcpStreamsRttMs = 10.0;
+// One late ping in the launcher's five. A ping counts as lost when it is
+// later than twice the median plus 1 ms (probe_agent.cc), and a prober
+// descheduled for a millisecond on a loaded machine shows exactly one
+// such ping on an idle loopback link (CI measured 0.2 there). Five pings
+// cannot see a real network's 0.1-1% loss anyway; what they can see, two
+// or more lost in five, is a link that streams help.
+inline constexpr double kAutoTcpStreamsCleanLoss = 0.2;
+int AutoTcpStreams(const LinkMetrics& worst);
+
 }  // namespace tenax::sched
