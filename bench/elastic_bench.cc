@@ -53,6 +53,7 @@ struct ElasticArgs {
   std::string python = "/usr/bin/python3";
   std::string script = BenchFile("torchrun_elastic_train.py");
   int64_t timeout_seconds = 900;  // per run
+  int64_t spares = 0;             // tenax's cluster.spares, in both its runs
   // Hidden (tests): fewer workers, the torchrun side alone, no fault-free run.
   int64_t workers = 4;
   bool torchrun_only = false;
@@ -74,6 +75,8 @@ constexpr int64_t kQuickRounds = 1;
 constexpr int kKilledWorker = 1;
 constexpr int kTorchrunMaxRestarts = 3;
 constexpr double kLostRatioTarget = 0.25;
+constexpr double kLostRatioTargetWithSpares = 0.1;  // issue 33: a warm spare removes the replacement's start-up
+constexpr double kSpareMemberMsTarget = 100;         // from the loss's detection to the spare holding the state
 constexpr double kReformMsTarget = 500;
 constexpr double kAccuracyGapTarget = 0.005;  // 0.5 point
 
@@ -100,11 +103,11 @@ std::string TenaxJobText(const ElasticArgs& a, int64_t steps, bool faulty) {
   std::string text = fmt::format(
       "mode = \"sync\"\n"
       "[cluster]\nworkers = {}\njob_id = \"bench-elastic\"\nelastic = true\nmin_workers = 2\nmax_workers = {}\n"
-      "peer_timeout_seconds = 2\nstep_timeout_seconds = 10\n"
+      "spares = {}\npeer_timeout_seconds = 2\nstep_timeout_seconds = 10\n"
       "[data]\ndir = \"{}\"\n[model]\nname = \"cnn\"\n"
       "[train]\nepochs = 10000\nmax_steps = {}\nbatch_size = {}\noptimizer = \"sgd\"\nlr = {}\nmomentum = 0.9\n"
       "seed = 1\nthreads = 1\n[log]\nevery_steps = 100\n",
-      a.workers, a.workers, a.data_dir, steps, a.batch_size, a.lr);
+      a.workers, a.workers, a.spares, a.data_dir, steps, a.batch_size, a.lr);
   if (faulty) {
     text += fmt::format(
         "\n[[faults]]\naction = \"kill\"\nworker = {}\nat_step = {}\n"
@@ -145,6 +148,12 @@ void ReadGenerations(const nlohmann::json& summary, nlohmann::json& result) {
   result["detect_ms"] = NumberOrNull(loss, "detect_ms");
   result["reform_ms"] = NumberOrNull(loss, "reform_ms");
   result["join_transfer_ms"] = NumberOrNull(join, "join_transfer_ms");
+  // A warm spare joins in the loss generation itself: from the detection
+  // it is a member holding the state after the re-form and its transfer.
+  const nlohmann::json spare_transfer = NumberOrNull(loss, "join_transfer_ms");
+  result["spare_member_ms"] = spare_transfer.is_number() && result["reform_ms"].is_number()
+                                  ? nlohmann::json(result["reform_ms"].get<double>() + spare_transfer.get<double>())
+                                  : nlohmann::json();
 }
 
 // One `tenax run` of the elastic job: {wall_seconds, final_test_accuracy,
@@ -408,7 +417,9 @@ nlohmann::json ImplResult(const std::string& impl, const Rounds& runs) {
                         {"final_test_accuracy", OrNull(acc)},
                         {"fault_free_final_test_accuracy", OrNull(free_acc)}};
     if (tenax) {
-      for (const char* key : {"detect_ms", "reform_ms", "join_transfer_ms"}) r[key] = OrNull(Num(runs.faulty[i], key));
+      for (const char* key : {"detect_ms", "reform_ms", "join_transfer_ms", "spare_member_ms"}) {
+        r[key] = OrNull(Num(runs.faulty[i], key));
+      }
     }
     if (wall && free_wall) lost.push_back(*wall - *free_wall);
     else complete = false;
@@ -431,6 +442,9 @@ nlohmann::json ImplResult(const std::string& impl, const Rounds& runs) {
     const auto reforms = AllOf(runs.faulty, "reform_ms");
     r["reform_ms"] = reforms ? nlohmann::json(*std::max_element(reforms->begin(), reforms->end())) : nlohmann::json();
     r["join_transfer_ms"] = OrNull(MedianOf(AllOf(runs.faulty, "join_transfer_ms")));
+    const auto spare_ms = AllOf(runs.faulty, "spare_member_ms");
+    r["spare_member_ms"] =
+        spare_ms ? nlohmann::json(*std::max_element(spare_ms->begin(), spare_ms->end())) : nlohmann::json();
   }
   if (!runs.faulty.empty() && runs.faulty.back().result) {
     for (const auto& [key, value] : runs.faulty.back().result->items()) {
@@ -455,20 +469,33 @@ struct Target {
 };
 
 // The three targets of issue 9; a missing number misses its target, saying why.
-std::vector<Target> CheckTargets(const nlohmann::json& tenax, const nlohmann::json& torchrun) {
+std::vector<Target> CheckTargets(const nlohmann::json& tenax, const nlohmann::json& torchrun, int64_t spares) {
   std::vector<Target> out;
   const auto tl = Num(tenax, "lost_seconds"), pl = Num(torchrun, "lost_seconds");
+  const double ratio_limit = spares > 0 ? kLostRatioTargetWithSpares : kLostRatioTarget;
   {
-    Target t{.name = "lost_seconds_ratio", .text = {}, .value = std::nullopt, .limit = kLostRatioTarget, .met = false};
+    Target t{.name = "lost_seconds_ratio", .text = {}, .value = std::nullopt, .limit = ratio_limit, .met = false};
     if (tl && pl) {
       t.value = *pl > 0 ? std::optional<double>(*tl / *pl) : std::nullopt;
-      t.met = *tl <= kLostRatioTarget * *pl;
+      t.met = *tl <= ratio_limit * *pl;
       t.text = fmt::format("tenax lost_seconds <= {:.2f} x torchrun's: {:.2f} s vs {:.2f} x {:.2f} s = {:.2f} s",
-                           kLostRatioTarget, *tl, kLostRatioTarget, *pl, kLostRatioTarget * *pl);
+                           ratio_limit, *tl, ratio_limit, *pl, ratio_limit * *pl);
     } else {
-      t.text = fmt::format("tenax lost_seconds <= {:.2f} x torchrun's: not measured ({} missing)", kLostRatioTarget,
+      t.text = fmt::format("tenax lost_seconds <= {:.2f} x torchrun's: not measured ({} missing)", ratio_limit,
                            tl ? "torchrun's" : "tenax's");
     }
+    out.push_back(t);
+  }
+  if (spares > 0) {
+    const auto ms = Num(tenax, "spare_member_ms");
+    Target t{.name = "spare_member_ms", .text = {}, .value = ms, .limit = kSpareMemberMsTarget, .met = false};
+    t.met = ms && *ms <= kSpareMemberMsTarget;
+    t.text = ms ? fmt::format("a spare is a member holding the state <= {:.0f} ms after the loss's detection (slowest "
+                              "round, re-form + transfer): {:.0f} ms",
+                              kSpareMemberMsTarget, *ms)
+                : fmt::format("a spare is a member <= {:.0f} ms after the loss's detection: not measured (the loss "
+                              "generation admitted no spare)",
+                              kSpareMemberMsTarget);
     out.push_back(t);
   }
   {
@@ -536,6 +563,11 @@ Status RunElastic(ElasticArgs a) {
       static_cast<long long>(a.workers), static_cast<long long>(steps), static_cast<long long>(a.batch_size),
       static_cast<long long>(a.batch_size * a.workers), a.lr, kKilledWorker, static_cast<long long>(KillStep(steps)),
       static_cast<long long>(RestartStep(steps)), kTorchrunMaxRestarts, static_cast<long long>(every));
+  if (a.spares > 0) {
+    std::printf("tenax keeps %lld warm spare(s) beside its workers in both its runs (cluster.spares): the "
+                "replacement started at step %lld waits as a spare\n",
+                static_cast<long long>(a.spares), static_cast<long long>(RestartStep(steps)));
+  }
   const char* size = a.steps > 0 ? "--steps" : a.quick ? "quick" : "full";
   const int rounds = static_cast<int>(a.rounds > 0 ? a.rounds : a.quick ? kQuickRounds : kFullRounds);
   std::printf("%s: %d round(s) of %d run(s) (%s, per implementation)\n", size, rounds,
@@ -639,7 +671,7 @@ Status RunElastic(ElasticArgs a) {
   }
   nlohmann::json targets = nlohmann::json::array();
   if (!a.torchrun_only) {
-    for (const Target& t : CheckTargets(results[0], results[1])) {
+    for (const Target& t : CheckTargets(results[0], results[1], a.spares)) {
       std::printf("target: %s: %s\n", t.text.c_str(), t.met ? "met" : "MISSED");
       targets.push_back(
           {{"name", t.name}, {"value", OrNull(t.value)}, {"limit", t.limit}, {"met", t.met}, {"text", t.text}});
@@ -658,6 +690,7 @@ Status RunElastic(ElasticArgs a) {
                                  {"optimizer", "sgd"},
                                  {"lr", a.lr},
                                  {"momentum", 0.9},
+                                 {"tenax_spares", a.spares},
                                  {"killed_worker", kKilledWorker},
                                  {"kill_at_step", KillStep(steps)},
                                  {"restart_at_step", RestartStep(steps)},
@@ -687,6 +720,11 @@ void AddElasticBenchmark(CLI::App& bench, int& exit_code) {
       "(--max_restarts, checkpoints), lost seconds, re-form and join times",
       fmt::format("{} steps instead of {} (4 runs in under 4 minutes)", kQuickSteps, kFullSteps), a->quick,
       a->json_path, [a] { return RunElastic(*a); }, exit_code);
+  cmd->add_option("--spares", a->spares,
+                  "tenax keeps this many warm spares (cluster.spares) in both its runs; the lost-seconds target "
+                  "becomes 0.1x torchrun's and a spare must hold the state <= 100 ms after the loss's detection")
+      ->check(CLI::Range(int64_t{0}, int64_t{4}))
+      ->capture_default_str();
   cmd->add_option("--steps", a->steps,
                   fmt::format("Optimizer steps per run (default {} quick, {} full)", kQuickSteps, kFullSteps))
       ->check(CLI::Range(int64_t{3}, int64_t{1} << 30));

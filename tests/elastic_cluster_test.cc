@@ -605,6 +605,83 @@ TEST_F(ElasticClusterTest, TenaxRunExecutesAFaultPlanAndTheJobSurvivesTheKillAnd
   EXPECT_EQ(3, generations);
 }
 
+// Whether `path` contains `needle` before `timeout` (a log another
+// process writes: polled, with a deadline).
+bool WaitForFileText(const std::string& path, const std::string& needle, std::chrono::milliseconds timeout) {
+  const auto end = Clock::now() + timeout;
+  while (Clock::now() < end) {
+    std::ifstream in(path);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.find(needle) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling a condition, with a deadline
+  }
+  return false;
+}
+
+// The pid `tenax run` printed for `who` ("worker 1: starting (pid N)"), or 0.
+pid_t PidOf(const std::string& launcher_err, const std::string& who) {
+  const std::regex re(who + ": starting \\(pid ([0-9]+)\\)");
+  std::smatch m;
+  return std::regex_search(launcher_err, m, re) ? static_cast<pid_t>(std::stoi(m[1])) : 0;
+}
+
+// cluster.spares = 1: `tenax run` keeps a warm spare (model and data
+// loaded, joined, waiting) beside 3 members. A member SIGKILLed and a
+// member that gets a preemption notice (SIGTERM) are each replaced by the
+// waiting spare in the very generation that drops them, so no generation
+// has fewer than 3 members; the launcher starts a new spare after each
+// admission, the spares end with the survivor's state hash, and the spare
+// still waiting at the end is stopped and exits 0.
+TEST_F(ElasticClusterTest, AWarmSpareTakesAKilledAndAPreemptedMembersPlaceInTheGenerationThatDropsThem) {
+  ScratchDir dir;
+  std::string job_text = ReadText(WriteElasticJob(dir, "spares", 3, 2, 3, 6000));
+  job_text.replace(job_text.find("elastic = true\n"), 15, "elastic = true\nspares = 1\n");
+  const std::string job = dir / "spares-1.toml";
+  {
+    std::ofstream out(job);
+    out << job_text;
+  }
+  Child run({TenaxBinary(), "run", job, "--out", dir / "run"});
+  ASSERT_TRUE(run.WaitForStderrLine("spare 1: spare (pid")) << run.stderr_text();
+  const pid_t w1 = PidOf(run.stderr_text(), "worker 1"), w2 = PidOf(run.stderr_text(), "worker 2");
+  ASSERT_GT(w1, 0) << run.stderr_text();
+  ASSERT_GT(w2, 0) << run.stderr_text();
+  // The spare has joined and waits: kill a member.
+  ASSERT_TRUE(WaitForFileText(dir / "run/logs/spare-1.log", "waiting as a spare", std::chrono::seconds(60)))
+      << run.stderr_text();
+  ASSERT_EQ(0, ::kill(w1, SIGKILL));
+  ASSERT_TRUE(run.WaitForStderrLine("spare 1: spare -> active (member 3 of generation 2)")) << run.stderr_text();
+  // Its replacement spare waits in turn: a preemption notice to another.
+  ASSERT_TRUE(run.WaitForStderrLine("spare 2: spare (pid")) << run.stderr_text();
+  ASSERT_TRUE(WaitForFileText(dir / "run/logs/spare-2.log", "waiting as a spare", std::chrono::seconds(60)))
+      << run.stderr_text();
+  ASSERT_EQ(0, ::kill(w2, SIGTERM));
+  ASSERT_TRUE(run.WaitForStderrLine("spare 2: spare -> active (member 4 of generation 3)")) << run.stderr_text();
+  ASSERT_EQ(0, run.Wait()) << run.stderr_text();
+
+  auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
+  ASSERT_FALSE(summary.is_discarded());
+  EXPECT_EQ(6000, summary.value("steps", 0));
+  EXPECT_EQ(3, summary.value("workers", 0));
+  ASSERT_EQ(3u, summary["generations"].size()) << summary["generations"].dump();
+  EXPECT_EQ((std::vector<int>{0, 1, 2}), summary["generations"][0]["members"].get<std::vector<int>>());
+  EXPECT_EQ((std::vector<int>{0, 2, 3}), summary["generations"][1]["members"].get<std::vector<int>>());
+  EXPECT_EQ((std::vector<int>{0, 3, 4}), summary["generations"][2]["members"].get<std::vector<int>>());
+  EXPECT_TRUE(summary["generations"][1].contains("join_transfer_ms")) << summary["generations"].dump();
+  // The spares trained on to the end with the survivor's model and momentum.
+  const std::string h = StateHash(ReadText(dir / "run/logs/worker-0.log"));
+  EXPECT_FALSE(h.empty());
+  EXPECT_EQ(h, StateHash(ReadText(dir / "run/logs/spare-1.log")));
+  EXPECT_EQ(h, StateHash(ReadText(dir / "run/logs/spare-2.log")));
+  EXPECT_EQ(h, summary.value("state_hash", ""));
+  // The third spare was not needed: stopped at the end, it exited 0.
+  EXPECT_NE(std::string::npos, run.stderr_text().find("spare 3: spare -> left (not needed: the job is done)"))
+      << run.stderr_text();
+  const std::string spare3 = ReadText(dir / "run/logs/spare-3.log");
+  EXPECT_NE(std::string::npos, spare3.find("stopped by signal 15 while waiting as a spare")) << spare3;
+  EXPECT_NE(std::string::npos, spare3.find("the job did not need it")) << spare3;
+}
+
 // A replacement started as the job ends finds no job to join (it may still
 // be loading its data, or knocking at a coordinator that has exited). The
 // launcher stops it after a short grace and the job ends well: exit 0, the

@@ -59,7 +59,7 @@ const char* StateColour(const std::string& state) {
   if (state == "active") return "\033[32m";  // green
   if (state == "slow") return "\033[33m";    // yellow
   if (state == "preempted" || state == "killed" || state == "failed" || state == "stopped") return "\033[31m";  // red
-  if (state == "rejoining" || state == "starting") return "\033[36m";                      // cyan
+  if (state == "rejoining" || state == "starting" || state == "spare") return "\033[36m";  // cyan
   if (state == "left" || state == "done") return "\033[2m";                                // dim
   return "";
 }

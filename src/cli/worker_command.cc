@@ -26,6 +26,10 @@ Status RunWorkerCommand(const WorkerOptions& options) {
     if (p.log_point) renderer(p);
   };
   TENAX_ASSIGN_OR_RETURN(WorkerOutcome outcome, RunWorker(o));
+  if (outcome.unused_spare) {
+    std::printf("stopped while waiting as a spare: the job did not need it\n");
+    return Status::Ok();
+  }
   if (outcome.left) {
     std::printf("left the job at a step boundary; the other workers go on\n");
     return Status::Ok();
@@ -59,6 +63,9 @@ void AddWorkerCommand(CLI::App& root, int& exit_code) {
   cmd->add_flag("--hierarchical-allreduce", a->hierarchical_allreduce,
                 "Sum the gradients zone by zone (every rank must be given the same; needs --allreduce-zones; "
                 "elastic jobs: in every generation whose members' zones, from the emulated topology, have equal sizes)");
+  cmd->add_flag("--spare", a->spare,
+                "Elastic jobs: wait as a warm spare for as long as the job runs, until a generation admits this "
+                "worker in a lost member's place (set by 'tenax run' for cluster.spares); SIGTERM while waiting exits 0");
   cmd->footer("Exit status: 0 done, 2 bad input or refused, 3 another rank or the network failed, 130 stopped.");
   cmd->callback([a, &exit_code] {
     Status st = RunWorkerCommand(*a);

@@ -351,9 +351,11 @@ void ParseCluster(ConfigReader& r, TrainConfig& c, bool cluster_mode, int64_t tr
     k.min_workers = r.Int("cluster.min_workers", 1, 1, 1024);
     k.max_workers = r.Int("cluster.max_workers", k.workers, 1, 1024);
     k.shares = r.Choice("cluster.shares", k.shares, {"measured", "even"});
+    k.spares = r.Int("cluster.spares", 0, 0, 64);
     if (c.mode == "async") {
       // Async workers come and go by design: membership is not configured.
-      for (const char* key : {"cluster.elastic", "cluster.min_workers", "cluster.max_workers", "cluster.shares"}) {
+      for (const char* key :
+           {"cluster.elastic", "cluster.min_workers", "cluster.max_workers", "cluster.shares", "cluster.spares"}) {
         if (r.has(key)) r.Fail(key, "does not apply to mode = \"async\" (workers come and go by design)");
       }
       k.elastic = false;
@@ -361,7 +363,7 @@ void ParseCluster(ConfigReader& r, TrainConfig& c, bool cluster_mode, int64_t tr
     } else if (c.mode == "coded" && k.elastic) {
       r.Fail("cluster.elastic", "does not apply to mode = \"coded\" (a code tolerates stragglers, not a changing membership)");
     } else if (!k.elastic) {
-      for (const char* key : {"cluster.min_workers", "cluster.max_workers", "cluster.shares"}) {
+      for (const char* key : {"cluster.min_workers", "cluster.max_workers", "cluster.shares", "cluster.spares"}) {
         if (r.has(key)) r.Fail(key, "needs cluster.elastic = true");
       }
     } else if (k.min_workers > k.max_workers) {
@@ -373,6 +375,10 @@ void ParseCluster(ConfigReader& r, TrainConfig& c, bool cluster_mode, int64_t tr
     } else if (k.max_workers < k.workers) {
       r.Fail("cluster.max_workers",
              "(" + std::to_string(k.max_workers) + ") is below cluster.workers (" + std::to_string(k.workers) + ")");
+    } else if (k.spares > 0 && k.max_workers != k.workers) {
+      r.Fail("cluster.spares", "needs cluster.max_workers = cluster.workers (" + std::to_string(k.workers) +
+                                   "): a spare waits while the job is full, and with max_workers " +
+                                   std::to_string(k.max_workers) + " it would be admitted at once");
     } else if (c.optimizer != "sgd") {
       r.Fail("cluster.elastic",
              "supports train.optimizer = \"sgd\" only (momentum buffers are transferred to joiners), not \"" +
@@ -390,7 +396,7 @@ void ParseCluster(ConfigReader& r, TrainConfig& c, bool cluster_mode, int64_t tr
          {"cluster.workers", "cluster.job_id", "cluster.coordinator", "cluster.host", "cluster.secret",
           "cluster.transports", "cluster.metrics_listen", "cluster.join_timeout_seconds", "cluster.step_timeout_seconds",
           "cluster.peer_timeout_seconds", "cluster.elastic", "cluster.min_workers", "cluster.max_workers",
-          "cluster.shares"}) {
+          "cluster.shares", "cluster.spares"}) {
       if (r.has(key)) r.Fail(key, "only applies to modes \"sync\", \"async\" and \"coded\"");
     }
     c.cluster.max_workers = c.cluster.workers;
@@ -509,6 +515,10 @@ void ParseWorker(const ConfigDoc& doc, ConfigReader& r, TrainConfig& c) {
                              "program with tenax.torch.Manager, which joins an elastic job; docs/python.md)");
     return;
   }
+  if (c.cluster.spares > 0) {
+    r.Fail("cluster.spares", "needs tenax's own worker, not [worker] command (a spare of the user's program would "
+                             "have to wait outside tenax.torch.Manager's group; not built yet)");
+  }
   if (c.storage.nodes > 0) {
     r.Fail("worker.command", "cannot read the store tenax run builds ([storage]): a worker command reads its own data");
   }
@@ -544,7 +554,9 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
   ParseCoded(r, c);
   CheckDeviceForMode(r, c);
   if (cluster_mode) {
-    const int64_t processes = c.cluster.workers + (c.mode == "coded" ? 1 : 0) + (c.mode == "async" ? c.async.servers : 0);
+    // A spare takes a slot too (it runs beside the members from the start).
+    const int64_t processes = c.cluster.workers + c.cluster.spares + (c.mode == "coded" ? 1 : 0) +
+                              (c.mode == "async" ? c.async.servers : 0);
     sched::ParseTopology(doc, r, processes, c.topology, c.placement);
   } else {
     for (const char* key : {"topology", "placement"}) {

@@ -187,6 +187,34 @@ TEST(TrainConfigTest, ElasticBoundsAreRefusedWithTheKeyNamed) {
             Parse("mode = \"sync\"\n[cluster]\nelastic = \"yes\"\n").status().message());
 }
 
+TEST(TrainConfigTest, SparesNeedAFullElasticJobOfTenaxWorkersAndASlotEach) {
+  const std::string job = "mode = \"sync\"\n[cluster]\nworkers = 2\nelastic = true\n";  // lines 1-4
+  auto two = Parse(job + "spares = 2\n");
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_EQ(2, two->cluster.spares);
+  auto none = Parse(job);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(0, none->cluster.spares) << "no spares unless asked for";
+  EXPECT_EQ("job.toml:5: 'cluster.spares' needs cluster.max_workers = cluster.workers (2): a spare waits while the "
+            "job is full, and with max_workers 3 it would be admitted at once",
+            Parse(job + "spares = 1\nmax_workers = 3\n").status().message());
+  EXPECT_EQ("job.toml:5: 'cluster.spares' must be between 0 and 64, got 65",
+            Parse(job + "spares = 65\n").status().message());
+  EXPECT_EQ("job.toml:4: 'cluster.spares' needs cluster.elastic = true",
+            Parse("mode = \"sync\"\n[cluster]\nworkers = 2\nspares = 1\n").status().message());
+  EXPECT_EQ("job.toml:4: 'cluster.spares' does not apply to mode = \"async\" (workers come and go by design)",
+            Parse("mode = \"async\"\n[cluster]\nworkers = 2\nspares = 1\n").status().message());
+  // Each spare takes a slot of the emulated hosts: 2 workers and 2 spares
+  // do not fit 3 slots.
+  const std::string hosts =
+      "[topology]\nhosts = [ { name = \"a1\", zone = \"za\", slots = 2 }, { name = \"b1\", zone = \"zb\", slots = 1 } ]\n";
+  EXPECT_TRUE(Parse(job + "spares = 1\n" + hosts).ok());
+  const auto full = Parse(job + "spares = 2\n" + hosts);
+  ASSERT_FALSE(full.ok());
+  EXPECT_NE(std::string::npos, full.status().message().find("the hosts have 3 slots but the job starts 4 processes"))
+      << full.status().message();
+}
+
 TEST(TrainConfigTest, UnknownKeysAreRejectedWithTheirLine) {
   auto c = Parse("[train]\nepochs = 1\nlearning_rate = 0.1\n");
   ASSERT_FALSE(c.ok());

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <signal.h>
 #include <thread>
 
@@ -533,6 +534,67 @@ class LocalLaunch {
     return index;
   }
 
+  // cluster.spares: keeps that many warm spares waiting beside the running
+  // job (docs/elastic.md, "Warm spares"). Called on every new generation:
+  // the first starts them (not before, since a worker without a rank that
+  // joins while the job forms takes a member's rank), and each later one
+  // replaces the spares it admitted. A spare that exits on its own is
+  // replaced too, up to kMaxSpareFailures in a run, so one that cannot
+  // start does not loop.
+  void KeepSpares() {
+    if (!elastic_ || cluster().spares <= 0) return;
+    constexpr int kMaxSpareFailures = 3;
+    int waiting = 0;
+    for (size_t i : spares_) {
+      if (auto code = children_->exit_code(i)) {
+        if (spare_exits_seen_.insert(i).second && *code != 0) ++spare_failures_;
+        continue;
+      }
+      if (monitor_->StateOf(children_->pid(i)) == "spare") ++waiting;
+    }
+    while (waiting < cluster().spares) {
+      if (spare_failures_ >= kMaxSpareFailures) {
+        if (!spares_given_up_) {
+          Notice("no more spares: " + std::to_string(spare_failures_) + " exited on their own (their logs are spare-N.log in " +
+                 run_.logs() + ")");
+        }
+        spares_given_up_ = true;
+        return;
+      }
+      const std::string id = std::to_string(spares_.size() + 1);
+      std::vector<std::string> argv = WorkerArgv(-1);
+      argv.push_back("--spare");
+      std::string host;
+      size_t host_index = 0;
+      if (topology_) {
+        children_->Poll();  // the slots of members that exited since the last look are free again
+        WatchExits();
+      }
+      auto index = children_->StartLogged(
+          "spare " + id, topology_ ? topology_->OnNewHost(argv, &host, &host_index) : argv, run_.log("spare-" + id));
+      if (!index.ok()) {
+        Notice("spare " + id + " did not start: " + index.status().message());
+        ++spare_failures_;
+        continue;
+      }
+      children_->ExpectExit(*index);
+      if (topology_) host_of_member_[*index] = host_index;
+      roles_.push_back("worker");  // priced as a worker: a spare is a machine of the same market
+      spares_.push_back(*index);
+      monitor_->AddWorker("spare " + id, children_->pid(*index), host);
+      ++waiting;
+    }
+  }
+  // The job is done: the spares still waiting are not needed. SIGTERM
+  // ends their wait (exit 0).
+  void ReleaseSpares() {
+    for (size_t i : spares_) {
+      if (!children_->exit_code(i) && monitor_->StateOf(children_->pid(i)) == "spare") {
+        (void)children_->Signal(i, SIGTERM);
+      }
+    }
+  }
+
   // The fault plan's clock starts with the workers; its records go to
   // metrics.jsonl as they are made (RunMonitor).
   void StartFaults() {
@@ -724,6 +786,7 @@ class LocalLaunch {
         monitor_->Notice("generation " + std::to_string(g->generation) + ": " + std::to_string(g->members.size()) +
                          " workers (ranks " + ids + "): " + g->why);
         monitor_->OnGeneration(*g);
+        KeepSpares();
       } else if (auto* q = std::get_if<coord::JobQueue>(&**event)) {
         // An async job's queue: leases that expired and units re-issued
         // are event lines; the last counts go into the summary.
@@ -819,6 +882,7 @@ class LocalLaunch {
   // serve until the job is done.
   Status WaitForChildren() {
     faults_->Finish(max_step_);
+    ReleaseSpares();
     monitor_->Finish();
     if (storage_) {
       for (size_t index : storage_->processes()) (void)children_->Signal(index, SIGTERM);
@@ -923,6 +987,10 @@ class LocalLaunch {
   bool async_ = false;
   bool elastic_ = false;
   std::map<size_t, size_t> host_of_member_;  // elastic on a topology: child index -> host, until it exits
+  std::vector<size_t> spares_;               // child indexes of every spare started (KeepSpares)
+  std::set<size_t> spare_exits_seen_;
+  int spare_failures_ = 0;
+  bool spares_given_up_ = false;
   bool inside_topology_ = false;  // the launcher re-run inside a topology's namespaces
   std::vector<std::string> allreduce_zones_;  // fixed sync jobs with a topology: the workers' zones by rank
   bool hierarchical_allreduce_ = false;       // and whether they sum zone by zone

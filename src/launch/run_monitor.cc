@@ -108,7 +108,18 @@ void RunMonitor::AddWorker(const std::string& name, pid_t pid, const std::string
   w.status.host = host;
   w.pid = pid;
   workers_.push_back(w);
+  if (name.rfind("spare", 0) == 0) {
+    SetState(workers_.back(), "spare", "pid " + std::to_string(pid) + "; waits to take a lost member's place");
+    return;
+  }
   SetState(workers_.back(), name.rfind("joiner", 0) == 0 ? "rejoining" : "starting", "pid " + std::to_string(pid));
+}
+
+std::string RunMonitor::StateOf(pid_t pid) const {
+  for (const auto& w : workers_) {
+    if (w.pid == pid) return w.status.state;
+  }
+  return "";
 }
 
 void RunMonitor::Notice(const std::string& text) {
@@ -144,7 +155,7 @@ void RunMonitor::OnGeneration(const coord::JobGeneration& g) {
       // still list a worker that was killed, stopped or failed, or that
       // has its notice: it keeps that state.
       const std::string& st = w->status.state;
-      if (st == "starting" || st == "rejoining" || st == "active") {
+      if (st == "starting" || st == "rejoining" || st == "spare" || st == "active") {
         SetState(*w, "active", "member " + std::to_string(id) + " of generation " + std::to_string(g.generation));
       }
     }
@@ -234,6 +245,7 @@ void RunMonitor::Finish() {
   Poll();
   for (auto& w : workers_) {
     if (w.status.state == "active" || w.status.state == "slow") SetState(w, "done", w.status.detail);
+    if (w.status.state == "spare") SetState(w, "left", "not needed: the job is done");
   }
 }
 

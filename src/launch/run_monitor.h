@@ -44,8 +44,11 @@ class RunMonitor {
   // detects are events only.
   RunMonitor(std::string metrics_path, Callbacks callbacks, std::vector<std::string> injected_stragglers = {});
 
-  // A worker process the launcher started ("worker 2", "joiner 1").
+  // A worker process the launcher started ("worker 2", "joiner 1",
+  // "spare 1": state "spare" until a generation makes it a member).
   void AddWorker(const std::string& name, pid_t pid, const std::string& host);
+  // The state of the worker with `pid` ("" for none).
+  std::string StateOf(pid_t pid) const;
   // A record of the fault injector, as it is made.
   void OnFaultRecord(nlohmann::json record);
   // A new membership from the coordinator.

@@ -20,8 +20,8 @@ struct StateStyle {
 };
 constexpr StateStyle kStates[] = {
     {"starting", "#93c5fd"}, {"active", "#22c55e"},    {"slow", "#f59e0b"},  {"preempted", "#a855f7"},
-    {"killed", "#ef4444"},   {"failed", "#b91c1c"},    {"stopped", "#78716c"},   {"rejoining", "#06b6d4"}, {"left", "#d1d5db"},
-    {"done", "#64748b"},
+    {"killed", "#ef4444"},   {"failed", "#b91c1c"},    {"stopped", "#78716c"},   {"rejoining", "#06b6d4"},
+    {"spare", "#67e8f9"},    {"left", "#d1d5db"},      {"done", "#64748b"},
 };
 constexpr const char* kOtherState = "#fde047";
 

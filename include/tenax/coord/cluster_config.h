@@ -31,6 +31,11 @@ struct ClusterConfig {
   bool elastic = false;
   int64_t min_workers = 1;  // below it the job pauses and waits for joiners
   int64_t max_workers = 0;  // extra joiners wait as spares; ParseTrainConfig sets 0 to `workers`
+  // Warm spares `tenax run` keeps waiting beside an elastic job (needs
+  // max_workers == workers): each has loaded its model and data and is
+  // connected, and the coordinator admits one in the generation that
+  // drops a member (docs/elastic.md, "Warm spares").
+  int64_t spares = 0;
   // How a step's global batch is split (job/batch_shares.h): "measured"
   // (by each member's speed) or "even" (bit-reproducible runs).
   std::string shares = "measured";

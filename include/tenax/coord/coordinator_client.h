@@ -68,6 +68,9 @@ class CoordinatorClient {
   // Non-blocking: FailedPrecondition naming the failed rank if the
   // coordinator announced a failure; OK otherwise.
   Status CheckFailure();
+  // Whether the connection to the coordinator was up at the last call that
+  // used it (a lost one is made again by the calls above).
+  bool Connected() const { return connected_; }
 
  private:
   CoordinatorClient(net::Node& node, std::string host, uint16_t port, wire::JoinRequest request)

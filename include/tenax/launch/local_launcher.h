@@ -43,7 +43,8 @@ namespace tenax {
 // "starting" (started, not yet in a generation), "active", "slow" (the job
 // detected it as a straggler), "preempted" (sent SIGTERM), "killed"
 // (SIGKILLed or died), "stopped" (SIGSTOPped), "rejoining" (a replacement
-// started, not yet a member), "left" (out of the job), "done".
+// started, not yet a member), "spare" (a warm spare waiting outside the
+// job, cluster.spares), "left" (out of the job), "done".
 struct WorkerStatus {
   std::string name;    // "worker 2", "joiner 1"
   std::string state;   // one of the states above

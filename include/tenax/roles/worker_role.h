@@ -41,6 +41,12 @@ struct WorkerOptions {
   // the emulated topology) have equal sizes (comm/group_zones.h).
   std::vector<std::string> allreduce_zones;
   bool hierarchical_allreduce = false;
+  // Elastic jobs: a warm spare (`tenax run`'s cluster.spares). It prepares
+  // as any joiner, joins, and waits for the generation that admits it for
+  // as long as the job runs (a joiner waits cluster.join_timeout); stopped
+  // while it waits (SIGTERM: the job ended or no longer needs it) it exits
+  // with `unused_spare` set.
+  bool spare = false;
   ProgressFn on_progress;  // this rank's progress after every step; may be empty
   // Faults a chaos test injects into this worker (the seam of
   // tests/async_cluster_test.cc and elastic_cluster_test.cc). Only the
@@ -65,6 +71,7 @@ struct WorkerOutcome {
   int world = 0;
   std::string out_dir;  // where rank 0 wrote the outputs
   bool left = false;    // elastic: left the job on a stop signal (no outcome)
+  bool unused_spare = false;  // a spare stopped before any generation admitted it
   TrainOutcome train;
 };
 

@@ -108,7 +108,9 @@ void ParseTopology(const ConfigDoc& doc, ConfigReader& r, int64_t processes, Top
   }
   if (t.total_slots() < processes) {
     r.Fail("topology.hosts", "the hosts have " + std::to_string(t.total_slots()) + " slots but the job starts " +
-                                 std::to_string(processes) + " processes that need one each: add hosts or slots");
+                                 std::to_string(processes) +
+                                 " processes that need one each (its workers, cluster.spares, async servers and "
+                                 "a coded job's decoder): add hosts or slots");
   }
   p.policy = r.Choice("placement.policy", p.policy, {"network_aware", "spread", "pack"});
   const std::string zone = r.Choice("placement.zone", "soft", {"soft", "hard"});
