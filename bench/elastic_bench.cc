@@ -109,10 +109,10 @@ std::string TenaxJobText(const ElasticArgs& a, int64_t steps, bool faulty) {
       "seed = 1\nthreads = 1\n[log]\nevery_steps = 100\n",
       a.workers, a.workers, a.spares, a.data_dir, steps, a.batch_size, a.lr);
   if (faulty) {
-    text += fmt::format(
-        "\n[[faults]]\naction = \"kill\"\nworker = {}\nat_step = {}\n"
-        "\n[[faults]]\naction = \"restart\"\nat_step = {}\n",
-        kKilledWorker, KillStep(steps), RestartStep(steps));
+    text += fmt::format("\n[[faults]]\naction = \"kill\"\nworker = {}\nat_step = {}\n", kKilledWorker, KillStep(steps));
+    // With spares the launcher starts the next spare itself when one is
+    // admitted: a new worker from the plan would only wait beside it.
+    if (a.spares == 0) text += fmt::format("\n[[faults]]\naction = \"restart\"\nat_step = {}\n", RestartStep(steps));
   }
   return text;
 }
@@ -558,14 +558,16 @@ Status RunElastic(ElasticArgs a) {
   const int64_t every = CheckpointEvery(a, steps);
   std::printf(
       "elastic: %lld workers, cnn, %lld steps of batch %lld per worker (global %lld), SGD lr %g momentum 0.9\n"
-      "faults: worker %d SIGKILLed at step %lld; tenax starts a new worker at step %lld, torchrun restarts "
-      "every worker (max %d restarts) from its checkpoint (every %lld steps)\n",
+      "faults: worker %d SIGKILLed at step %lld; tenax %s, torchrun restarts every worker (max %d restarts) from "
+      "its checkpoint (every %lld steps)\n",
       static_cast<long long>(a.workers), static_cast<long long>(steps), static_cast<long long>(a.batch_size),
       static_cast<long long>(a.batch_size * a.workers), a.lr, kKilledWorker, static_cast<long long>(KillStep(steps)),
-      static_cast<long long>(RestartStep(steps)), kTorchrunMaxRestarts, static_cast<long long>(every));
+      a.spares > 0 ? "admits a warm spare" : fmt::format("starts a new worker at step {}", RestartStep(steps)).c_str(),
+      kTorchrunMaxRestarts, static_cast<long long>(every));
   if (a.spares > 0) {
-    std::printf("tenax keeps %lld warm spare(s) beside its workers in both its runs (cluster.spares): the "
-                "replacement started at step %lld waits as a spare\n",
+    std::printf("tenax keeps %lld warm spare(s) beside its workers in both its runs (cluster.spares): a spare "
+                "takes the killed worker's place, and tenax run starts the next spare itself (no new worker at "
+                "step %lld)\n",
                 static_cast<long long>(a.spares), static_cast<long long>(RestartStep(steps)));
   }
   const char* size = a.steps > 0 ? "--steps" : a.quick ? "quick" : "full";
@@ -659,7 +661,13 @@ Status RunElastic(ElasticArgs a) {
       auto first_step = [](const nlohmann::json& g) {
         return g.is_object() && g.contains("first_step") ? g["first_step"].dump() : std::string("-");
       };
-      if (runs == &tenax_runs.faulty) {
+      if (runs == &tenax_runs.faulty && a.spares > 0) {
+        const nlohmann::json& ms = r.contains("spare_member_ms") ? r["spare_member_ms"] : nlohmann::json();
+        std::printf("tenax: worker %d lost -> generation from step %s with a spare in its place (a member holding the "
+                    "state %s ms after the detection)\n",
+                    kKilledWorker, first_step(r["loss_generation"]).c_str(),
+                    ms.is_number() ? fmt::format("{:.0f}", ms.get<double>()).c_str() : "-");
+      } else if (runs == &tenax_runs.faulty) {
         std::printf("tenax: worker %d lost -> generation from step %s; new worker joined -> generation from step %s\n",
                     kKilledWorker, first_step(r["loss_generation"]).c_str(), first_step(r["join_generation"]).c_str());
       } else {

@@ -8,6 +8,7 @@
 // makes a worker descheduled on a loaded 2-core machine look dead.
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -668,12 +669,18 @@ TEST_F(ElasticClusterTest, AWarmSpareTakesAKilledAndAPreemptedMembersPlaceInTheG
   EXPECT_EQ((std::vector<int>{0, 2, 3}), summary["generations"][1]["members"].get<std::vector<int>>());
   EXPECT_EQ((std::vector<int>{0, 3, 4}), summary["generations"][2]["members"].get<std::vector<int>>());
   EXPECT_TRUE(summary["generations"][1].contains("join_transfer_ms")) << summary["generations"].dump();
+  EXPECT_EQ(1, summary["spares"].value("configured", 0)) << summary["spares"].dump();
+  EXPECT_EQ(3, summary["spares"].value("started", 0)) << summary["spares"].dump();
+  EXPECT_EQ(2, summary["spares"].value("admitted", 0)) << summary["spares"].dump();
   // The spares trained on to the end with the survivor's model and momentum.
   const std::string h = StateHash(ReadText(dir / "run/logs/worker-0.log"));
   EXPECT_FALSE(h.empty());
   EXPECT_EQ(h, StateHash(ReadText(dir / "run/logs/spare-1.log")));
   EXPECT_EQ(h, StateHash(ReadText(dir / "run/logs/spare-2.log")));
   EXPECT_EQ(h, summary.value("state_hash", ""));
+  // Admitted, each spare got the members' CPU priority back (it waited at
+  // nice 19); only without CAP_SYS_NICE does the launcher say it could not.
+  if (::geteuid() == 0) EXPECT_EQ(std::string::npos, run.stderr_text().find("trains at nice 19")) << run.stderr_text();
   // The third spare was not needed: stopped at the end, it exited 0.
   EXPECT_NE(std::string::npos, run.stderr_text().find("spare 3: spare -> left (not needed: the job is done)"))
       << run.stderr_text();
@@ -683,8 +690,9 @@ TEST_F(ElasticClusterTest, AWarmSpareTakesAKilledAndAPreemptedMembersPlaceInTheG
 }
 
 // A replacement started as the job ends finds no job to join (it may still
-// be loading its data, or knocking at a coordinator that has exited). The
-// launcher stops it after a short grace and the job ends well: exit 0, the
+// be loading its data, waiting to be admitted, or knocking at a coordinator
+// that has exited). The launcher stops it (SIGTERM once the job is done,
+// SIGKILL after a short grace) and the job ends well: exit 0, the
 // trained steps, and the joiner's log saying it stopped on the signal
 // rather than dying at its join deadline.
 TEST_F(ElasticClusterTest, AReplacementStartedAsTheJobEndsIsStoppedAndTheJobEndsWell) {
@@ -692,13 +700,15 @@ TEST_F(ElasticClusterTest, AReplacementStartedAsTheJobEndsIsStoppedAndTheJobEnds
   auto r = RunKillAndRestartPlan(dir, "late", 300, 50, 299);
   ASSERT_EQ(0, r.exit_code) << r.err;
   EXPECT_NE(std::string::npos, r.err.find("fault: started joiner 1")) << r.err;
-  EXPECT_NE(std::string::npos, r.err.find("stopping workers that had not joined it")) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("joiner 1: rejoining -> left (not needed: the job is done)")) << r.err;
   auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"));
   EXPECT_EQ(300, summary.value("steps", 0));
   EXPECT_EQ(2, summary.value("workers", 0));
   const std::string joiner = ReadText(dir / "run/logs/joiner-1.log");
-  // It heeded the launcher's SIGTERM (before, it kept knocking until SIGKILL).
-  EXPECT_NE(std::string::npos, joiner.find("stopped by signal 15")) << joiner;
+  // It heeded the launcher's SIGTERM: stopped while it started (an empty
+  // log: the signal's default action), loaded its data or waited to be
+  // admitted; before, it kept knocking until SIGKILL or its join deadline.
+  EXPECT_TRUE(joiner.empty() || joiner.find("stopped by signal 15") != std::string::npos) << joiner;
   EXPECT_EQ(std::string::npos, joiner.find("join deadline")) << joiner;
 }
 

@@ -3,11 +3,15 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <utility>
 
@@ -164,6 +168,33 @@ Status ProcessSupervisor::Signal(size_t index, int signal) {
                               ") already exited with code " + std::to_string(*c.exit));
   }
   c.proc->Signal(signal);  // a no-op once ChildProcess reaped it
+  return Status::Ok();
+}
+
+Status ProcessSupervisor::SetNice(size_t index, int nice) {
+  Child& c = *children_.at(index);
+  if (c.exit) {
+    return FailedPrecondition(group_ + ": " + c.name + " (pid " + std::to_string(c.pid) +
+                              ") already exited with code " + std::to_string(*c.exit));
+  }
+  std::error_code ec;
+  int threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(c.pid) + "/task", ec)) {
+    const pid_t tid = static_cast<pid_t>(std::atol(task.path().filename().c_str()));
+    if (tid <= 0) continue;
+    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice) != 0 && errno != ESRCH) {
+      const int err = errno;
+      const std::string why = group_ + ": cannot set the nice value of " + c.name + " (pid " + std::to_string(c.pid) +
+                              ", thread " + std::to_string(tid) + ") to " + std::to_string(nice) + ": " +
+                              std::strerror(err);
+      return IoError(why);
+    }
+    ++threads;
+  }
+  if (ec || threads == 0) {
+    return FailedPrecondition(group_ + ": " + c.name + " (pid " + std::to_string(c.pid) + ") has no threads to renice" +
+                              (ec ? " (" + ec.message() + ")" : ""));
+  }
   return Status::Ok();
 }
 

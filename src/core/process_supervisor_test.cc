@@ -5,10 +5,13 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -128,6 +131,47 @@ TEST(ProcessSupervisorTest, CapturedOutputLargerThanAPipeKeepsEveryLineInOrder) 
   EXPECT_EQ("no newline", lines.back());
   EXPECT_TRUE(sup.Lines(1).empty());
   ExpectAllReaped(sup);
+}
+
+// The nice value of every thread of `pid` (Linux keeps one per thread).
+std::vector<int> NiceOfThreads(pid_t pid) {
+  std::vector<int> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    errno = 0;
+    const int nice = ::getpriority(PRIO_PROCESS, static_cast<id_t>(std::atol(task.path().filename().c_str())));
+    if (errno == 0) out.push_back(nice);
+  }
+  return out;
+}
+
+// A spare started under `nice -n 19` (tenax run's cluster.spares) gets its
+// priority back on admission: every thread, not only the main one.
+TEST(ProcessSupervisorTest, SetNiceChangesEveryThreadOfTheChild) {
+  ProcessSupervisor sup("nice test", 5s);
+  auto index = sup.StartCaptured(
+      "threads", {"nice", "-n", "19", "python3", "-c",
+                  "import threading, time\n"
+                  "ts = [threading.Thread(target=time.sleep, args=(60,), daemon=True) for _ in range(3)]\n"
+                  "[t.start() for t in ts]\nprint('ready', flush=True)\ntime.sleep(60)\n"});
+  ASSERT_TRUE(index.ok()) << index.status().ToString();
+  ASSERT_TRUE(sup.WaitForLine(*index, "ready", Deadline::After(30s)).ok());
+  const pid_t pid = sup.pid(*index);
+  EXPECT_EQ(std::vector<int>(4, 19), NiceOfThreads(pid)) << "nice passes to every thread";
+  const Status st = sup.SetNice(*index, 0);
+  if (::geteuid() == 0) {
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(std::vector<int>(4, 0), NiceOfThreads(pid));
+  } else {  // lowering a nice value needs CAP_SYS_NICE: said, naming the child
+    EXPECT_EQ(StatusCode::kIoError, st.code()) << st.ToString();
+    EXPECT_NE(std::string::npos, st.message().find("threads (pid " + std::to_string(pid))) << st.ToString();
+  }
+  ASSERT_TRUE(sup.SetNice(*index, 19).ok()) << "raising is always allowed";
+  EXPECT_EQ(std::vector<int>(4, 19), NiceOfThreads(pid));
+  ASSERT_TRUE(sup.Signal(*index, SIGKILL).ok());
+  sup.ExpectExit(*index);
+  ASSERT_TRUE(sup.WaitForExit(*index, Deadline::After(30s)).ok());
+  EXPECT_EQ(StatusCode::kFailedPrecondition, sup.SetNice(*index, 0).code()) << "an exited child is named, not reniced";
 }
 
 TEST(ProcessSupervisorTest, AFailedInterruptStopsEveryChildWithItsStatus) {

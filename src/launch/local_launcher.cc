@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <signal.h>
+#include <sys/resource.h>
 #include <thread>
 
 #include "fault_injector.h"
@@ -546,11 +548,13 @@ class LocalLaunch {
     constexpr int kMaxSpareFailures = 3;
     int waiting = 0;
     for (size_t i : spares_) {
+      const std::string state = monitor_->StateOf(children_->pid(i));
+      if (state == "active" && spares_admitted_.insert(i).second) RestorePriority(i);
       if (auto code = children_->exit_code(i)) {
-        if (spare_exits_seen_.insert(i).second && *code != 0) ++spare_failures_;
+        if (spare_exits_seen_.insert(i).second && *code != 0 && !spares_admitted_.count(i)) ++spare_failures_;
         continue;
       }
-      if (monitor_->StateOf(children_->pid(i)) == "spare") ++waiting;
+      if (state == "spare") ++waiting;
     }
     while (waiting < cluster().spares) {
       if (spare_failures_ >= kMaxSpareFailures) {
@@ -562,7 +566,11 @@ class LocalLaunch {
         return;
       }
       const std::string id = std::to_string(spares_.size() + 1);
-      std::vector<std::string> argv = WorkerArgv(-1);
+      // At the lowest CPU priority while it starts and waits: on a host it
+      // shares with members (and on this 2-core machine) its start-up must
+      // not slow the job. Admitted, it gets the members' priority back.
+      std::vector<std::string> argv = {"nice", "-n", "19"};
+      for (std::string& arg : WorkerArgv(-1)) argv.push_back(std::move(arg));
       argv.push_back("--spare");
       std::string host;
       size_t host_index = 0;
@@ -585,13 +593,27 @@ class LocalLaunch {
       ++waiting;
     }
   }
-  // The job is done: the spares still waiting are not needed. SIGTERM
-  // ends their wait (exit 0).
-  void ReleaseSpares() {
-    for (size_t i : spares_) {
-      if (!children_->exit_code(i) && monitor_->StateOf(children_->pid(i)) == "spare") {
-        (void)children_->Signal(i, SIGTERM);
-      }
+  // A spare a generation admitted trains as a member: the nice value it
+  // waited with (19) goes back to the launcher's own, on every thread.
+  // Without the right to lower it (CAP_SYS_NICE), it stays and is said.
+  void RestorePriority(size_t spare) {
+    errno = 0;
+    const int own = ::getpriority(PRIO_PROCESS, 0);
+    if (errno != 0) return;
+    if (Status st = children_->SetNice(spare, own); !st.ok()) {
+      monitor_->Notice(children_->name(spare) + " trains at nice 19 beside members at " + std::to_string(own) +
+                       " (it may lag them on a shared host): " + st.message());
+    }
+  }
+  // The job is done: spares still waiting and joiners not yet admitted
+  // are not needed. SIGTERM ends their wait at once (a spare exits 0), so
+  // neither they nor the coordinator, which lingers while they are
+  // connected, hold the run's end up.
+  void ReleaseWaitingWorkers() {
+    for (size_t i = 0; i < children_->size(); ++i) {
+      if (children_->exit_code(i)) continue;
+      const std::string state = monitor_->StateOf(children_->pid(i));
+      if (state == "spare" || state == "rejoining") (void)children_->Signal(i, SIGTERM);
     }
   }
 
@@ -882,7 +904,7 @@ class LocalLaunch {
   // serve until the job is done.
   Status WaitForChildren() {
     faults_->Finish(max_step_);
-    ReleaseSpares();
+    if (elastic_) ReleaseWaitingWorkers();
     monitor_->Finish();
     if (storage_) {
       for (size_t index : storage_->processes()) (void)children_->Signal(index, SIGTERM);
@@ -919,6 +941,12 @@ class LocalLaunch {
     s["bytes_moved"] = BytesMoved(s, monitor_->RecoveryBytes());
     if (reference_) AddReference(s);
     if (topology_) s["placement"] = topology_->Summary();
+    if (cluster().spares > 0) {
+      s["spares"] = {{"configured", cluster().spares},
+                     {"started", spares_.size()},
+                     {"admitted", spares_admitted_.size()},
+                     {"exited_on_their_own", spare_failures_}};
+    }
     if (async_) TENAX_RETURN_IF_ERROR(AddQueueCounts(s));
     if (prices_) TENAX_RETURN_IF_ERROR(AddCost(s));
     NoticeGenerations(s);
@@ -989,6 +1017,7 @@ class LocalLaunch {
   std::map<size_t, size_t> host_of_member_;  // elastic on a topology: child index -> host, until it exits
   std::vector<size_t> spares_;               // child indexes of every spare started (KeepSpares)
   std::set<size_t> spare_exits_seen_;
+  std::set<size_t> spares_admitted_;  // spares a generation made members
   int spare_failures_ = 0;
   bool spares_given_up_ = false;
   bool inside_topology_ = false;  // the launcher re-run inside a topology's namespaces

@@ -245,7 +245,7 @@ void RunMonitor::Finish() {
   Poll();
   for (auto& w : workers_) {
     if (w.status.state == "active" || w.status.state == "slow") SetState(w, "done", w.status.detail);
-    if (w.status.state == "spare") SetState(w, "left", "not needed: the job is done");
+    if (w.status.state == "spare" || w.status.state == "rejoining") SetState(w, "left", "not needed: the job is done");
   }
 }
 

@@ -172,38 +172,49 @@ ProgressFn ProgressReporter(coord::CoordinatorClient& client, int rank, Progress
   };
 }
 
-// A warm spare's wait for the generation that admits it: as long as the
-// job runs, polling for a stop signal every 250 ms. Cancelled when
-// stopped; the coordinator client's failure (the job failed, or this spare
-// was refused on a restarted coordinator) otherwise, or PeerLost once the
+// The wait for the generation that admits this worker, in 250 ms slices
+// so that a stop signal ends it (the launcher stops joiners and spares the
+// job no longer needs): until `deadline` (a member or joiner), or for as
+// long as the job runs (a warm spare, `spare`). Cancelled when stopped;
+// the coordinator client's failure (the job failed, or this worker was
+// refused on a restarted coordinator) otherwise, or PeerLost once the
 // coordinator stayed unreachable for `unreachable_limit` (a restart takes
 // far less; a spare must not outlive its job).
-Result<wire::Roster> WaitAsSpare(coord::CoordinatorClient& client, int rank,
-                                 std::chrono::milliseconds unreachable_limit) {
-  spdlog::info("rank {}: waiting as a spare until a member is lost", rank);
+Result<wire::Roster> WaitForAdmission(coord::CoordinatorClient& client, int rank, bool spare, Deadline deadline,
+                                      std::chrono::milliseconds unreachable_limit) {
+  if (spare) spdlog::info("rank {}: waiting as a spare until a member is lost", rank);
   const auto since = SteadyClock::now();
   std::optional<SteadyClock::time_point> unreachable_since;
   while (true) {
+    if (StopRequested()) {
+      const double waited = std::chrono::duration<double>(SteadyClock::now() - since).count();
+      if (spare) {
+        spdlog::info("rank {}: stopped by signal {} while waiting as a spare ({:.1f} s); the job did not need it", rank,
+                     StopSignal(), waited);
+      }
+      return Cancelled("stopped by signal " + std::to_string(StopSignal()) + " after waiting " +
+                       std::to_string(static_cast<int>(waited)) + " s for a generation that admits this worker");
+    }
     if (client.Connected()) {
       unreachable_since.reset();
     } else if (!unreachable_since) {
       unreachable_since = SteadyClock::now();
-    } else if (SteadyClock::now() - *unreachable_since > unreachable_limit) {
+    } else if (spare && SteadyClock::now() - *unreachable_since > unreachable_limit) {
       return PeerLost("the coordinator was unreachable for " + std::to_string(unreachable_limit.count() / 1000) +
                       " s (cluster.join_timeout_seconds) while this spare waited");
     }
-    if (StopRequested()) {
-      spdlog::info("rank {}: stopped by signal {} while waiting as a spare ({:.1f} s); the job did not need it", rank,
-                   StopSignal(), std::chrono::duration<double>(SteadyClock::now() - since).count());
-      return Cancelled("stopped while waiting as a spare");
-    }
-    auto roster = client.WaitRoster(Deadline::After(std::chrono::milliseconds(250)));
+    const Deadline slice = Deadline::After(std::chrono::milliseconds(250));
+    auto roster = client.WaitRoster(spare ? slice : slice.Earlier(deadline));
     if (roster.ok()) {
-      spdlog::info("rank {}: admitted in generation {} after {:.3f} s as a spare", rank, roster->generation(),
-                   std::chrono::duration<double>(SteadyClock::now() - since).count());
+      if (spare) {
+        spdlog::info("rank {}: admitted in generation {} after {:.3f} s as a spare", rank, roster->generation(),
+                     std::chrono::duration<double>(SteadyClock::now() - since).count());
+      }
       return roster;
     }
-    if (roster.status().code() != StatusCode::kDeadlineExceeded) return roster.status();
+    if (roster.status().code() != StatusCode::kDeadlineExceeded || (!spare && deadline.Expired())) {
+      return roster.status();
+    }
   }
 }
 
@@ -332,18 +343,17 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   spdlog::info("rank {} of {} in job {} (coordinator {}:{})", rank, client->info().world, k.job_id, hp.host, hp.port);
   // Async workers do not wait for the others: they ask for work at once.
   wire::Roster roster;
-  if (!async && options.spare && k.elastic) {
-    auto admitted = WaitAsSpare(*client, rank, k.join_timeout());
-    if (!admitted.ok() && admitted.status().code() == StatusCode::kCancelled) {
+  if (!async) {
+    const bool spare = options.spare && k.elastic;
+    auto admitted = WaitForAdmission(*client, rank, spare, join_deadline, k.join_timeout());
+    if (spare && !admitted.ok() && admitted.status().code() == StatusCode::kCancelled) {
       WorkerOutcome unused;
       unused.rank = rank;
       unused.unused_spare = true;
       return unused;
     }
     TENAX_ASSIGN_OR_RETURN(roster, std::move(admitted));
-    join_deadline = Deadline::After(k.join_timeout());  // admitted: joining gets the usual time from now
-  } else if (!async) {
-    TENAX_ASSIGN_OR_RETURN(roster, client->WaitRoster(join_deadline));
+    if (spare) join_deadline = Deadline::After(k.join_timeout());  // admitted: joining gets the usual time from now
   }
 
   // Train, reporting progress at most every 250 ms (and at every log

@@ -85,6 +85,12 @@ class ProcessSupervisor {
   // was observed (its pid may belong to someone else by then); a child that
   // exited but was not reaped yet ignores it.
   Status Signal(size_t index, int signal);
+  // Sets the nice value of every thread of child `index` (Linux keeps one
+  // per thread; a process started under `nice` passes it to every thread it
+  // makes). Raising it is always allowed; lowering it needs CAP_SYS_NICE or
+  // RLIMIT_NICE: IoError naming the child and the thread otherwise.
+  // FailedPrecondition once its exit was observed.
+  Status SetNice(size_t index, int nice);
   // From now on child `index`'s exit, whatever its code or signal, is not a
   // failure for FirstFailure and WaitAll: its owner signalled it on purpose.
   // WaitAll still waits for it to exit (a SIGSTOPped child needs SIGKILL).
