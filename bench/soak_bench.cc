@@ -75,6 +75,9 @@ struct SoakArgs {
   // The async job's async.average_tail; < 0: none set, tenax's default
   // (0.1; 0 is the final model alone).
   double async_average_tail = -1;
+  // cluster.spares of the elastic and network jobs, their references
+  // included (docs/elastic.md, "Warm spares").
+  int64_t elastic_spares = 0;
 };
 
 // One kind of job: its base text (without faults) and its steps.
@@ -90,7 +93,10 @@ std::string BaseJob(const SoakArgs& a, const Kind& k) {
   std::string text = fmt::format("mode = \"{}\"\n[cluster]\nworkers = {}\njob_id = \"soak-{}\"\n",
                                  k.name == "async" ? "async" : "sync", k.workers, k.name);
   text += "peer_timeout_seconds = 3\nstep_timeout_seconds = 15\njoin_timeout_seconds = 60\n";
-  if (k.name == "elastic" || k.name == "network") text += "elastic = true\nmin_workers = 2\nmax_workers = 4\n";
+  if (k.name == "elastic" || k.name == "network") {
+    text += "elastic = true\nmin_workers = 2\nmax_workers = 4\n";
+    if (a.elastic_spares > 0) text += fmt::format("spares = {}\n", a.elastic_spares);
+  }
   if (k.name == "network") {
     // examples/cloud.toml's cloud; the workers spread over both zones so
     // that links of both kinds carry the job.
@@ -313,14 +319,15 @@ std::set<std::string> Namespaces() {
   return names;
 }
 
-// The final state hashes the workers of an elastic run logged.
+// The final state hashes the workers of an elastic run logged (members,
+// joiners and admitted spares: worker-N, joiner-N and spare-N logs).
 std::vector<std::string> FinalHashes(const std::string& logs) {
   static const std::regex re("final model and momentum state fnv1a ([0-9a-f]{16})");
   std::vector<std::string> hashes;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(logs, ec)) {
     const std::string name = e.path().filename();
-    if (name.rfind("worker-", 0) != 0 && name.rfind("joiner-", 0) != 0) continue;
+    if (name.rfind("worker-", 0) != 0 && name.rfind("joiner-", 0) != 0 && name.rfind("spare-", 0) != 0) continue;
     auto text = ReadFileText(e.path().string(), 64 << 20);
     if (!text.ok()) continue;
     std::string last;
@@ -639,6 +646,7 @@ Status RunSoak(const SoakArgs& a) {
                            {"async_alpha", a.async_alpha >= 0 ? nlohmann::json(a.async_alpha) : nlohmann::json("default")},
                            {"async_average_tail", a.async_average_tail >= 0 ? nlohmann::json(a.async_average_tail)
                                                                            : nlohmann::json("default")},
+                           {"elastic_spares", a.elastic_spares},
                            {"totals", totals},
                            {"reference_test_accuracy", reference_accuracy},
                            {"reference_spread", reference_spread},
@@ -698,6 +706,11 @@ void AddSoakBenchmark(CLI::App& bench, int& exit_code) {
                   "the models pulled over this last fraction of the job (docs/async.md, \"Tail averaging\"; default: "
                   "none set, tenax's 0.1; 0 evaluates the final model alone)")
       ->check(CLI::Range(0.0, 0.9));
+  cmd->add_option("--elastic-spares", a->elastic_spares,
+                  "cluster.spares of the elastic and network jobs, their references included: warm spares that take "
+                  "a lost member's place (docs/elastic.md, \"Warm spares\")")
+      ->check(CLI::Range(int64_t{0}, int64_t{2}))
+      ->capture_default_str();
   cmd->add_option("--seed", a->seed, "Seed of the rounds' fault plans (same seed, same plans)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
       ->capture_default_str();

@@ -680,7 +680,9 @@ TEST_F(ElasticClusterTest, AWarmSpareTakesAKilledAndAPreemptedMembersPlaceInTheG
   EXPECT_EQ(h, summary.value("state_hash", ""));
   // Admitted, each spare got the members' CPU priority back (it waited at
   // nice 19); only without CAP_SYS_NICE does the launcher say it could not.
-  if (::geteuid() == 0) EXPECT_EQ(std::string::npos, run.stderr_text().find("trains at nice 19")) << run.stderr_text();
+  if (::geteuid() == 0) {
+    EXPECT_EQ(std::string::npos, run.stderr_text().find("trains at nice 19")) << run.stderr_text();
+  }
   // The third spare was not needed: stopped at the end, it exited 0.
   EXPECT_NE(std::string::npos, run.stderr_text().find("spare 3: spare -> left (not needed: the job is done)"))
       << run.stderr_text();

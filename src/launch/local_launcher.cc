@@ -513,26 +513,32 @@ class LocalLaunch {
   // A joiner has no rank: it joins the running elastic job and the
   // coordinator gives it an id.
   Result<size_t> StartJoiner(int64_t n) {
-    const std::vector<std::string> argv = WorkerArgv(-1);
     const std::string id = std::to_string(n);
     std::string host;
+    auto index = StartUnranked("joiner " + id, "joiner-" + id, WorkerArgv(-1), &host);
+    if (index.ok() && topology_) {
+      monitor_->Notice("placement changed: joiner " + id + " placed on " + host +
+                       " (best link score among hosts with a free slot)");
+    }
+    return index;
+  }
+  // A worker without a rank (a joiner, a spare) named `name`, logging to
+  // logs/<log>.log, on the best host with a free slot under a topology:
+  // its exit is the coordinator's to judge, and it is priced as a worker.
+  Result<size_t> StartUnranked(const std::string& name, const std::string& log, const std::vector<std::string>& argv,
+                               std::string* host) {
     size_t host_index = 0;
     if (topology_) {
       children_->Poll();  // the slots of members that exited since the last look are free again
       WatchExits();
     }
-    auto index = children_->StartLogged(
-        "joiner " + id, topology_ ? topology_->OnNewHost(argv, &host, &host_index) : argv, run_.log("joiner-" + id));
-    if (index.ok()) {
-      children_->ExpectExit(*index);
-      if (topology_) host_of_member_[*index] = host_index;
-      roles_.push_back("worker");
-      monitor_->AddWorker("joiner " + id, children_->pid(*index), host);
-      if (topology_) {
-        monitor_->Notice("placement changed: joiner " + id + " placed on " + host +
-                         " (best link score among hosts with a free slot)");
-      }
-    }
+    auto index = children_->StartLogged(name, topology_ ? topology_->OnNewHost(argv, host, &host_index) : argv,
+                                        run_.log(log));
+    if (!index.ok()) return index;
+    children_->ExpectExit(*index);
+    if (topology_) host_of_member_[*index] = host_index;
+    roles_.push_back("worker");  // a spare too: a machine of the same market
+    monitor_->AddWorker(name, children_->pid(*index), *host);
     return index;
   }
 
@@ -573,23 +579,13 @@ class LocalLaunch {
       for (std::string& arg : WorkerArgv(-1)) argv.push_back(std::move(arg));
       argv.push_back("--spare");
       std::string host;
-      size_t host_index = 0;
-      if (topology_) {
-        children_->Poll();  // the slots of members that exited since the last look are free again
-        WatchExits();
-      }
-      auto index = children_->StartLogged(
-          "spare " + id, topology_ ? topology_->OnNewHost(argv, &host, &host_index) : argv, run_.log("spare-" + id));
+      auto index = StartUnranked("spare " + id, "spare-" + id, argv, &host);
       if (!index.ok()) {
         Notice("spare " + id + " did not start: " + index.status().message());
         ++spare_failures_;
         continue;
       }
-      children_->ExpectExit(*index);
-      if (topology_) host_of_member_[*index] = host_index;
-      roles_.push_back("worker");  // priced as a worker: a spare is a machine of the same market
       spares_.push_back(*index);
-      monitor_->AddWorker("spare " + id, children_->pid(*index), host);
       ++waiting;
     }
   }
