@@ -635,7 +635,9 @@ pid_t PidOf(const std::string& launcher_err, const std::string& who) {
 // still waiting at the end is stopped and exits 0.
 TEST_F(ElasticClusterTest, AWarmSpareTakesAKilledAndAPreemptedMembersPlaceInTheGenerationThatDropsThem) {
   ScratchDir dir;
-  std::string job_text = ReadText(WriteElasticJob(dir, "spares", 3, 2, 3, 6000));
+  // 12000 steps (about 25 s idle, twice that beside another test): the
+  // spares start at nice 19, and the second must be waiting before the end.
+  std::string job_text = ReadText(WriteElasticJob(dir, "spares", 3, 2, 3, 12000));
   job_text.replace(job_text.find("elastic = true\n"), 15, "elastic = true\nspares = 1\n");
   const std::string job = dir / "spares-1.toml";
   {
@@ -662,7 +664,7 @@ TEST_F(ElasticClusterTest, AWarmSpareTakesAKilledAndAPreemptedMembersPlaceInTheG
 
   auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
   ASSERT_FALSE(summary.is_discarded());
-  EXPECT_EQ(6000, summary.value("steps", 0));
+  EXPECT_EQ(12000, summary.value("steps", 0));
   EXPECT_EQ(3, summary.value("workers", 0));
   ASSERT_EQ(3u, summary["generations"].size()) << summary["generations"].dump();
   EXPECT_EQ((std::vector<int>{0, 1, 2}), summary["generations"][0]["members"].get<std::vector<int>>());
