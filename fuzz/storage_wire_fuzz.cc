@@ -2,7 +2,8 @@
 // `tenax storage` data nodes (store/storage_codec.h): every input decodes
 // or gives a ProtocolError, and what decodes keeps the invariants the node
 // and the client rely on (a PUT names a valid chunk of a valid code within
-// the chunk limit; regions are non-null and bounded).
+// the chunk limit; regions are non-null and bounded), and of the resident
+// recovery service's requests and replies.
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
@@ -13,7 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tenax::store;
   std::string_view text(reinterpret_cast<const char*>(data), size);
   for (const auto& status : {DecodeStorageHello(text, "fuzz-peer").status(), DecodeStorageWelcome(text, "fuzz-peer").status(),
-                             DecodeChunkRequest(text, "fuzz-peer").status(), DecodeChunkReply(text, "fuzz-peer").status()}) {
+                             DecodeChunkRequest(text, "fuzz-peer").status(), DecodeChunkReply(text, "fuzz-peer").status(),
+                             DecodeRecoverRequest(text, "fuzz-peer").status(), DecodeRecoverReply(text, "fuzz-peer").status()}) {
     if (!status.ok() && status.code() != tenax::StatusCode::kProtocolError) std::abort();
   }
   auto req = DecodeChunkRequest(text, "fuzz-peer");
@@ -30,5 +32,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (hello.ok() && (hello->recv_address() == 0 || hello->recv_length() == 0 || hello->recv_length() > kMaxChunkPayloadBytes)) {
     std::abort();
   }
+  // A recovery request the service accepts names a known policy.
+  auto rec = DecodeRecoverRequest(text, "fuzz-peer");
+  if (rec.ok() && rec->policy() != "full" && rec->policy() != "approx" && rec->policy() != "prm") std::abort();
   return 0;
 }

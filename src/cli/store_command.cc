@@ -2,6 +2,7 @@
 // store, its data nodes local directories or `tenax storage` processes
 // (store/store_client.h).
 // Parsing and printing only; the work is in the store layer.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,10 @@
 #include "command.h"
 #include "tenax/core/files.h"
 #include "tenax/core/log.h"
+#include "tenax/core/signals.h"
+#include "tenax/net/host_port.h"
+#include "tenax/store/recovery_json.h"
+#include "tenax/store/recovery_service.h"
 #include "tenax/store/store_client.h"
 #include "tenax/data/fashion_mnist.h"
 #include "tenax/data/idx.h"
@@ -41,6 +46,11 @@ struct StoreArgs {
   double background_gbps = 0;
   std::string policy = "prm", important_classes;
   double min_available = 0.9, class_tolerance = 0.01;
+  std::string service;           // recover: ask the resident service at HOST:PORT
+  int64_t service_timeout = 3600;
+  // serve
+  std::string listen = "127.0.0.1:0", name = "recovery-service", log_level = "info";
+  int64_t max_waiting = 16;
 };
 
 void Print(const nlohmann::json& j) { std::printf("%s\n", j.dump().c_str()); }
@@ -238,15 +248,6 @@ int RunGet(const StoreArgs& a) {
   return 0;
 }
 
-nlohmann::json LostJson(const std::vector<store::FoundLoss>& lost) {
-  nlohmann::json out = nlohmann::json::array();
-  for (const auto& f : lost) {
-    out.push_back({{"stripe", f.chunk.stripe}, {"index", f.chunk.index}, {"parity", f.chunk.parity},
-                   {"bytes", f.chunk.bytes}, {"reason", f.reason}});
-  }
-  return out;
-}
-
 // status (verify = false) and a scrub's report (verify = true).
 int RunHealth(const StoreArgs& a, bool verify, const char* cmd) {
   auto store = OpenStore(a);
@@ -265,7 +266,7 @@ int RunHealth(const StoreArgs& a, bool verify, const char* cmd) {
                         {"stripes", h.stripes}, {"chunks", h.chunks}, {"bytes", h.bytes},
                         {"lost_chunks", h.lost.size()}, {"degraded_stripes", h.degraded_stripes},
                         {"lost_stripes", h.lost_stripes}, {"unreadable_samples", h.unreadable_samples},
-                        {"lost", LostJson(h.lost)}});
+                        {"lost", store::LostChunksJson(h.lost)}});
   }
   if (a.json) {
     Print({{"catalog", a.catalog}, {"verified", verify}, {"nodes", nodes}, {"datasets", datasets}});
@@ -294,38 +295,51 @@ int RunHealth(const StoreArgs& a, bool verify, const char* cmd) {
   return unreadable ? 2 : 0;
 }
 
-nlohmann::json ReportJson(const store::RecoveryReport& r) {
-  return {{"dataset", r.dataset},
-          {"policy", r.plan.policy},
-          {"lost_chunks", r.lost.size()},
-          {"first_chunks", r.plan.first.size()},
-          {"later_chunks", r.plan.later.size()},
-          {"first_bytes", r.plan.first_bytes},
-          {"later_bytes", r.plan.later_bytes},
-          {"chunks_rebuilt", r.chunks_rebuilt},
-          {"bytes_read", r.bytes_read},
-          {"bytes_written", r.bytes_written},
-          {"seconds", r.seconds},
-          {"available_share", r.plan.available_share},
-          {"max_class_deviation", r.plan.max_class_deviation},
-          {"max_class_deviation_before", r.plan.max_class_deviation_before},
-          {"shares_a_node", r.shares_a_node},
-          {"unrecoverable", r.unrecoverable},
-          {"unrecoverable_samples", r.unrecoverable_samples},
-          {"background", {{"ran", r.background.ran},
-                          {"chunks_rebuilt", r.background.chunks_rebuilt},
-                          {"bytes_read", r.background.bytes_read},
-                          {"bytes_written", r.background.bytes_written},
-                          {"seconds", r.background.seconds}}},
-          {"lost", LostJson(r.lost)}};
+// A recovery's report as `tenax store recover` prints it without --json,
+// from the JSON both the local path and the service produce
+// (store::RecoveryReportJson); true if some stripe could not be rebuilt.
+bool PrintRecoveryReport(const nlohmann::json& results, bool scrub, bool rebuild_later, double background_gbps) {
+  bool unrecoverable = false;
+  for (const nlohmann::json& r : results) {
+    const std::string dataset = r.value("dataset", "?");
+    const auto lost = r.value("lost_chunks", uint64_t{0}), later = r.value("later_chunks", uint64_t{0});
+    const auto bad = r.value("unrecoverable", std::vector<std::string>{});
+    unrecoverable = unrecoverable || !bad.empty();
+    if (lost == 0) {
+      std::printf("%s: nothing lost%s\n", dataset.c_str(), scrub ? " (every chunk verified)" : "");
+      continue;
+    }
+    std::printf("%s: %llu chunks lost; %s plan: %llu first (%s), %llu later (%s)\n", dataset.c_str(),
+                static_cast<unsigned long long>(lost), r.value("policy", "?").c_str(),
+                static_cast<unsigned long long>(r.value("first_chunks", uint64_t{0})),
+                Mib(r.value("first_bytes", uint64_t{0})).c_str(), static_cast<unsigned long long>(later),
+                Mib(r.value("later_bytes", uint64_t{0})).c_str());
+    std::printf("  rebuilt %llu chunks in %.2f s: read %s, wrote %s; available samples %.1f%%, largest class share "
+                "deviation %.2f pt (%.2f pt before)%s\n",
+                static_cast<unsigned long long>(r.value("chunks_rebuilt", uint64_t{0})), r.value("seconds", 0.0),
+                Mib(r.value("bytes_read", uint64_t{0})).c_str(), Mib(r.value("bytes_written", uint64_t{0})).c_str(),
+                100 * r.value("available_share", 0.0), 100 * r.value("max_class_deviation", 0.0),
+                100 * r.value("max_class_deviation_before", 0.0),
+                r.value("shares_a_node", false) ? "; some stripes now share a node (fewer live nodes than k+m)" : "");
+    const nlohmann::json bg = r.value("background", nlohmann::json::object());
+    if (bg.value("ran", false)) {
+      std::printf("  background pass: rebuilt the other %llu chunks in %.2f s at %.3g Gbit/s: read %s, wrote %s\n",
+                  static_cast<unsigned long long>(bg.value("chunks_rebuilt", uint64_t{0})), bg.value("seconds", 0.0),
+                  background_gbps, Mib(bg.value("bytes_read", uint64_t{0})).c_str(),
+                  Mib(bg.value("bytes_written", uint64_t{0})).c_str());
+    } else if (!rebuild_later && later > 0) {
+      std::printf("  %llu chunks left for later: reads of them decode; 'tenax store recover --all' rebuilds them\n",
+                  static_cast<unsigned long long>(later));
+    }
+    for (const auto& u : bad) std::printf("  LOST: %s %s\n", dataset.c_str(), u.c_str());
+  }
+  return unrecoverable;
 }
 
 // Recover (policy) or scrub (verify everything, repair chunks on live nodes).
 int RunRecover(const StoreArgs& a, bool scrub) {
   const char* cmd = scrub ? "store scrub" : "store recover";
   if (scrub && a.dry_run) return RunHealth(a, /*verify=*/true, cmd);
-  auto store = OpenStore(a);
-  if (!store.ok()) return ReportError(cmd, store.status());
   store::RecoveryOptions options;
   options.policy = scrub ? "full" : a.policy;
   options.prm.min_available = a.min_available;
@@ -342,55 +356,82 @@ int RunRecover(const StoreArgs& a, bool scrub) {
       } catch (const std::exception&) {
         return ReportError(cmd, InvalidArgument("--important-classes: '" + part + "' is not a class number"));
       }
-    }
-  }
-  // approx: a data chunk holding any sample of an important class is tier 0.
-  auto tier_of = [&important](const store::StoredChunk& c) {
-    if (important.empty()) return 0;
-    for (int cls : important) {
-      if (cls >= 0 && static_cast<size_t>(cls) < c.class_counts.size() && c.class_counts[static_cast<size_t>(cls)] > 0) {
-        return 0;
+      if (important.back() < 0 || important.back() > 255) {
+        return ReportError(cmd, InvalidArgument("--important-classes: " + part + ": classes are 0..255"));
       }
     }
-    return 1;
-  };
-  auto reports = (*store)->Recover(a.dataset, options, /*verify=*/scrub, /*only_live_nodes=*/scrub, tier_of);
-  if (!reports.ok()) return ReportError(cmd, reports.status());
-  bool unrecoverable = false;
-  nlohmann::json out = nlohmann::json::array();
-  for (const store::RecoveryReport& r : *reports) {
-    unrecoverable = unrecoverable || !r.unrecoverable.empty();
-    out.push_back(ReportJson(r));
-    if (a.json) continue;
-    if (r.lost.empty()) {
-      std::printf("%s: nothing lost%s\n", r.dataset.c_str(), scrub ? " (every chunk verified)" : "");
-      continue;
-    }
-    std::printf("%s: %zu chunks lost; %s plan: %zu first (%s), %zu later (%s)\n", r.dataset.c_str(), r.lost.size(),
-                r.plan.policy.c_str(), r.plan.first.size(), Mib(r.plan.first_bytes).c_str(), r.plan.later.size(),
-                Mib(r.plan.later_bytes).c_str());
-    std::printf("  rebuilt %llu chunks in %.2f s: read %s, wrote %s; available samples %.1f%%, largest class share "
-                "deviation %.2f pt (%.2f pt before)%s\n",
-                static_cast<unsigned long long>(r.chunks_rebuilt), r.seconds, Mib(r.bytes_read).c_str(),
-                Mib(r.bytes_written).c_str(), 100 * r.plan.available_share, 100 * r.plan.max_class_deviation,
-                100 * r.plan.max_class_deviation_before,
-                r.shares_a_node ? "; some stripes now share a node (fewer live nodes than k+m)" : "");
-    if (r.background.ran) {
-      std::printf("  background pass: rebuilt the other %llu chunks in %.2f s at %.3g Gbit/s: read %s, wrote %s\n",
-                  static_cast<unsigned long long>(r.background.chunks_rebuilt), r.background.seconds,
-                  a.background_gbps, Mib(r.background.bytes_read).c_str(), Mib(r.background.bytes_written).c_str());
-    } else if (!options.rebuild_later && !r.plan.later.empty()) {
-      std::printf("  %zu chunks left for later: reads of them decode; 'tenax store recover --all' rebuilds them\n",
-                  r.plan.later.size());
-    }
-    for (const auto& u : r.unrecoverable) std::printf("  LOST: %s %s\n", r.dataset.c_str(), u.c_str());
   }
-  if (a.json) Print({{"catalog", a.catalog}, {"results", out}, {"transport_bytes", TransportJson(**store)}});
+  if (a.service.empty() && a.catalog.empty()) {
+    return ReportError(cmd, InvalidArgument("--catalog FILE is required (or --service HOST:PORT of a 'tenax store serve')"));
+  }
+  nlohmann::json report;
+  if (!a.service.empty()) {
+    // The resident service does the work, with its catalog and connections
+    // already open (store/recovery_service.h).
+    InitLogging("store", "warn");
+    auto client = store::RecoveryServiceClient::Connect(a.service, "", std::chrono::milliseconds(5000));
+    if (!client.ok()) return ReportError(cmd, client.status());
+    store::RecoveryRequest request{a.dataset, options, important};
+    auto answer = (*client)->Recover(request, Deadline::After(std::chrono::seconds(a.service_timeout)));
+    if (!answer.ok()) return ReportError(cmd, answer.status());
+    report = answer->report;
+    report["service"] = {{"address", a.service},
+                         {"recovery_id", answer->recovery_id},
+                         {"joined", answer->joined},
+                         {"waited_seconds", answer->waited_seconds},
+                         {"seconds", answer->seconds}};
+    if (!a.json) {
+      std::printf("recovery %llu of the service at %s%s\n", static_cast<unsigned long long>(answer->recovery_id),
+                  a.service.c_str(),
+                  answer->joined ? " (joined: another request had started it)" : "");
+    }
+  } else {
+    auto store = OpenStore(a);
+    if (!store.ok()) return ReportError(cmd, store.status());
+    auto reports = (*store)->Recover(a.dataset, options, /*verify=*/scrub, /*only_live_nodes=*/scrub,
+                                      store::TierByImportantClasses(important));
+    if (!reports.ok()) return ReportError(cmd, reports.status());
+    nlohmann::json out = nlohmann::json::array();
+    for (const store::RecoveryReport& r : *reports) out.push_back(store::RecoveryReportJson(r));
+    report = {{"catalog", a.catalog}, {"results", out}, {"transport_bytes", TransportJson(**store)}};
+  }
+  const bool unrecoverable =
+      a.json ? std::any_of(report["results"].begin(), report["results"].end(),
+                           [](const nlohmann::json& r) { return !r.value("unrecoverable", nlohmann::json::array()).empty(); })
+             : PrintRecoveryReport(report["results"], scrub, options.rebuild_later, a.background_gbps);
+  if (a.json) Print(report);
   if (unrecoverable) {
     std::fprintf(stderr, "tenax %s: error: some stripes have more than m chunks lost and cannot be rebuilt (listed above)\n",
                  cmd);
     return 2;
   }
+  return 0;
+}
+
+// tenax store serve: the resident recovery service.
+int RunServe(const StoreArgs& a) {
+  auto hp = net::ParseHostPort(a.listen);
+  if (!hp.ok()) return ReportError("store serve", InvalidArgument("--listen: " + hp.status().message()));
+  InitLogging(a.name, a.log_level);
+  InstallStopHandlers();
+  store::RecoveryServiceOptions o;
+  o.name = a.name;
+  o.catalog = a.catalog;
+  o.listen_host = hp->host;
+  o.port = hp->port;
+  o.link_bytes_per_second = a.link_gbps * 1e9 / 8;
+  o.max_waiting = static_cast<size_t>(a.max_waiting);
+  o.stop = [] { return StopRequested(); };
+  o.on_ready = [&a](uint16_t port, size_t nodes) {
+    // One line on stdout for whoever started us (tests, scripts, benches).
+    std::printf("recovery service %s listening on port %u with %zu data nodes connected\n", a.name.c_str(), port, nodes);
+    std::fflush(stdout);
+  };
+  auto r = store::RunRecoveryService(o);
+  if (!r.ok()) return ReportError("store serve", r.status());
+  std::printf("recovery service %s stopped: %llu requests, %llu recoveries run, %llu requests joined one, %llu refused\n",
+              a.name.c_str(), static_cast<unsigned long long>(r->requests), static_cast<unsigned long long>(r->recoveries),
+              static_cast<unsigned long long>(r->joined), static_cast<unsigned long long>(r->refused));
   return 0;
 }
 
@@ -499,7 +540,33 @@ void AddStoreCommand(CLI::App& root, int& exit_code) {
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   recover->add_option("--important-classes", a->important_classes, "approx: classes whose chunks are rebuilt first (e.g. 0,6)");
+  recover->get_option("--catalog")->required(false)->description(
+      "The store's SQLite catalog (may be the coordinator's --state file); not needed with --service");
+  recover->add_option("--service", a->service,
+                      "Ask the resident recovery service at HOST:PORT ('tenax store serve') instead of rebuilding "
+                      "here: its catalog and connections are already open")
+      ->type_name("HOST:PORT");
+  recover->add_option("--service-timeout", a->service_timeout, "With --service: seconds to wait for its answer")
+      ->check(CLI::Range(int64_t{1}, int64_t{7 * 86400}))
+      ->capture_default_str();
   recover->callback([a, &exit_code] { exit_code = RunRecover(*a, false); });
+
+  CLI::App* serve = store->add_subcommand(
+      "serve", "The resident recovery service: rebuild lost chunks on request ('recover --service', a job's "
+               "data.recovery_service), with the catalog and every data node's connection kept open");
+  serve->add_option("--catalog", a->catalog, "The store's SQLite catalog")->required()->type_name("FILE");
+  serve->add_option("--listen", a->listen, "Address to serve on (port 0 = any free port)")->capture_default_str();
+  serve->add_option("--name", a->name, "Name in logs and in clients' errors")->capture_default_str();
+  serve->add_option("--link-gbps", a->link_gbps, "Emulated rate of the service's writes to each storage node, Gbit/s (0 = unshaped)")
+      ->check(CLI::Range(0.0, 400.0));
+  serve->add_option("--max-waiting", a->max_waiting, "Requests that may wait behind the running recovery; more are refused")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}))
+      ->capture_default_str();
+  serve->add_option("--log-level", a->log_level, "trace, debug, info, warn or error")->capture_default_str();
+  serve->footer("The cluster secret comes from $TENAX_SECRET (at least 16 bytes). Prints one line, 'recovery service "
+                "NAME listening on port P with N data nodes connected', when it is ready; SIGTERM stops it after the "
+                "recovery under way.");
+  serve->callback([a, &exit_code] { exit_code = RunServe(*a); });
 }
 
 }  // namespace tenax::cli

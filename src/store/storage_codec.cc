@@ -1,5 +1,8 @@
 #include "tenax/store/storage_codec.h"
 
+#include <cmath>
+#include <nlohmann/json.hpp>
+
 #include "tenax/net/bounded_decode.h"
 
 namespace tenax::store {
@@ -74,6 +77,41 @@ Result<wire::ChunkReply> DecodeChunkReply(std::string_view bytes, const std::str
   if (m.code() > static_cast<uint32_t>(StatusCode::kAborted)) return Bad(peer, "reply with status code " + std::to_string(m.code()));
   if (m.error().size() > 4096) return Bad(peer, "reply with an overlong error");
   if (m.code() == 0 && m.has_chunk()) TENAX_RETURN_IF_ERROR(CheckHeader(m.chunk(), true, peer));
+  return m;
+}
+
+Result<wire::RecoverRequest> DecodeRecoverRequest(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, Parse<wire::RecoverRequest>(bytes, peer, "recover request"));
+  if (!m.dataset().empty() && !CheckDatasetName(m.dataset()).ok()) return Bad(peer, "recover request for a bad dataset name");
+  if (m.policy() != "full" && m.policy() != "approx" && m.policy() != "prm") {
+    return Bad(peer, "recover request with policy '" + m.policy().substr(0, 32) + "' (full, approx or prm)");
+  }
+  auto share = [](double v) { return std::isfinite(v) && v >= 0 && v <= 1; };
+  if (!share(m.min_available()) || !share(m.class_tolerance())) {
+    return Bad(peer, "recover request with a share outside [0, 1]");
+  }
+  if (m.important_classes_size() > 256) return Bad(peer, "recover request with over 256 important classes");
+  for (uint32_t c : m.important_classes()) {
+    if (c > 255) return Bad(peer, "recover request with class " + std::to_string(c));
+  }
+  const double rate = m.background_bytes_per_second();
+  if (!std::isfinite(rate) || rate < 0 || rate > 1e12) return Bad(peer, "recover request with a bad background rate");
+  return m;
+}
+
+Result<wire::RecoverReply> DecodeRecoverReply(std::string_view bytes, const std::string& peer) {
+  TENAX_ASSIGN_OR_RETURN(auto m, net::DecodeBoundedProto<wire::RecoverReply>(bytes, kMaxRecoverReplyBytes, peer,
+                                                                               "recover reply"));
+  if (m.code() > static_cast<uint32_t>(StatusCode::kAborted)) return Bad(peer, "reply with status code " + std::to_string(m.code()));
+  if (m.error().size() > 4096) return Bad(peer, "reply with an overlong error");
+  if (!std::isfinite(m.waited_seconds()) || m.waited_seconds() < 0 || !std::isfinite(m.seconds()) || m.seconds() < 0) {
+    return Bad(peer, "recover reply with a bad time");
+  }
+  if (m.code() != 0) return m;
+  const auto report = nlohmann::json::parse(m.report_json(), nullptr, /*allow_exceptions=*/false);
+  if (!report.is_object() || !report.contains("results") || !report["results"].is_array()) {
+    return Bad(peer, "recover reply whose report is not a JSON object with results");
+  }
   return m;
 }
 

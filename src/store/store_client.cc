@@ -72,6 +72,17 @@ Status StoreClient::Reload() {
   return Status::Ok();
 }
 
+Status StoreClient::Refresh() {
+  unreachable_.clear();
+  return Reload();
+}
+
+size_t StoreClient::ReachableNodes() const {
+  size_t n = 0;
+  for (const StoreNode& node : nodes_) n += node.state == NodeState::kLive && stores_[static_cast<size_t>(node.id)] != nullptr;
+  return n;
+}
+
 std::string StoreClient::Missing(const StoreNode& n) {
   if (n.location.rfind(kStorageScheme, 0) != 0) {
     std::error_code ec;

@@ -59,6 +59,9 @@ namespace tenax::net {
   X(kStorageWelcome, 0x401, "store")                                 \
   X(kChunkRequest, 0x402, "store")                                   \
   X(kChunkReply, 0x403, "store")                                     \
+  /* store: the resident recovery service (recovery_service.h) */   \
+  X(kRecoverRequest, 0x404, "store")                                 \
+  X(kRecoverReply, 0x405, "store")                                   \
   /* coding: workers and the decoder of coded training (coded_codec.h) */ \
   X(kCodedWelcome, 0x500, "coding")                                  \
   X(kCodedStep, 0x501, "coding")                                     \

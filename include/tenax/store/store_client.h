@@ -84,6 +84,14 @@ class StoreClient {
   // zones as above. FailedPrecondition when the catalog already has nodes.
   Status CreateNetworkNodes(const std::vector<std::string>& addresses, int zones);
   const std::vector<StoreNode>& nodes() const { return nodes_; }
+  // Live nodes this client can reach now (a directory, or a connection).
+  size_t ReachableNodes() const;
+
+  // Re-reads the nodes from the catalog (failed or added by others since)
+  // and tries again the network nodes that were unreachable before;
+  // connections that are up are kept. For a long-lived client (the
+  // recovery service) before each operation.
+  Status Refresh();
 
   // Marks live nodes whose directory vanished as failed; returns them.
   Result<std::vector<StoreNode>> DetectFailures();
