@@ -3,6 +3,7 @@
 // catalog, and what the user sees (exit codes, JSON, error lines).
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -251,6 +252,43 @@ TEST_F(StoreCliTest, TrainingFromTheStoreWithAFailedNodeMatchesTrainingFromTheFi
       EXPECT_EQ(d["lost_chunks"], 0) << d.dump();
     }
   }
+
+  // Once more with a resident recovery service (data.recovery_service):
+  // another node fails, the loader asks `tenax store serve` instead of
+  // recovering itself, and the job's summary reports the service's work.
+  Json({"fail", "node-4"});
+  uint64_t lost_now = 0;
+  const nlohmann::json failed_again = Status();
+  for (const auto& d : failed_again["datasets"]) {
+    if (d["dataset"] == "fashion-mnist-train") lost_now = d["lost_chunks"].get<uint64_t>();
+  }
+  ASSERT_GT(lost_now, 0u) << failed_again.dump();
+  setenv("TENAX_SECRET", "store-cli-test-secret-0123456789", 1);  // the service and the job's loader share it
+  testing::Child service({TenaxBinary(), "store", "serve", "--catalog", catalog_});
+  ASSERT_TRUE(service.WaitForStderrLine("listening on", std::chrono::seconds(60))) << service.stderr_text();
+  const std::string ready = service.stderr_text();
+  const size_t at = ready.find("listening on ");
+  ASSERT_NE(at, std::string::npos);
+  const std::string address = ready.substr(at + 13, ready.find_first_of(" \n", at + 13) - (at + 13));
+  const double served = train("served", "format = \"store\"\ncatalog = \"" + catalog_ +
+                                            "\"\ncache_chunks = 8\nrecovery_policy = \"full\"\nrecovery_service = \"" +
+                                            address + "\"\n");
+  EXPECT_EQ(served, from_files);
+  ASSERT_TRUE(store_summary.contains("recoveries")) << store_summary.dump();
+  ASSERT_EQ(store_summary["recoveries"].size(), 1u) << store_summary.dump();
+  const auto& by_service = store_summary["recoveries"][0];
+  EXPECT_FALSE(by_service.contains("error")) << by_service.dump();
+  EXPECT_EQ(by_service.value("chunks_rebuilt", uint64_t{0}), lost_now) << by_service.dump();
+  const nlohmann::json served_after = Status();
+  for (const auto& d : served_after["datasets"]) {
+    if (d["dataset"] == "fashion-mnist-train") {
+      EXPECT_EQ(d["lost_chunks"], 0) << d.dump();
+    }
+  }
+  service.Signal(SIGTERM);
+  EXPECT_EQ(service.Wait(std::chrono::seconds(30)), 0) << service.stderr_text();
+  EXPECT_NE(service.stderr_text().find("recovery 1 of fashion-mnist-train done"), std::string::npos)
+      << service.stderr_text();
 }
 
 TEST_F(StoreCliTest, BadInputIsOneClearErrorLine) {
@@ -268,6 +306,15 @@ TEST_F(StoreCliTest, BadInputIsOneClearErrorLine) {
   one_error(Store({"fail", "node-9"}), "no data node 'node-9' (the store has: node-0, node-1");
   one_error(Store({"recover", "--policy", "fastest"}), "fastest");
   one_error(Store({"put", "--split", "test", "--dataset", "../escape"}), "../escape");
+  one_error(RunProcess({TenaxBinary(), "store", "recover", "--policy", "full"}),
+            "--catalog FILE is required (or --service HOST:PORT of a 'tenax store serve')");
+  setenv("TENAX_SECRET", "store-cli-test-secret-0123456789", 1);
+  ProcessResult nobody = RunProcess({TenaxBinary(), "store", "recover", "--service", "127.0.0.1:1"});
+  EXPECT_EQ(nobody.exit_code, 3) << nobody.err;  // another process failed, not the input
+  EXPECT_NE(nobody.err.find("tenax store recover: error: the recovery service at 127.0.0.1:1: cannot connect (is "
+                            "'tenax store serve' running there?)"),
+            std::string::npos)
+      << nobody.err;
   testing::WriteBytes(dir_ / "notes.txt", std::vector<uint8_t>(300, 'x'));
   std::vector<std::string> argv = {TenaxBinary(), "store", "status", "--catalog", dir_ / "notes.txt"};
   one_error(RunProcess(argv), "not a database");

@@ -194,7 +194,7 @@ void ParseData(ConfigReader& r, TrainConfig& c) {
   for (const char* key :
        {"data.catalog", "data.train_dataset", "data.test_dataset", "data.cache_chunks", "data.shuffle_window_chunks",
         "data.recovery_policy", "data.recovery_min_available", "data.recovery_class_tolerance",
-        "data.recovery_background_gbps"}) {
+        "data.recovery_background_gbps", "data.recovery_service", "data.stand_in"}) {
     if (!store && r.has(key)) r.Fail(key, "only applies to data.format = \"store\"");
   }
   if (store) {
@@ -220,6 +220,16 @@ void ParseData(ConfigReader& r, TrainConfig& c) {
     c.store_recovery_min_available = r.Real("data.recovery_min_available", c.store_recovery_min_available, 0, 1);
     c.store_recovery_class_tolerance = r.Real("data.recovery_class_tolerance", c.store_recovery_class_tolerance, 0, 1);
     c.store_recovery_background_gbps = r.Real("data.recovery_background_gbps", c.store_recovery_background_gbps, 0, 400);
+    if (r.has("data.recovery_service")) {
+      c.store_recovery_service = r.String("data.recovery_service", "");
+      if (c.store_recovery_policy == "none") {
+        r.Fail("data.recovery_service", "is set but data.recovery_policy is \"none\": name the policy the service runs");
+      } else if (auto hp = net::ParseHostPort(c.store_recovery_service); !hp.ok() || hp->port == 0) {
+        r.Fail("data.recovery_service", "must be HOST:PORT of a 'tenax store serve' (" +
+                                            (hp.ok() ? std::string("port 0") : hp.status().message()) + ")");
+      }
+    }
+    c.store_stand_in = r.Choice("data.stand_in", c.store_stand_in, {"neighbour", "batch"});
     for (const char* key : {"data.dir", "data.train_images", "data.train_labels", "data.test_images", "data.test_labels"}) {
       if (r.has(key)) r.Fail(key, "does not apply to data.format = \"store\" (samples come from data.catalog)");
     }

@@ -385,7 +385,9 @@ Result<std::unique_ptr<RecoveryServiceClient>> RecoveryServiceClient::Connect(co
   TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(no));
   auto peer = node->Connect(hp.host, hp.port, Deadline::After(timeout));
   if (!peer.ok()) {
-    return Status(peer.status().code(), "the recovery service at " + address + ": " + peer.status().message());
+    return Status(peer.status().code(), "the recovery service at " + address +
+                                            ": cannot connect (is 'tenax store serve' running there?): " +
+                                            peer.status().message());
   }
   return std::unique_ptr<RecoveryServiceClient>(new RecoveryServiceClient(std::move(node), *peer, address));
 }

@@ -125,6 +125,14 @@ struct TrainConfig {
   double store_recovery_min_available = 0.9;    // prm
   double store_recovery_class_tolerance = 0.01;  // prm
   double store_recovery_background_gbps = 0;    // > 0: rebuild the rest at this rate afterwards
+  // store: HOST:PORT of a resident recovery service (`tenax store serve`)
+  // the loader asks instead of recovering in-process ("" = in-process).
+  std::string store_recovery_service;
+  // store: how a sample of a chunk PRM left for later is stood in for:
+  // "neighbour" = the sample at the same position of the next live chunk;
+  // "batch" = another sample of the same batch (each step learns from
+  // available samples only, as if the missing ones were skipped).
+  std::string store_stand_in = "neighbour";
   int64_t train_limit = 0;  // 0 = the whole split
   int64_t test_limit = 0;
   std::string model = "cnn";  // a built-in model; ignored when model_path is set

@@ -17,6 +17,7 @@
 #include "tenax/core/metrics.h"
 #include "tenax/core/run_records.h"
 #include "tenax/store/catalog.h"
+#include "tenax/store/recovery_service.h"
 #include "tenax/store/store_client.h"
 #include "tenax/store/stripe_layout.h"
 
@@ -32,10 +33,15 @@ int64_t StoreRecoveryBytesMoved() { return g_recovery_bytes.load(); }
 // and catalog handle on a thread of its own, so training goes on reading
 // (degraded) meanwhile. One claim per dataset in the catalog makes the
 // workers of a job start one recovery between them.
+//
+// With a recovery service (data.recovery_service), the claimant asks it
+// instead of recovering itself: no store client of its own, nothing to
+// start (store/recovery_service.h).
 class LoaderRecovery {
  public:
-  LoaderRecovery(std::string catalog, std::string dataset, store::RecoveryOptions options)
-      : catalog_(std::move(catalog)), dataset_(std::move(dataset)), options_(std::move(options)) {
+  LoaderRecovery(std::string catalog, std::string dataset, store::RecoveryOptions options, std::string service)
+      : catalog_(std::move(catalog)), dataset_(std::move(dataset)), options_(std::move(options)),
+        service_(std::move(service)) {
     thread_ = std::thread([this] { Run(); });
   }
   ~LoaderRecovery() { Join(); }
@@ -59,37 +65,7 @@ class LoaderRecovery {
     const std::string owner = "pid " + std::to_string(::getpid()) + " on " + host;
     spdlog::warn("store dataset {}: a chunk was read around a lost one; starting a {} recovery", dataset_,
                  options_.policy);
-    auto cat = store::StoreCatalog::Open(catalog_);
-    auto holder = cat.ok() ? (*cat)->ClaimRecovery(dataset_, owner, 3600) : Result<std::string>(cat.status());
-    if (!holder.ok()) {
-      rec.error = holder.status().message();
-    } else if (*holder != owner) {
-      skipped = "recovered by " + *holder;
-    } else {
-      records::Recovery started;
-      started.phase = "started";
-      started.dataset = dataset_;
-      started.policy = options_.policy;
-      RecordEvent(records::ToJson(started));
-      auto client = store::StoreClient::Open(catalog_);
-      auto reports = client.ok() ? (*client)->Recover(dataset_, options_, /*verify=*/false)
-                                 : Result<std::vector<store::RecoveryReport>>(client.status());
-      if (!reports.ok()) {
-        rec.error = reports.status().message();
-      } else if (!reports->empty()) {
-        const store::RecoveryReport& r = reports->front();
-        rec.lost_chunks = static_cast<int64_t>(r.lost.size());
-        rec.first_chunks = static_cast<int64_t>(r.plan.first.size());
-        rec.later_chunks = static_cast<int64_t>(r.plan.later.size());
-        rec.chunks_rebuilt = static_cast<int64_t>(r.chunks_rebuilt + r.background.chunks_rebuilt);
-        rec.bytes_read = static_cast<int64_t>(r.bytes_read + r.background.bytes_read);
-        rec.bytes_written = static_cast<int64_t>(r.bytes_written + r.background.bytes_written);
-        rec.first_pass_seconds = r.seconds;
-        rec.background_seconds = r.background.seconds;
-        rec.unrecoverable = r.unrecoverable;
-      }
-      if (Status st = (*cat)->ReleaseRecovery(dataset_, owner); !st.ok()) release_error = st.message();
-    }
+    Recover(owner, rec, skipped, release_error);
     rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     rec.bytes = rec.bytes_read + rec.bytes_written;
     if (!rec.error.empty()) rec.phase = "failed";
@@ -110,6 +86,84 @@ class LoaderRecovery {
     done_.store(true);
   }
 
+  void Started() {
+    records::Recovery started;
+    started.phase = "started";
+    started.dataset = dataset_;
+    started.policy = options_.policy;
+    RecordEvent(records::ToJson(started));
+  }
+
+  static void Fill(records::Recovery& rec, const store::RecoveryReport& r) {
+    rec.lost_chunks = static_cast<int64_t>(r.lost.size());
+    rec.first_chunks = static_cast<int64_t>(r.plan.first.size());
+    rec.later_chunks = static_cast<int64_t>(r.plan.later.size());
+    rec.chunks_rebuilt = static_cast<int64_t>(r.chunks_rebuilt + r.background.chunks_rebuilt);
+    rec.bytes_read = static_cast<int64_t>(r.bytes_read + r.background.bytes_read);
+    rec.bytes_written = static_cast<int64_t>(r.bytes_written + r.background.bytes_written);
+    rec.first_pass_seconds = r.seconds;
+    rec.background_seconds = r.background.seconds;
+    rec.unrecoverable = r.unrecoverable;
+  }
+
+  // One worker of a job recovers (or asks the service): the one whose
+  // claim in the catalog holds. The service takes the dataset's own claim
+  // when it runs; the askers' claim has a key of its own.
+  void Recover(const std::string& owner, records::Recovery& rec, std::string& skipped, std::string& release_error) {
+    const std::string claim = service_.empty() ? dataset_ : dataset_ + " (asking " + service_ + ")";
+    auto cat = store::StoreCatalog::Open(catalog_);
+    auto holder = cat.ok() ? (*cat)->ClaimRecovery(claim, owner, 3600) : Result<std::string>(cat.status());
+    if (!holder.ok()) {
+      rec.error = holder.status().message();
+      return;
+    }
+    if (*holder != owner) {
+      skipped = "recovered by " + *holder;
+      return;
+    }
+    Started();
+    if (service_.empty()) {
+      auto client = store::StoreClient::Open(catalog_);
+      auto reports = client.ok() ? (*client)->Recover(dataset_, options_, /*verify=*/false)
+                                 : Result<std::vector<store::RecoveryReport>>(client.status());
+      if (!reports.ok()) {
+        rec.error = reports.status().message();
+      } else if (!reports->empty()) {
+        Fill(rec, reports->front());
+      }
+    } else {
+      AskService(rec);
+    }
+    if (Status st = (*cat)->ReleaseRecovery(claim, owner); !st.ok()) release_error = st.message();
+  }
+
+  // The resident service does the work, its catalog and connections open.
+  void AskService(records::Recovery& rec) {
+    auto client = store::RecoveryServiceClient::Connect(service_, "", std::chrono::milliseconds(5000));
+    if (!client.ok()) {
+      rec.error = client.status().message();
+      return;
+    }
+    auto answer = (*client)->Recover({dataset_, options_, {}}, Deadline::After(std::chrono::hours(1)));
+    if (!answer.ok()) {
+      rec.error = answer.status().message();
+      return;
+    }
+    const nlohmann::json& results = answer->report["results"];
+    if (results.empty()) return;
+    const nlohmann::json& r = results[0];
+    const nlohmann::json bg = r.value("background", nlohmann::json::object());
+    rec.lost_chunks = r.value("lost_chunks", int64_t{0});
+    rec.first_chunks = r.value("first_chunks", int64_t{0});
+    rec.later_chunks = r.value("later_chunks", int64_t{0});
+    rec.chunks_rebuilt = r.value("chunks_rebuilt", int64_t{0}) + bg.value("chunks_rebuilt", int64_t{0});
+    rec.bytes_read = r.value("bytes_read", int64_t{0}) + bg.value("bytes_read", int64_t{0});
+    rec.bytes_written = r.value("bytes_written", int64_t{0}) + bg.value("bytes_written", int64_t{0});
+    rec.first_pass_seconds = r.value("seconds", 0.0);
+    rec.background_seconds = bg.value("seconds", 0.0);
+    rec.unrecoverable = r.value("unrecoverable", std::vector<std::string>{});
+  }
+
   // Under `tenax run`, the run's metrics.jsonl (kRunMetricsEnvVar): the
   // launcher shows the recovery as it happens, and the report draws it.
   static void RecordEvent(const nlohmann::json& e) {
@@ -121,6 +175,7 @@ class LoaderRecovery {
 
   std::string catalog_, dataset_;
   store::RecoveryOptions options_;
+  std::string service_;
   nlohmann::json report_;
   std::atomic<bool> done_{false};
   std::thread thread_;
@@ -130,9 +185,12 @@ class StoreSource final : public DataSource {
  public:
   StoreSource(std::unique_ptr<store::StoreClient> store, store::DatasetManifest manifest, store::StripeLayout layout,
               int64_t size, size_t cache_chunks, int64_t shuffle_window, std::string description,
-              std::string catalog, std::optional<store::RecoveryOptions> recovery)
+              std::string catalog, std::optional<store::RecoveryOptions> recovery, std::string recovery_service,
+              bool stand_in_from_batch)
       : catalog_(std::move(catalog)),
         recovery_options_(std::move(recovery)),
+        recovery_service_(std::move(recovery_service)),
+        stand_in_from_batch_(stand_in_from_batch),
         store_(std::move(store)),
         manifest_(std::move(manifest)),
         layout_(std::move(layout)),
@@ -159,12 +217,16 @@ class StoreSource final : public DataSource {
     uint8_t* px = pixels.data_ptr<uint8_t>();
     int64_t* lb = labels.data_ptr<int64_t>();
     TENAX_RETURN_IF_ERROR(MaybeRefresh());
-    for (int64_t i = 0; i < k; ++i) {
-      int64_t r = ids[i];
+    std::vector<int64_t> records(ids, ids + k);
+    for (int64_t r : records) {
       if (r < 0 || r >= info_.size) {
         return InvalidArgument(info_.description + ": sample " + std::to_string(r) + " is outside [0, " +
                                std::to_string(info_.size) + ")");
       }
+    }
+    if (stand_in_from_batch_ && !substitutes_.empty()) StandInFromBatch(records);
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t r = records[static_cast<size_t>(i)];
       store::ChunkRange c = layout_.ChunkOfRecord(static_cast<uint64_t>(r));
       if (const auto sub = substitutes_.find({c.stripe, c.index}); sub != substitutes_.end()) {
         // PRM's partial view: a sample of a chunk left for later is
@@ -196,6 +258,25 @@ class StoreSource final : public DataSource {
 
   const store::ReadStats& stats() const { return stats_; }
   uint64_t substituted() const { return substituted_; }
+
+  // data.stand_in = "batch": each sample of a chunk left for later takes
+  // the place of one of the batch's available samples, the missing ones
+  // spread over the available ones in turn, so a step learns from
+  // available samples only (as if the missing were skipped) and reads no
+  // chunk the batch does not read anyway. A batch with no available sample
+  // keeps the neighbour rule.
+  void StandInFromBatch(std::vector<int64_t>& records) {
+    std::vector<size_t> available, missing;
+    for (size_t i = 0; i < records.size(); ++i) {
+      const store::ChunkRange c = layout_.ChunkOfRecord(static_cast<uint64_t>(records[i]));
+      (substitutes_.count({c.stripe, c.index}) ? missing : available).push_back(i);
+    }
+    if (available.empty()) return;
+    for (size_t m = 0; m < missing.size(); ++m) {
+      records[missing[m]] = records[available[m % available.size()]];
+      ++substituted_;
+    }
+  }
 
   // Window 0: a uniform shuffle (the idx loader's order). Otherwise the data
   // chunks (clipped to the split's size) in a shuffled order, and the
@@ -297,7 +378,7 @@ class StoreSource final : public DataSource {
     const auto now = std::chrono::steady_clock::now();
     if (recovery_started_ && now - *recovery_started_ < kRecoveryInterval) return;
     recovery_started_ = now;
-    recovery_ = std::make_unique<LoaderRecovery>(catalog_, manifest_.dataset, *recovery_options_);
+    recovery_ = std::make_unique<LoaderRecovery>(catalog_, manifest_.dataset, *recovery_options_, recovery_service_);
   }
 
   // The records of data chunk `c`, from the cache or the store.
@@ -324,6 +405,8 @@ class StoreSource final : public DataSource {
 
   std::string catalog_;
   std::optional<store::RecoveryOptions> recovery_options_;  // none: the loader starts no recovery
+  std::string recovery_service_;  // data.recovery_service ("" = recover in-process)
+  bool stand_in_from_batch_ = false;  // data.stand_in = "batch"
   mutable std::unique_ptr<LoaderRecovery> recovery_;        // the one running (or done, not yet reported)
   mutable std::vector<nlohmann::json> recoveries_;          // reports of those that ended
   std::optional<std::chrono::steady_clock::time_point> recovery_started_;
@@ -380,7 +463,7 @@ Result<std::unique_ptr<DataSource>> OpenStoreSource(const TrainConfig& config, S
   return std::unique_ptr<DataSource>(std::make_unique<StoreSource>(
       std::move(st), std::move(m), std::move(layout), size, static_cast<size_t>(config.store_cache_chunks),
       split == Split::kTrain ? config.store_shuffle_window : 0, std::move(what), config.store_catalog,
-      std::move(recovery)));
+      std::move(recovery), config.store_recovery_service, config.store_stand_in == "batch"));
 }
 
 store::ReadStats StoreReadStats(const DataSource& source) {

@@ -225,6 +225,66 @@ TEST_F(StoreSourceTest, AfterAPrmRecoveryDeferredChunksAreSubstitutedNotDecoded)
   EXPECT_EQ(clean["store"]["substituted_samples"].get<uint64_t>(), 0u);
 }
 
+// data.stand_in = "batch": a sample of a chunk PRM left for later takes an
+// available sample of its own batch (the batch learns from available
+// samples only); every available sample is itself; batches come from a
+// shuffled order, as training reads them.
+TEST_F(StoreSourceTest, WithBatchStandInsAMissingSampleIsAnAvailableSampleOfItsOwnBatch) {
+  ASSERT_TRUE(store_->Fail("node-1").ok());
+  store::RecoveryOptions prm;
+  prm.policy = "prm";
+  prm.prm.min_available = 0.9;
+  ASSERT_TRUE(store_->Recover("", prm, false).ok());
+  auto manifest = store_->Manifest("fashion-mnist-test");
+  ASSERT_TRUE(manifest.ok());
+  std::vector<bool> in_deferred(10000, false);
+  for (const auto& stripe : manifest->stripes) {
+    for (const store::StoredChunk& c : stripe) {
+      if (!c.deferred) continue;
+      for (uint64_t r = c.first_record; r < c.first_record + c.record_count; ++r) in_deferred[r] = true;
+    }
+  }
+  auto files = OpenDataSource(files_, Split::kTest, 0);
+  ASSERT_TRUE(files.ok());
+  auto truth = (*files)->ReadRange(0, 10000);
+  ASSERT_TRUE(truth.ok());
+
+  config_.store_stand_in = "batch";
+  auto src = OpenDataSource(config_, Split::kTest, 0);
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  auto gen = at::detail::createCPUGenerator(7);
+  const torch::Tensor order = torch::randperm(10000, gen, torch::TensorOptions().dtype(torch::kInt64));
+  uint64_t missing = 0, from_own_batch = 0, kept = 0, available = 0;
+  for (int64_t b = 0; b < 10000; b += 64) {
+    const torch::Tensor ids = order.slice(0, b, std::min<int64_t>(10000, b + 64));
+    auto batch = (*src)->Read(ids);
+    ASSERT_TRUE(batch.ok()) << batch.status().message();
+    const int64_t* id = ids.data_ptr<int64_t>();
+    for (int64_t i = 0; i < ids.numel(); ++i) {
+      if (!in_deferred[static_cast<size_t>(id[i])]) {
+        ++available;
+        kept += torch::equal(batch->images[i], truth->images[id[i]]) ? 1 : 0;
+        continue;
+      }
+      ++missing;
+      for (int64_t j = 0; j < ids.numel(); ++j) {
+        if (!in_deferred[static_cast<size_t>(id[j])] && torch::equal(batch->images[i], truth->images[id[j]]) &&
+            torch::equal(batch->labels[i], truth->labels[id[j]])) {
+          ++from_own_batch;
+          break;
+        }
+      }
+    }
+  }
+  ASSERT_GT(missing, 0u) << "the plan rebuilt everything: nothing to test";
+  EXPECT_EQ(kept, available);
+  EXPECT_EQ(from_own_batch, missing);
+  nlohmann::json summary;
+  (*src)->AddToSummary(summary);
+  EXPECT_EQ(summary["store"]["substituted_samples"].get<uint64_t>(), missing);
+  EXPECT_EQ(StoreReadStats(**src).degraded_chunks, 0u);
+}
+
 TEST_F(StoreSourceTest, AnUnknownDatasetNamesTheOnesThereAre) {
   config_.store_test_dataset = "cifar";
   auto src = OpenDataSource(config_, Split::kTest, 0);
@@ -280,6 +340,29 @@ TEST(StoreConfigTest, StoreKeysAreReadAndMisplacedOnesAreRefusedWithTheLine) {
   EXPECT_NE(bad.find("prm"), std::string::npos) << bad;
   EXPECT_EQ(parse("[data]\nrecovery_policy = \"full\"\n").status().message(),
             "job.toml:2: 'data.recovery_policy' only applies to data.format = \"store\"");
+  // The recovery service and the stand-in rule.
+  auto svc = parse("[data]\nformat = \"store\"\ncatalog = \"s.db\"\nrecovery_policy = \"prm\"\n"
+                   "recovery_service = \"10.0.0.5:7700\"\nstand_in = \"batch\"\n");
+  ASSERT_TRUE(svc.ok()) << svc.status().message();
+  EXPECT_EQ(svc->store_recovery_service, "10.0.0.5:7700");
+  EXPECT_EQ(svc->store_stand_in, "batch");
+  EXPECT_EQ(ok->store_recovery_service, "");
+  EXPECT_EQ(ok->store_stand_in, "neighbour");
+  EXPECT_EQ(parse("[data]\nformat = \"store\"\ncatalog = \"s.db\"\nrecovery_service = \"h:1\"\n").status().message(),
+            "job.toml:4: 'data.recovery_service' is set but data.recovery_policy is \"none\": name the policy the "
+            "service runs");
+  const std::string no_port = parse("[data]\nformat = \"store\"\ncatalog = \"s.db\"\nrecovery_policy = \"full\"\n"
+                                    "recovery_service = \"host\"\n")
+                                  .status()
+                                  .message();
+  EXPECT_EQ(no_port.rfind("job.toml:5: 'data.recovery_service' must be HOST:PORT of a 'tenax store serve'", 0), 0u)
+      << no_port;
+  const std::string rule =
+      parse("[data]\nformat = \"store\"\ncatalog = \"s.db\"\nstand_in = \"skip\"\n").status().message();
+  EXPECT_NE(rule.find("job.toml:4"), std::string::npos) << rule;
+  EXPECT_NE(rule.find("neighbour"), std::string::npos) << rule;
+  EXPECT_EQ(parse("[data]\nstand_in = \"batch\"\n").status().message(),
+            "job.toml:2: 'data.stand_in' only applies to data.format = \"store\"");
 }
 
 }  // namespace
