@@ -381,6 +381,12 @@ class LocalLaunch {
     monitor_->Notice(fmt::format("store: {:.1f} MiB of chunks on {} nodes in {:.1f} s (catalog {})",
                                  static_cast<double>(storage_->stored_bytes()) / (1 << 20), s.nodes,
                                  storage_->put_seconds(), storage_->catalog()));
+    if (!storage_->recovery_service().empty()) {
+      sets_.insert(sets_.end(), {"--set", storage_->RecoveryServiceSet()});
+      monitor_->Notice("store: recovery service at " + storage_->recovery_service() +
+                       " (catalog and node connections open; the workers' " + job_.config.store_recovery_policy +
+                       " recovery asks it)");
+    }
     return Status::Ok();
   }
 
@@ -904,6 +910,7 @@ class LocalLaunch {
     monitor_->Finish();
     if (storage_) {
       for (size_t index : storage_->processes()) (void)children_->Signal(index, SIGTERM);
+      if (auto service = storage_->service_process()) (void)children_->Signal(*service, SIGTERM);
     }
     // Every member reported done before JobDone, so members exit at once
     // (and async servers write their last checkpoint on the coordinator's
@@ -981,6 +988,7 @@ class LocalLaunch {
     std::map<std::string, double> seconds;
     if (storage_ && prices_->role_market.count("storage")) {
       for (size_t index : storage_->processes()) roles_[index] = "storage";
+      if (auto service = storage_->service_process()) roles_[*service] = "storage";
     }
     for (size_t i = 0; i < children_->size() && i < roles_.size(); ++i) {
       if (!roles_[i].empty()) seconds[roles_[i]] += children_->RunSeconds(i);

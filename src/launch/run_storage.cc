@@ -77,6 +77,19 @@ Result<RunStorage> RunStorage::Start(const TrainConfig& config, const std::strin
     st.stored_bytes_ += put.value("bytes_written", int64_t{0});
   }
   st.put_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  if (config.store_recovery_policy != "none" && config.store_recovery_service.empty()) {
+    std::vector<std::string> argv = {self, "store", "serve", "--catalog", st.catalog_, "--listen", host + ":0",
+                                     "--log-level", "warn"};
+    if (s.link_gbps > 0) argv.insert(argv.end(), {"--link-gbps", fmt::format("{}", s.link_gbps)});
+    TENAX_ASSIGN_OR_RETURN(size_t index, children.StartCaptured("store recovery service", argv));
+    children.ExpectExit(index);  // stopped with the nodes at the end
+    st.service_process_ = index;
+    TENAX_ASSIGN_OR_RETURN(std::string line, children.WaitForLine(index, "listening on port ", deadline));
+    const int port = std::atoi(line.c_str() + line.find("listening on port ") + 18);
+    if (port <= 0 || port > 65535) return Internal("the store's recovery service printed no port: " + line);
+    st.service_ = host + ":" + std::to_string(port);
+  }
   spdlog::info("store: {} data nodes under {}, {} bytes stored in {:.1f} s", s.nodes, st.root_, st.stored_bytes_,
                st.put_seconds_);
   return st;
