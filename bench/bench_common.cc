@@ -266,7 +266,11 @@ void PeerGroup::WaitExited(Deadline deadline) {
 void PeerGroup::Stop() {
   Signal(SIGTERM);
   WaitExited(Deadline::After(3s));
+  // A child that ignored SIGTERM is not gone the instant SIGKILL is sent:
+  // without this wait Reap would skip it and its reader thread would still
+  // be joinable when the group is destroyed (std::terminate).
   Signal(SIGKILL);
+  WaitExited(Deadline::After(10s));
   Reap();
 }
 

@@ -4,6 +4,7 @@
 // quarantines a flipped chunk, and a client that breaks the protocol.
 #include <gtest/gtest.h>
 #include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +18,7 @@
 #include "tenax/net/node.h"
 #include "tenax/store/net_chunk_store.h"
 #include "tenax/store/recovery.h"
+#include "tenax/store/catalog.h"
 #include "tenax/store/recovery_service.h"
 #include "tenax/store/storage_codec.h"
 #include "tenax/data/fashion_mnist.h"
@@ -419,6 +421,14 @@ TEST_F(StorageClusterTest, TheRecoveryServiceRefusesAnUnknownDatasetAndRunsTwoRe
   testing::ProcessResult p = testing::RunProcess(put);
   ASSERT_EQ(p.exit_code, 0) << p.err;
 
+  // This test talks to the nodes only through the service and the CLI, so
+  // the fixture's own connections go: left open and undriven for the
+  // test's 5-12 s they made the nodes miss the service's connects or one of
+  // its puts on a loaded machine (3 of 7 runs at load 8; none of 5 without
+  // them). A data node that one silent client slows for the others is a
+  // weakness of its own (noted in docs/store.md, not fixed here).
+  stores_.clear();
+  client_.reset();
   Child service({testing::TenaxBinary(), "store", "serve", "--catalog", catalog, "--link-gbps", "0.02"});
   ASSERT_TRUE(service.WaitForStderrLine("listening on", 60s)) << service.stderr_text();
   std::smatch m;
@@ -441,6 +451,34 @@ TEST_F(StorageClusterTest, TheRecoveryServiceRefusesAnUnknownDatasetAndRunsTwoRe
     EXPECT_NE(unknown.status().message().find("(it has: fmnist)"), std::string::npos) << unknown.status().message();
   }
 
+  // A claim on the dataset held by a live process refuses the request,
+  // naming the holder; one left by a process of this machine that died is
+  // taken over (the two requests below then run the recovery).
+  {
+    auto claims = StoreCatalog::Open(catalog);
+    ASSERT_TRUE(claims.ok()) << claims.status().message();
+    char host[256] = {0};
+    ::gethostname(host, sizeof(host) - 1);
+    const std::string live = "test (pid " + std::to_string(::getpid()) + " on " + host + ")";
+    auto held = (*claims)->ClaimRecovery("fmnist", live, 3600);
+    ASSERT_TRUE(held.ok() && *held == live);
+    auto client = connect();
+    ASSERT_TRUE(client.ok()) << client.status().message();
+    auto refused = (*client)->Recover({"fmnist", {"full", {}, false}, {}}, Deadline::After(60s));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(refused.status().message().find("already running in " + live), std::string::npos)
+        << refused.status().message();
+    ASSERT_TRUE((*claims)->ReleaseRecovery("fmnist", live).ok());
+    const pid_t gone = ::fork();
+    if (gone == 0) ::_exit(0);
+    ASSERT_GT(gone, 0);
+    ASSERT_EQ(::waitpid(gone, nullptr, 0), gone);
+    const std::string dead = "recovery-service (pid " + std::to_string(gone) + " on " + host + ")";
+    auto left = (*claims)->ClaimRecovery("fmnist", dead, 3600);
+    ASSERT_TRUE(left.ok() && *left == dead);
+  }
+
   // Two requesters at once.
   std::vector<Result<RecoveryAnswer>> answers(2, Result<RecoveryAnswer>(Internal("not asked")));
   std::vector<std::thread> askers;
@@ -455,10 +493,12 @@ TEST_F(StorageClusterTest, TheRecoveryServiceRefusesAnUnknownDatasetAndRunsTwoRe
     });
   }
   for (auto& t : askers) t.join();
-  for (size_t i = 0; i < 2; ++i) ASSERT_TRUE(answers[i].ok()) << i << ": " << answers[i].status().message();
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(answers[i].ok()) << i << ": " << answers[i].status().message() << "\n" << service.stderr_text();
+  }
   const RecoveryAnswer &a = *answers[0], &b = *answers[1];
-  EXPECT_EQ(a.recovery_id, 1u);
-  EXPECT_EQ(b.recovery_id, 1u);
+  EXPECT_EQ(a.recovery_id, 2u);  // recovery 1 was refused by the live claim
+  EXPECT_EQ(b.recovery_id, 2u);
   EXPECT_NE(a.joined, b.joined) << "exactly one request started the recovery";
   EXPECT_EQ(a.report, b.report);
   ASSERT_EQ(a.report["results"].size(), 1u);
@@ -487,14 +527,16 @@ TEST_F(StorageClusterTest, TheRecoveryServiceRefusesAnUnknownDatasetAndRunsTwoRe
   ASSERT_TRUE(client.ok()) << client.status().message();
   auto again = (*client)->Recover({"fmnist", {"full", {}, false}, {}}, Deadline::After(60s));
   ASSERT_TRUE(again.ok()) << again.status().message();
-  EXPECT_EQ(again->recovery_id, 2u);
+  EXPECT_EQ(again->recovery_id, 3u);
   EXPECT_FALSE(again->joined);
   EXPECT_EQ(again->report["results"][0]["lost_chunks"], 0);
   EXPECT_EQ(again->report["transport_bytes"]["written"], 0);
 
   service.Signal(SIGTERM);
   EXPECT_EQ(service.Wait(30s), 0) << service.stderr_text();
-  EXPECT_NE(service.stderr_text().find("recovery 1 of fmnist done in"), std::string::npos) << service.stderr_text();
+  EXPECT_NE(service.stderr_text().find("which no longer runs: taking it over"), std::string::npos)
+      << service.stderr_text();
+  EXPECT_NE(service.stderr_text().find("recovery 2 of fmnist done in"), std::string::npos) << service.stderr_text();
   EXPECT_NE(service.stderr_text().find("for 2 requester(s)"), std::string::npos) << service.stderr_text();
 }
 

@@ -1,7 +1,12 @@
 #include "tenax/store/recovery_service.h"
 
 #include <spdlog/spdlog.h>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
 
 #include <condition_variable>
 #include <deque>
@@ -24,8 +29,26 @@ using Clock = std::chrono::steady_clock;
 
 // Lost chunks listed per dataset in a reply (the rest are counted).
 constexpr size_t kMaxReportedLosses = 1000;
+// How often an idle service drives its connections to the data nodes.
+constexpr auto kKeepAliveInterval = 100ms;
 // A claim older than this belongs to an owner that died (catalog.h).
 constexpr int64_t kClaimStaleSeconds = 3600;
+
+// A claim's owner names "pid P on HOST" (the service's and the loaders'
+// claims both do): true when HOST is this machine and no process P runs.
+bool DeadOnThisHost(const std::string& owner, const std::string& host) {
+  const size_t at = owner.find("pid ");
+  if (at == std::string::npos) return false;
+  size_t end = at + 4;
+  while (end < owner.size() && std::isdigit(static_cast<unsigned char>(owner[end]))) ++end;
+  if (end == at + 4 || owner.compare(end, 4, " on ") != 0) return false;
+  std::string rest = owner.substr(end + 4);
+  if (!rest.empty() && rest.back() == ')') rest.pop_back();
+  if (rest != host) return false;
+  const long pid = std::strtol(owner.c_str() + at + 4, nullptr, 10);
+  if (pid <= 0 || pid > 1 << 22) return false;
+  return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
 
 double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -270,12 +293,22 @@ class RecoveryService {
     opened.set_value(client->ReachableNodes());  // `opened` is gone after this
     char host[256] = {0};
     ::gethostname(host, sizeof(host) - 1);
+    host_ = host;
     const std::string owner = o_.name + " (pid " + std::to_string(::getpid()) + " on " + host + ")";
     while (true) {
       std::shared_ptr<Job> job;
       {
         std::unique_lock lock(mu_);
-        cv_.wait(lock, [this] { return stopping_ || !waiting_.empty(); });
+        // Idle, the store client's connections still need driving (their
+        // heartbeats), or the nodes drop them and the next recovery starts
+        // by connecting again.
+        while (!stopping_ && waiting_.empty()) {
+          if (cv_.wait_for(lock, kKeepAliveInterval) == std::cv_status::timeout) {
+            lock.unlock();
+            client->KeepAlive();
+            lock.lock();
+          }
+        }
         if (waiting_.empty()) return;  // stopping, nothing left
         job = waiting_.front();
         waiting_.pop_front();
@@ -303,6 +336,14 @@ class RecoveryService {
       std::string holder = owner;
       if (!r.dataset.empty()) {
         TENAX_ASSIGN_OR_RETURN(holder, thread_catalog_->ClaimRecovery(r.dataset, owner, kClaimStaleSeconds));
+        if (holder != owner && DeadOnThisHost(holder, host_)) {
+          // A killed service or loader on this machine left its claim; it
+          // would block the dataset until the claim goes stale (an hour).
+          spdlog::warn("{}: the recovery claim of {} was held by {}, which no longer runs: taking it over", o_.name,
+                       r.dataset, holder);
+          TENAX_RETURN_IF_ERROR(thread_catalog_->ReleaseRecovery(r.dataset, holder));
+          TENAX_ASSIGN_OR_RETURN(holder, thread_catalog_->ClaimRecovery(r.dataset, owner, kClaimStaleSeconds));
+        }
       }
       if (holder != owner) {
         return Unavailable("a recovery of " + r.dataset + " is already running in " + holder +
@@ -339,6 +380,7 @@ class RecoveryService {
   std::unique_ptr<net::Node> node_;
   std::unique_ptr<StoreCatalog> catalog_;         // the serving thread's (dataset checks)
   std::unique_ptr<StoreCatalog> thread_catalog_;  // the recovery thread's (claims)
+  std::string host_;                              // this machine's name, in claims
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
@@ -369,7 +411,7 @@ Result<RecoveryServiceReport> RunRecoveryService(const RecoveryServiceOptions& o
 }
 
 RecoveryServiceClient::~RecoveryServiceClient() {
-  if (node_) node_->Disconnect(peer_, Deadline::After(500ms));
+  if (node_ && connected_) node_->Disconnect(peer_, Deadline::After(500ms));
 }
 
 Result<std::unique_ptr<RecoveryServiceClient>> RecoveryServiceClient::Connect(const std::string& address,
@@ -383,20 +425,30 @@ Result<std::unique_ptr<RecoveryServiceClient>> RecoveryServiceClient::Connect(co
   // sending, so heartbeats alone tell it the service is there.
   no.peer_timeout = 10s;
   TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(no));
-  auto peer = node->Connect(hp.host, hp.port, Deadline::After(timeout));
+  std::unique_ptr<RecoveryServiceClient> c(new RecoveryServiceClient(std::move(node), 0, address));
+  c->host_ = hp.host;
+  c->port_ = hp.port;
+  c->timeout_ = timeout;
+  TENAX_RETURN_IF_ERROR(c->Reconnect());
+  return c;
+}
+
+Status RecoveryServiceClient::Reconnect() {
+  if (connected_) node_->Disconnect(peer_, Deadline::After(200ms));
+  connected_ = false;
+  auto peer = node_->Connect(host_, port_, Deadline::After(timeout_));
   if (!peer.ok()) {
-    return Status(peer.status().code(), "the recovery service at " + address +
+    return Status(peer.status().code(), "the recovery service at " + address_ +
                                             ": cannot connect (is 'tenax store serve' running there?): " +
                                             peer.status().message());
   }
-  return std::unique_ptr<RecoveryServiceClient>(new RecoveryServiceClient(std::move(node), *peer, address));
+  peer_ = *peer;
+  connected_ = true;
+  return Status::Ok();
 }
 
 Result<RecoveryAnswer> RecoveryServiceClient::Recover(const RecoveryRequest& request, Deadline deadline) {
-  const std::string who = "the recovery service at " + address_;
   wire::RecoverRequest w;
-  const uint64_t id = next_request_++;
-  w.set_request_id(id);
   w.set_dataset(request.dataset);
   w.set_policy(request.options.policy);
   w.set_rebuild_later(request.options.rebuild_later);
@@ -407,6 +459,24 @@ Result<RecoveryAnswer> RecoveryServiceClient::Recover(const RecoveryRequest& req
     if (c < 0 || c > 255) return InvalidArgument("important class " + std::to_string(c) + ": classes are 0..255");
     w.add_important_classes(static_cast<uint32_t>(c));
   }
+  // A client that sat idle (the connection undriven for longer than the
+  // service's peer timeout) finds its connection dropped: it connects again
+  // and asks once more. Asking twice is safe: the service joins an equal
+  // request, and a second recovery finds nothing left to rebuild.
+  node_->Progress();
+  if (!connected_ || !node_->PeerStatus(peer_).ok()) TENAX_RETURN_IF_ERROR(Reconnect());
+  for (int attempt = 0;; ++attempt) {
+    auto answer = Ask(w, deadline);
+    if (answer.ok() || attempt == 1 || node_->PeerStatus(peer_).ok() || deadline.Expired()) return answer;
+    spdlog::warn("the recovery service at {}: {}; connecting again", address_, answer.status().message());
+    TENAX_RETURN_IF_ERROR(Reconnect());
+  }
+}
+
+Result<RecoveryAnswer> RecoveryServiceClient::Ask(wire::RecoverRequest& w, Deadline deadline) {
+  const std::string who = "the recovery service at " + address_;
+  const uint64_t id = next_request_++;
+  w.set_request_id(id);
   if (Status st = node_->SendControl(peer_, kRecoverRequestKind, w.SerializeAsString(), deadline); !st.ok()) {
     return Status(st.code(), who + ": " + st.message());
   }

@@ -72,6 +72,10 @@ Status StoreClient::Reload() {
   return Status::Ok();
 }
 
+void StoreClient::KeepAlive() {
+  if (net_) net_->Progress();
+}
+
 Status StoreClient::Refresh() {
   unreachable_.clear();
   return Reload();

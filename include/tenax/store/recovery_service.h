@@ -21,7 +21,10 @@
 // others since) and takes the dataset's recovery claim in the catalog
 // (catalog.h), so a `tenax store recover` process or a job's own loader
 // never rebuilds the same dataset at the same time; a claim held by another
-// live owner fails the request (Unavailable, naming the holder).
+// live owner fails the request (Unavailable, naming the holder). A claim
+// whose owner was a process on this machine that no longer runs (a
+// SIGKILLed service or worker) is taken over at once instead of blocking
+// the dataset until it goes stale (an hour).
 //
 // Threading: RunRecoveryService owns two threads: the caller's, which
 // serves the transport (requests in, replies out), and one that owns the
@@ -30,7 +33,9 @@
 // under way is finished (its manifest stored) before the service returns.
 //
 // RecoveryServiceClient: one connection to a service; one request at a
-// time; not thread-safe (a thread per client).
+// time; not thread-safe (a thread per client). A client may sit idle
+// between requests: a connection the service dropped meanwhile is made
+// again when the next request is asked.
 #pragma once
 
 #include <chrono>
@@ -45,6 +50,7 @@
 #include "tenax/core/status.h"
 #include "tenax/net/node.h"
 #include "tenax/store/recovery.h"
+#include "store_wire.pb.h"
 
 namespace tenax::store {
 
@@ -107,9 +113,14 @@ class RecoveryServiceClient {
  private:
   RecoveryServiceClient(std::unique_ptr<net::Node> node, net::PeerId peer, std::string address)
       : node_(std::move(node)), peer_(peer), address_(std::move(address)) {}
+  Status Reconnect();
+  Result<RecoveryAnswer> Ask(wire::RecoverRequest& request, Deadline deadline);
   std::unique_ptr<net::Node> node_;
   net::PeerId peer_;
-  std::string address_;
+  std::string address_, host_;
+  uint16_t port_ = 0;
+  std::chrono::milliseconds timeout_{5000};
+  bool connected_ = false;
   uint64_t next_request_ = 1;
 };
 

@@ -134,6 +134,11 @@ class StoreClient {
   // Payload bytes moved to and from network nodes so far.
   TransportBytes transport_bytes() const;
 
+  // Drives the transport once (heartbeats): a long-lived client that sits
+  // idle between operations calls it more often than the nodes' peer
+  // timeout, or they drop its connections (net::NodeOptions::peer_timeout).
+  void KeepAlive();
+
   Result<std::vector<RecoveryReport>> Recover(const std::string& dataset, const RecoveryOptions& options, bool verify,
                                               bool only_live_nodes = false,
                                               const std::function<int(const StoredChunk&)>& tier_of = nullptr);
