@@ -278,6 +278,12 @@ class RecoveryService {
     StoreClientOptions so;
     so.secret = o_.secret;
     so.link_bytes_per_second = o_.link_bytes_per_second;
+    // Patient: a data node stalled in a slow fsync (8 s seen on this loaded
+    // machine) must not fail a whole recovery, as it did with the loaders'
+    // 3 s peer timeout and 5 s connects.
+    so.peer_timeout = std::chrono::seconds(15);
+    so.connect_timeout = std::chrono::seconds(15);
+    so.request_timeout = std::chrono::seconds(30);
     auto store = StoreClient::Open(o_.catalog, so);
     if (!store.ok()) {
       opened.set_value(store.status());

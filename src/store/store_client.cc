@@ -51,7 +51,7 @@ Status StoreClient::Reload() {
       net::NodeOptions no;
       no.name = "store-client";
       TENAX_ASSIGN_OR_RETURN(no.secret, net::ResolveSecret(options_.secret));
-      no.peer_timeout = std::chrono::milliseconds(3000);
+      no.peer_timeout = options_.peer_timeout;
       TENAX_ASSIGN_OR_RETURN(net_, net::Node::Create(no));
     }
     auto store =

@@ -64,6 +64,10 @@ struct StoreClientOptions {
   double link_bytes_per_second = 0;            // emulated rate of this client's writes to each node (0 = unshaped)
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::milliseconds request_timeout{10000};
+  // A node silent this long is lost to this client (net::NodeOptions). A
+  // loader wants it short (a dead node is read around soon); a recovery
+  // can wait out a node stalled in a slow fsync.
+  std::chrono::milliseconds peer_timeout{3000};
 };
 
 struct TransportBytes {
