@@ -52,6 +52,7 @@ struct SchedArgs {
   bool no_congestion = false;
   double migration_seconds = 30;
   double half_life_seconds = 60;
+  double max_slowdown = 3;
   double probe_interval_seconds = 2;
   int64_t latency_nodes = 5000;
   int64_t latency_zones = 10;
@@ -136,6 +137,7 @@ nlohmann::json ScenarioJson(const Scenario& s, const std::vector<uint64_t>& seed
         {"half_life_seconds", p.half_life_seconds},
         {"replace_check_seconds", p.replace_check_seconds},
         {"migration_seconds", p.migration_seconds},
+        {"max_slowdown", p.max_slowdown},
         {"degraded_thresholds",
          {{"max_loss", p.thresholds.max_loss},
           {"max_rtt_ms", p.thresholds.max_rtt_ms},
@@ -267,6 +269,7 @@ Status RunSched(const SchedArgs& a) {
   scenario.degradation.nic_seconds = a.nic_seconds;
   scenario.probing.migration_seconds = a.migration_seconds;
   scenario.probing.half_life_seconds = a.half_life_seconds;
+  scenario.probing.max_slowdown = a.max_slowdown;
   scenario.probing.interval_seconds = a.probe_interval_seconds;
   TENAX_RETURN_IF_ERROR(ValidateScenario(scenario));
   const int64_t seed_count = a.seeds > 0 ? a.seeds : (a.quick ? 3 : 10);
@@ -414,6 +417,11 @@ void AddSchedBenchmark(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--half-life", a->half_life_seconds, "Half-life of the link matrix's measurements, seconds")
       ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--max-slowdown", a->max_slowdown,
+                  "network_aware: a job waits rather than start with an estimated step over this many times its "
+                  "step on healthy links (0: never waits while it fits)")
+      ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
   cmd->add_option("--probe-interval", a->probe_interval_seconds, "Seconds between probe rounds")
       ->check(CLI::Range(0.5, 3600.0))

@@ -156,6 +156,9 @@ Status ValidateScenario(const Scenario& s) {
       p.migration_seconds < 0 || !(p.throughput_bytes > 0)) {
     return InvalidArgument("sched simulation: probe interval, pings, half-life, check interval and bytes must be > 0");
   }
+  if (!(p.max_slowdown == 0 || p.max_slowdown >= 1)) {
+    return InvalidArgument("sched simulation: max slowdown must be 0 (never wait) or >= 1");
+  }
   return Status::Ok();
 }
 
@@ -438,12 +441,16 @@ sched::GangRequest Simulator::Request(const Job& job) const {
   if (job.storage_node >= 0) req.storage_nodes = {nodes_[static_cast<size_t>(job.storage_node)].name};
   req.zone = job.hard ? sched::ZoneConstraint::kHard : sched::ZoneConstraint::kSoft;
   req.gradient_bytes = job.gradient_bytes;
+  req.input_bytes = job.input_bytes;
+  req.compute_seconds = job.compute_seconds;
   return req;
 }
 
 Result<std::optional<std::vector<int>>> Simulator::Place(const Job& job, sched::Placement& placement) {
   if (policy_ == Policy::kNetworkAware) {
-    Result<sched::Placement> p = sched::PlaceGang(nodes_, matrix_, Request(job));
+    sched::PlacerOptions options;
+    options.max_slowdown = s_.probing.max_slowdown;
+    Result<sched::Placement> p = sched::PlaceGang(nodes_, matrix_, Request(job), options);
     if (!p.ok()) {
       if (p.status().code() == StatusCode::kUnavailable) return std::optional<std::vector<int>>();
       return p.status();

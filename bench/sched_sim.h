@@ -108,7 +108,9 @@ struct Degradation {
 // 2 s, 10 pings, 1 MiB throughput write), the coordinator's half-life
 // (60 s), a re-placement check of the running jobs every 10 s with
 // DegradedSlots' default thresholds (over all of a job's pods, servers
-// too), and what a move costs.
+// too), what a move costs, and the placer's wait rule. Each job's request
+// carries its gradient bytes, input bytes and compute per step (what the
+// job's own configuration and first steps tell the launcher).
 struct Probing {
   double interval_seconds = 2.0;
   int pings = 10;
@@ -122,6 +124,10 @@ struct Probing {
   // more than the pause over the remaining steps).
   double min_gain = 0.2;
   sched::DegradationThresholds thresholds;
+  // PlacerOptions::max_slowdown: a gang waits rather than start on links
+  // that make its estimated step more than this many times its step on
+  // healthy links (0: it starts whenever it fits).
+  double max_slowdown = 3.0;
 };
 
 struct Scenario {

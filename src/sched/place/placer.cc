@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -18,11 +20,40 @@ struct ZoneFree {
   std::vector<int> nodes;  // with free slots
 };
 
+// How FillSlots picks the next node.
+enum class FillOrder {
+  // The best-scored node against the slots already placed (ties: more free
+  // slots, then name): the best links first.
+  kLinks,
+  // The node that takes the most of the remaining slots, then the one it
+  // fills most tightly (fewest free slots left over, so whole hosts stay
+  // free for larger gangs), then the best-scored: the fewest hosts first. A
+  // gang on one host has no network link at all.
+  kHosts,
+};
+
+// Whether `a` is a better next pick than `b` under `order` (`slots` still
+// to place).
+bool BetterPick(const std::vector<NodeState>& nodes, const std::vector<int>& free, int slots, FillOrder order,
+                const ScoredNode& a, const ScoredNode& b) {
+  if (order == FillOrder::kHosts) {
+    const int take_a = std::min(free[a.index], slots), take_b = std::min(free[b.index], slots);
+    if (take_a != take_b) return take_a > take_b;
+    const int left_a = free[a.index] - take_a, left_b = free[b.index] - take_b;
+    if (left_a != left_b) return left_a < left_b;
+  }
+  if (std::fabs(a.score - b.score) > 1e-9) return a.score > b.score;
+  if (free[a.index] != free[b.index]) return free[a.index] > free[b.index];
+  return nodes[a.index].name < nodes[b.index].name;
+}
+
 // Greedy fill of `slots` slots on `allowed` (indices into nodes, free > 0
 // in `free`), scored against `peers` (updated with every pick).
-Result<std::vector<int>> Fill(const std::vector<NodeState>& nodes, const LinkView& links, std::vector<int> allowed,
-                              std::vector<int>& free, int slots, std::vector<int> peers,
-                              const PlacerOptions& options) {
+// `centre`: the first pick's scores when `peers` is empty (ScoreCentrality
+// over the same candidates), computed once per zone set by the caller.
+Result<std::vector<int>> FillSlots(const std::vector<NodeState>& nodes, const LinkView& links, std::vector<int> allowed,
+                                   std::vector<int>& free, int slots, std::vector<int> peers, FillOrder order,
+                                   const std::vector<ScoredNode>& centre, const PlacerOptions& options) {
   std::vector<int> picked;
   picked.reserve(slots);
   while (slots > 0) {
@@ -31,18 +62,17 @@ Result<std::vector<int>> Fill(const std::vector<NodeState>& nodes, const LinkVie
       if (free[n] > 0) candidates.push_back(n);
     }
     if (candidates.empty()) return Unavailable("not enough free slots in the chosen zones");
-    // Before the first slot of a gang without storage nodes: centrality.
-    const std::vector<int> score_against = peers.empty() ? CentralityPeers(candidates) : peers;
-    std::vector<ScoredNode> scored = ScoreNodes(nodes, candidates, score_against, links, options.weights,
-                                                options.unmeasured);
+    // Before the first slot of a fill without peers: centrality (the mean
+    // link to the other candidates, so a bad NIC is not chosen by a tie).
+    std::vector<ScoredNode> scored =
+        !peers.empty() ? ScoreNodes(nodes, candidates, peers, links, options.weights, options.unmeasured)
+        : centre.size() == candidates.size()
+            ? centre
+            : ScoreCentrality(nodes, candidates, CentralityPeers(candidates), links, options.weights,
+                              options.unmeasured);
     const ScoredNode* best = nullptr;
     for (const ScoredNode& s : scored) {
-      if (best == nullptr || s.score > best->score + 1e-9 ||
-          (std::fabs(s.score - best->score) <= 1e-9 &&
-           (free[s.index] > free[best->index] ||
-            (free[s.index] == free[best->index] && nodes[s.index].name < nodes[best->index].name)))) {
-        best = &s;
-      }
+      if (best == nullptr || BetterPick(nodes, free, slots, order, s, *best)) best = &s;
     }
     const int n = best->index;
     const int take = std::min(free[n], slots);
@@ -55,7 +85,7 @@ Result<std::vector<int>> Fill(const std::vector<NodeState>& nodes, const LinkVie
 }
 
 Placement Assemble(const std::vector<NodeState>& nodes, const LinkView& links, const GangRequest& request,
-                   const std::vector<int>& slot_nodes, const PlacerOptions& options) {
+                   const std::vector<int>& slot_nodes, const std::vector<int>& storage, const PlacerOptions& options) {
   Placement p;
   std::set<std::string> zones;
   std::vector<int> workers;
@@ -70,7 +100,28 @@ Placement Assemble(const std::vector<NodeState>& nodes, const LinkView& links, c
   p.zones.assign(zones.begin(), zones.end());
   p.worst_link = WorstLinkAmong(nodes, workers, links, options.unmeasured);
   p.allreduce_seconds = RingAllreduceSeconds(request.workers, request.gradient_bytes, p.worst_link);
+  const StepEstimate e = EstimateStep(nodes, links, request, slot_nodes, storage, options.unmeasured);
+  p.exchange_seconds = e.exchange_seconds;
+  p.input_seconds = e.input_seconds;
+  p.step_seconds = e.step_seconds;
   return p;
+}
+
+// The worst link between any node of `a` and any of `b` (a pair on one
+// host is perfect).
+LinkMetrics WorstLinkBetween(const std::vector<NodeState>& nodes, const std::vector<int>& a, const std::vector<int>& b,
+                             const LinkView& links, const UnmeasuredLinks& unmeasured) {
+  LinkMetrics worst{0.0, 0.0, std::numeric_limits<double>::infinity(), true};
+  for (int x : a) {
+    for (int y : b) {
+      const LinkMetrics l = EffectiveLink(nodes[x], nodes[y], links, unmeasured);
+      worst.throughput_gbps = std::min(worst.throughput_gbps, l.throughput_gbps);
+      worst.rtt_ms = std::max(worst.rtt_ms, l.rtt_ms);
+      worst.loss = std::max(worst.loss, l.loss);
+      worst.reachable = worst.reachable && l.reachable;
+    }
+  }
+  return worst;
 }
 
 std::vector<int> StorageIndices(const std::vector<NodeState>& nodes, const GangRequest& request) {
@@ -99,6 +150,81 @@ void ZoneSets(const std::vector<ZoneFree>& zones, size_t k, int need, size_t sta
   }
 }
 
+// One candidate placement of PlaceGang's zone choice.
+struct Option {
+  Placement placement;
+  int affinity = 0;  // storage nodes inside the option's zones
+  int slack = 0;     // free slots left on the hosts it uses
+  std::string key;   // its zones, for a deterministic last tie-break
+};
+
+// The zone choice's order: the lower estimated step; on an exact tie (e.g.
+// gangs that fit one host each), more storage nodes inside the zones, then
+// the tighter fit (fewer free slots left on the hosts used, so whole hosts
+// stay free for larger gangs), then the zones' names. Storage affinity is
+// priced inside the estimate (the input read); here it only settles a tie,
+// e.g. when the job's input bytes are unknown.
+bool Cheaper(const Option& a, const Option& b) {
+  const double x = a.placement.step_seconds, y = b.placement.step_seconds;
+  if (x != y && !(std::fabs(x - y) <= 1e-12 * std::max(1.0, std::min(x, y)))) return x < y;
+  if (a.affinity != b.affinity) return a.affinity > b.affinity;
+  if (a.slack != b.slack) return a.slack < b.slack;
+  return a.key < b.key;
+}
+
+// The greedy fills PlaceGang tries in each zone set: by links and by fewest
+// hosts, each from the storage nodes (the first slots beside the data) and,
+// for a job with data, also by centrality (as a job without data starts),
+// so a storage node behind a bad NIC does not pull the gang onto itself.
+struct Fill {
+  std::vector<int> peers;
+  FillOrder order;
+};
+std::vector<Fill> Fills(const std::vector<int>& storage) {
+  std::vector<Fill> out;
+  for (FillOrder order : {FillOrder::kLinks, FillOrder::kHosts}) {
+    out.push_back(Fill{storage, order});
+    if (!storage.empty()) out.push_back(Fill{{}, order});
+  }
+  return out;
+}
+
+// Free slots left on the distinct hosts of `picked` after the fill.
+int Slack(std::vector<int> picked, const std::vector<int>& free_after) {
+  std::sort(picked.begin(), picked.end());
+  picked.erase(std::unique(picked.begin(), picked.end()), picked.end());
+  int slack = 0;
+  for (int n : picked) slack += free_after[n];
+  return slack;
+}
+
+// Answers nothing: every pair is unmeasured, so EstimateStep prices it with
+// the nominal (healthy) figures of UnmeasuredLinks.
+class NominalLinks final : public LinkView {
+ public:
+  std::optional<LinkMetrics> Link(const NodeState&, const NodeState&) const override { return std::nullopt; }
+};
+
+// PlacerOptions::max_slowdown: Unavailable when `p`'s estimated step is
+// more than max_slowdown times its step on nominal links and other jobs
+// hold slots (waiting can only help while slots will be freed).
+Status CheckSlowdown(const std::vector<NodeState>& nodes, const GangRequest& request, const Placement& p,
+                     const std::vector<int>& storage, const PlacerOptions& options) {
+  if (!(options.max_slowdown > 0)) return Status::Ok();
+  const bool others_hold_slots =
+      std::any_of(nodes.begin(), nodes.end(), [](const NodeState& n) { return n.used > 0; });
+  if (!others_hold_slots) return Status::Ok();
+  std::vector<int> slot_nodes;
+  for (const SlotAssignment& s : p.slots) slot_nodes.push_back(s.node);
+  const double nominal =
+      EstimateStep(nodes, NominalLinks{}, request, slot_nodes, storage, options.unmeasured).step_seconds;
+  if (!(p.step_seconds > options.max_slowdown * nominal)) return Status::Ok();
+  char text[160];
+  std::snprintf(text, sizeof text, "an estimated step of %.3g s is over %.3g x its %.3g s on healthy links: the job waits",
+                p.step_seconds, options.max_slowdown, nominal);
+  return Unavailable("job '" + request.job + "': the best placement's " + text);
+}
+
 }  // namespace
 
 Result<ZoneConstraint> ParseZoneConstraint(const std::string& text) {
@@ -110,6 +236,38 @@ Result<ZoneConstraint> ParseZoneConstraint(const std::string& text) {
 
 const char* ZoneConstraintName(ZoneConstraint c) { return c == ZoneConstraint::kHard ? "hard" : "soft"; }
 
+StepEstimate EstimateStep(const std::vector<NodeState>& nodes, const LinkView& links, const GangRequest& request,
+                          const std::vector<int>& slot_nodes, const std::vector<int>& storage,
+                          const UnmeasuredLinks& unmeasured) {
+  const size_t split = std::min(slot_nodes.size(), static_cast<size_t>(std::max(request.workers, 0)));
+  const std::vector<int> workers(slot_nodes.begin(), slot_nodes.begin() + static_cast<std::ptrdiff_t>(split));
+  const std::vector<int> servers(slot_nodes.begin() + static_cast<std::ptrdiff_t>(split), slot_nodes.end());
+  StepEstimate e;
+  if (servers.empty()) {
+    e.exchange_seconds = RingAllreduceSeconds(static_cast<int>(workers.size()), request.gradient_bytes,
+                                              WorstLinkAmong(nodes, workers, links, unmeasured));
+  } else if (!workers.empty()) {
+    // Parameter servers talk to every worker, never workers to each other.
+    const double bytes = 2.0 * static_cast<double>(workers.size()) * request.gradient_bytes /
+                         static_cast<double>(servers.size());
+    e.exchange_seconds = RingAllreduceSeconds(2, bytes, WorstLinkBetween(nodes, workers, servers, links, unmeasured));
+  }
+  if (!storage.empty() && request.input_bytes > 0) {
+    // Each worker reads from its nearest storage node; the step waits for
+    // the slowest worker.
+    for (int w : workers) {
+      double best = std::numeric_limits<double>::infinity();
+      for (int s : storage) {
+        best = std::min(best, RingAllreduceSeconds(2, request.input_bytes,
+                                                   EffectiveLink(nodes[w], nodes[s], links, unmeasured)));
+      }
+      e.input_seconds = std::max(e.input_seconds, best);
+    }
+  }
+  e.step_seconds = std::max(request.compute_seconds, e.input_seconds) + e.exchange_seconds;
+  return e;
+}
+
 Result<Placement> PlaceGang(const std::vector<NodeState>& nodes, const LinkView& links, const GangRequest& request,
                             const PlacerOptions& options) {
   if (request.workers < 0 || request.servers < 0 || request.workers + request.servers <= 0) {
@@ -117,6 +275,9 @@ Result<Placement> PlaceGang(const std::vector<NodeState>& nodes, const LinkView&
                            std::to_string(request.workers) + ", servers " + std::to_string(request.servers) + ")");
   }
   if (Status st = ValidateWeights(options.weights); !st.ok()) return st;
+  if (!(options.max_slowdown >= 0) || std::isinf(options.max_slowdown)) {
+    return InvalidArgument("max_slowdown must be finite and >= 0 (0: never wait while the gang fits)");
+  }
   const int gang = request.workers + request.servers;
 
   std::map<std::string, ZoneFree> by_zone;
@@ -157,11 +318,6 @@ Result<Placement> PlaceGang(const std::vector<NodeState>& nodes, const LinkView&
   }
 
   const std::vector<int> storage = StorageIndices(nodes, request);
-  struct Option {
-    Placement placement;
-    int affinity = 0;
-    std::string key;
-  };
   std::optional<Option> best;
   for (const std::vector<int>& set : sets) {
     std::vector<int> allowed;
@@ -174,19 +330,21 @@ Result<Placement> PlaceGang(const std::vector<NodeState>& nodes, const LinkView&
     for (const std::string& z : set_zones) key += z + "\n";
     int affinity = 0;
     for (int s : storage) affinity += set_zones.count(nodes[s].zone) ? 1 : 0;
-    std::vector<int> free_copy = free;
-    Result<std::vector<int>> picked = Fill(nodes, links, allowed, free_copy, gang, storage, options);
-    if (!picked.ok()) continue;
-    Option o{Assemble(nodes, links, request, picked.value(), options), affinity, key};
-    const bool better =
-        !best || o.affinity > best->affinity ||
-        (o.affinity == best->affinity &&
-         (o.placement.allreduce_seconds < best->placement.allreduce_seconds - 1e-12 ||
-          (std::fabs(o.placement.allreduce_seconds - best->placement.allreduce_seconds) <= 1e-12 &&
-           o.key < best->key)));
-    if (better) best = std::move(o);
+    // The centre is the same for every fill that starts there: score it once.
+    const std::vector<ScoredNode> centre =
+        ScoreCentrality(nodes, allowed, CentralityPeers(allowed), links, options.weights, options.unmeasured);
+    for (const Fill& f : Fills(storage)) {
+      std::vector<int> free_copy = free;
+      Result<std::vector<int>> picked =
+          FillSlots(nodes, links, allowed, free_copy, gang, f.peers, f.order, centre, options);
+      if (!picked.ok()) continue;
+      Option o{Assemble(nodes, links, request, picked.value(), storage, options), affinity, Slack(picked.value(), free_copy),
+               key};
+      if (!best || Cheaper(o, *best)) best = std::move(o);
+    }
   }
   if (!best) return Unavailable("job '" + request.job + "': no zone set could hold the gang");
+  if (Status st = CheckSlowdown(nodes, request, best->placement, storage, options); !st.ok()) return st;
   return std::move(best->placement);
 }
 
@@ -231,17 +389,31 @@ Result<Placement> Replace(const std::vector<NodeState>& nodes, const LinkView& l
     }
     allowed = everywhere;
   }
-  Result<std::vector<int>> picked = Fill(nodes, links, allowed, free, need, peers, options);
-  if (!picked.ok()) {
+  // Both orders from the slots that stay; the lower estimated step wins
+  // (on a tie, the best links: the first).
+  const std::vector<int> storage = StorageIndices(nodes, request);
+  std::optional<Placement> best;
+  Status last = Status::Ok();
+  for (FillOrder order : {FillOrder::kLinks, FillOrder::kHosts}) {
+    std::vector<int> free_copy = free;
+    Result<std::vector<int>> picked = FillSlots(nodes, links, allowed, free_copy, need, peers, order, {}, options);
+    if (!picked.ok()) {
+      last = picked.status();
+      continue;
+    }
+    std::vector<int> slot_nodes;
+    size_t next = 0;
+    for (size_t i = 0; i < placement.slots.size(); ++i) {
+      slot_nodes.push_back(moving.count(static_cast<int>(i)) ? picked.value()[next++] : placement.slots[i].node);
+    }
+    Placement p = Assemble(nodes, links, request, slot_nodes, storage, options);
+    if (!best || p.step_seconds < best->step_seconds) best = std::move(p);
+  }
+  if (!best) {
     return Unavailable("job '" + request.job + "' needs " + std::to_string(need) + " slots to replace: " +
-                       picked.status().message());
+                       last.message());
   }
-  std::vector<int> slot_nodes;
-  size_t next = 0;
-  for (size_t i = 0; i < placement.slots.size(); ++i) {
-    slot_nodes.push_back(moving.count(static_cast<int>(i)) ? picked.value()[next++] : placement.slots[i].node);
-  }
-  return Assemble(nodes, links, request, slot_nodes, options);
+  return std::move(*best);
 }
 
 std::vector<int> DegradedSlots(const std::vector<NodeState>& nodes, const LinkView& links,

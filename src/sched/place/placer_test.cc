@@ -205,3 +205,163 @@ TEST(PlacerTest, InATwoNodeJobTheNodeWithTheBadNicIsTheOneToMove) {
 
 }  // namespace
 }  // namespace tenax::sched
+
+namespace tenax::sched {
+namespace {
+
+using testing::TableLinks;
+using testing::ZonedNodes;
+
+// A NIC gone bad (issue 33's degraded scenario): a tenth of the bandwidth
+// and 2% loss on every link of `node`.
+void BadNic(TableLinks& links, const std::vector<NodeState>& nodes, const std::string& node) {
+  for (const NodeState& n : nodes) {
+    if (n.name != node) links.Set(node, n.name, LinkMetrics{0.3, 0.02, 0.5, true});
+  }
+}
+
+TEST(PlacerRuleTest, EstimateStepPricesTheAllreduceTheServersAndTheInputRead) {
+  auto nodes = ZonedNodes({{"a", 2}, {"b", 1}}, 4);
+  TableLinks links;
+  const LinkMetrics inside{0.2, 0.0, 8.0, true}, across{1.0, 0.0, 4.0, true};
+  links.Set("a-0", "a-1", inside);
+  links.Set("a-0", "b-0", across);
+  links.Set("a-1", "b-0", across);
+  GangRequest req;
+  req.workers = 2;
+  req.gradient_bytes = 1e6;
+  req.input_bytes = 2e5;
+  req.compute_seconds = 0.5;
+  // Sync: the workers' ring over a-0/a-1; each reads from b-0 across zones.
+  StepEstimate sync = EstimateStep(nodes, links, req, {0, 1}, {2});
+  EXPECT_DOUBLE_EQ(sync.exchange_seconds, RingAllreduceSeconds(2, 1e6, inside));
+  EXPECT_DOUBLE_EQ(sync.input_seconds, RingAllreduceSeconds(2, 2e5, across));
+  EXPECT_DOUBLE_EQ(sync.step_seconds, 0.5 + sync.exchange_seconds);  // the read hides under the compute
+  req.compute_seconds = 0;
+  EXPECT_DOUBLE_EQ(EstimateStep(nodes, links, req, {0, 1}, {2}).step_seconds,
+                   sync.input_seconds + sync.exchange_seconds);
+  // Async: one server on b-0 moves 2 x 2 workers x 1e6 bytes over the
+  // worker<->server link; the workers' own link does not count.
+  req.servers = 1;
+  StepEstimate async = EstimateStep(nodes, links, req, {0, 1, 2}, {});
+  EXPECT_DOUBLE_EQ(async.exchange_seconds, RingAllreduceSeconds(2, 4e6, across));
+  EXPECT_EQ(async.input_seconds, 0.0);
+}
+
+TEST(PlacerRuleTest, ABadNicOnTheStorageNodeSendsAHardJobToAHealthyZone) {
+  // Zone a holds the data on a-0, whose NIC is bad; its only other host is
+  // a-1. Zone b is healthy. Reading the input across zones costs far less
+  // than an allreduce across a-0's NIC.
+  auto nodes = ZonedNodes({{"a", 2}, {"b", 2}}, 2);
+  TableLinks links;  // unmeasured pairs: the healthy cloud defaults
+  BadNic(links, nodes, "a-0");
+  GangRequest req;
+  req.job = "hard";
+  req.workers = 4;
+  req.zone = ZoneConstraint::kHard;
+  req.storage_nodes = {"a-0"};
+  req.gradient_bytes = 4e6;
+  req.input_bytes = 1e5;
+  auto p = PlaceGang(nodes, links, req);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p.value().zones, std::vector<std::string>{"b"});
+  EXPECT_EQ(NodesOf(nodes, p.value()), (std::multiset<std::string>{"b-0", "b-0", "b-1", "b-1"}));
+  EXPECT_GT(p.value().input_seconds, 0.0);  // it still reads from a-0, across zones
+  // The data's zone would have cost more: its gang spans a-0's NIC.
+  const std::vector<int> storage = {0};
+  EXPECT_LT(p.value().step_seconds, EstimateStep(nodes, links, req, {0, 0, 1, 1}, storage).step_seconds);
+}
+
+TEST(PlacerRuleTest, TheFirstSlotsNoLongerGoOntoAStorageNodeBehindABadNic) {
+  auto nodes = ZonedNodes({{"a", 4}}, 2);
+  TableLinks links;
+  BadNic(links, nodes, "a-0");
+  GangRequest req;
+  req.job = "j";
+  req.workers = 4;
+  req.storage_nodes = {"a-0"};
+  req.input_bytes = 1e5;
+  auto p = PlaceGang(nodes, links, req);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(NodesOf(nodes, p.value()).count("a-0"), 0u);
+  EXPECT_GT(p.value().worst_link.throughput_gbps, 1.0);
+}
+
+TEST(PlacerRuleTest, AParameterServerAvoidsABadNode) {
+  // Both zones hold the 4 workers on one host; in zone a the server's only
+  // free slot is a-1, behind a bad NIC. The old zone cost (the workers'
+  // allreduce only) tied the zones and took a.
+  auto nodes = ZonedNodes({{"a", 2}, {"b", 2}}, 4);
+  nodes[1].used = 3;  // a-1: 1 free
+  nodes[3].used = 3;  // b-1: 1 free
+  TableLinks links;
+  BadNic(links, nodes, "a-1");
+  GangRequest req;
+  req.job = "async";
+  req.workers = 4;
+  req.servers = 1;
+  req.zone = ZoneConstraint::kHard;
+  auto p = PlaceGang(nodes, links, req);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p.value().zones, std::vector<std::string>{"b"});
+  EXPECT_EQ(nodes[p.value().slots[4].node].name, "b-1");
+  EXPECT_EQ(p.value().slots[4].role, "server");
+  EXPECT_LT(p.value().allreduce_seconds, 1e-4);  // one worker host: all the old cost saw
+  EXPECT_GT(p.value().exchange_seconds, 0.0);
+}
+
+TEST(PlacerRuleTest, HealthyLinksKeepTheGangBesideItsDataAndOnTheFewestHosts) {
+  auto nodes = ZonedNodes({{"a", 3}, {"b", 3}}, 4);
+  nodes[0].used = 2;  // a-0: 2 free
+  TableLinks links;
+  GangRequest req;
+  req.job = "j";
+  req.workers = 2;
+  req.storage_nodes = {"b-1"};
+  req.input_bytes = 1e6;
+  auto p = PlaceGang(nodes, links, req);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  // Reading beside the data is cheapest: both workers on the storage node.
+  EXPECT_EQ(NodesOf(nodes, p.value()), (std::multiset<std::string>{"b-1", "b-1"}));
+  EXPECT_DOUBLE_EQ(p.value().input_seconds, RingAllreduceSeconds(2, 1e6, LinkMetrics{0, 0, 1e300, true}));
+  // Without data, a 2-worker gang takes the host it fills exactly (a-0),
+  // keeping whole hosts free for larger gangs.
+  req.storage_nodes.clear();
+  auto q = PlaceGang(nodes, links, req);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(NodesOf(nodes, q.value()), (std::multiset<std::string>{"a-0", "a-0"}));
+}
+
+TEST(PlacerRuleTest, WithMaxSlowdownASoftJobWaitsRatherThanCrossABadLinkWhileSlotsWillFree) {
+  // One free slot in each zone, and the zones' link is bad: a 2-worker
+  // soft job would allreduce across it.
+  auto nodes = ZonedNodes({{"a", 1}, {"b", 1}}, 2);
+  nodes[0].used = 1;
+  nodes[1].used = 1;
+  TableLinks links;
+  links.Set("a-0", "b-0", LinkMetrics{1.0, 0.02, 0.5, true});
+  GangRequest req;
+  req.job = "soft";
+  req.workers = 2;
+  req.gradient_bytes = 1e8;
+  req.compute_seconds = 0.2;
+  PlacerOptions o;
+  EXPECT_TRUE(PlaceGang(nodes, links, req, o).ok());  // 0: takes what fits
+  o.max_slowdown = 3;
+  auto wait = PlaceGang(nodes, links, req, o);
+  ASSERT_FALSE(wait.ok());
+  EXPECT_EQ(wait.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(wait.status().message().find("waits"), std::string::npos) << wait.status().message();
+  // A healthy cross-zone link is within the bound.
+  links.Set("a-0", "b-0", LinkMetrics{1.0, 0.0, 5.0, true});
+  EXPECT_TRUE(PlaceGang(nodes, links, req, o).ok());
+  // On an idle cluster nothing will free a better slot: it takes the best.
+  links.Set("a-0", "b-0", LinkMetrics{1.0, 0.02, 0.5, true});
+  auto idle = ZonedNodes({{"a", 1}, {"b", 1}}, 1);
+  EXPECT_TRUE(PlaceGang(idle, links, req, o).ok());
+  o.max_slowdown = -1;
+  EXPECT_EQ(PlaceGang(nodes, links, req, o).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace tenax::sched

@@ -68,13 +68,23 @@ LinkMetrics WorstLinkAmong(const std::vector<NodeState>& nodes, const std::vecto
   return worst;
 }
 
+namespace {
+
+std::vector<int> Distinct(std::vector<int> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+// Fills every ScoredNode's score from its `worst` link (see scorer.h).
+void Normalise(std::vector<ScoredNode>& out, const ScoreWeights& weights);
+
+}  // namespace
+
 std::vector<ScoredNode> ScoreNodes(const std::vector<NodeState>& nodes, const std::vector<int>& candidates,
                                    const std::vector<int>& peers, const LinkView& links, const ScoreWeights& weights,
                                    const UnmeasuredLinks& unmeasured) {
-  std::vector<int> distinct_peers = peers;
-  std::sort(distinct_peers.begin(), distinct_peers.end());
-  distinct_peers.erase(std::unique(distinct_peers.begin(), distinct_peers.end()), distinct_peers.end());
-
+  const std::vector<int> distinct_peers = Distinct(peers);
   std::vector<ScoredNode> out(candidates.size());
   for (size_t i = 0; i < candidates.size(); ++i) {
     out[i].index = candidates[i];
@@ -82,6 +92,46 @@ std::vector<ScoredNode> ScoreNodes(const std::vector<NodeState>& nodes, const st
     for (int p : distinct_peers) Worsen(worst, EffectiveLink(nodes[candidates[i]], nodes[p], links, unmeasured));
     out[i].worst = worst;
   }
+  Normalise(out, weights);
+  return out;
+}
+
+std::vector<ScoredNode> ScoreCentrality(const std::vector<NodeState>& nodes, const std::vector<int>& candidates,
+                                        const std::vector<int>& peers, const LinkView& links,
+                                        const ScoreWeights& weights, const UnmeasuredLinks& unmeasured) {
+  const std::vector<int> distinct_peers = Distinct(peers);
+  std::vector<ScoredNode> out(candidates.size());
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    out[i].index = candidates[i];
+    double tp = 0, rtt = 0, loss = 0;
+    int count = 0, answered = 0;
+    for (int p : distinct_peers) {
+      if (nodes[p].name == nodes[candidates[i]].name) continue;  // itself: says nothing about its links
+      const LinkMetrics l = EffectiveLink(nodes[candidates[i]], nodes[p], links, unmeasured);
+      ++count;
+      if (!l.reachable) {  // carries nothing: no throughput, every probe lost
+        loss += 1.0;
+        continue;
+      }
+      ++answered;
+      tp += l.throughput_gbps;
+      rtt += l.rtt_ms;
+      loss += l.loss;
+    }
+    if (count == 0) {
+      out[i].worst = Perfect();
+      continue;
+    }
+    // Unreachable from most of the others: not a centre at all.
+    out[i].worst = LinkMetrics{answered > 0 ? rtt / answered : 0.0, loss / count, tp / count, 2 * answered > count};
+  }
+  Normalise(out, weights);
+  return out;
+}
+
+namespace {
+
+void Normalise(std::vector<ScoredNode>& out, const ScoreWeights& weights) {
 
   // Normalise over the reachable candidates; an infinite throughput (all
   // peers on the candidate itself) is capped at the best finite one.
@@ -122,7 +172,8 @@ std::vector<ScoredNode> ScoreNodes(const std::vector<NodeState>& nodes, const st
     const double ll = l_hi > l_lo ? 1.0 - Norm(s.worst.loss, l_lo, l_hi) : 1.0;
     s.score = 100.0 * (weights.throughput * t + weights.delay * dd + weights.loss * ll) / wsum;
   }
-  return out;
 }
+
+}  // namespace
 
 }  // namespace tenax::sched

@@ -1,14 +1,20 @@
 // Gang placement of a whole job (layer `sched`, docs/placement.md).
 //
 // 1. Zones: when one zone has free slots for the whole gang, only such
-//    zones are candidates (the one holding most of the job's storage nodes
-//    first, then the one whose greedy placement has the cheapest estimated
-//    allreduce). Otherwise a `hard` job waits (Unavailable, naming the
-//    largest zone's free slots) and a `soft` job takes the fewest zones that
-//    fit it (the largest zones first; among equal counts, the cheapest).
+//    zones are candidates. Otherwise a `hard` job waits (Unavailable, naming
+//    the largest zone's free slots) and a `soft` job takes the fewest zones
+//    that fit it (the largest zones first). Among the candidates, the one
+//    whose placement has the lowest estimated step (EstimateStep below:
+//    the workers' allreduce or the servers' exchange, plus the input read
+//    from storage) wins; storage affinity is a term of that estimate, not a
+//    priority, and breaks only exact ties.
 // 2. Nodes: greedily, the best-scored node (scorer.h) against the slots
 //    already placed takes as many of the remaining slots as it has free, so
-//    a gang packs onto few hosts with good links between them.
+//    a gang packs onto few hosts with good links between them. A job with
+//    storage nodes tries two starts in each candidate zone set, scored
+//    against its storage nodes (its first slots beside its data) and by
+//    centrality (as a job without data), and keeps the cheaper estimate, so
+//    a storage node behind a bad NIC does not pull the gang onto itself.
 // 3. Re-placement (after a node loss or a degraded link) moves only the
 //    slots named, scored against the slots that stay, under the same zone
 //    rule.
@@ -36,6 +42,14 @@ struct GangRequest {
   std::vector<std::string> storage_nodes;  // where the job's data lives (affinity)
   ZoneConstraint zone = ZoneConstraint::kSoft;
   double gradient_bytes = 4e6;             // for the allreduce cost estimate
+  // Bytes each worker reads from the storage nodes per step (its batch).
+  // 0 = unknown: the read is not estimated and storage affinity only breaks
+  // ties between equal estimates.
+  double input_bytes = 0;
+  // Seconds of compute per step, when known. A data loader reads the next
+  // batch while the step computes, so a read costs only what it exceeds the
+  // compute by. 0 = unknown: the read counts in full.
+  double compute_seconds = 0;
 };
 
 struct SlotAssignment {
@@ -49,11 +63,45 @@ struct Placement {
   std::vector<std::string> zones;     // the zones used, sorted
   LinkMetrics worst_link;             // among the placed workers
   double allreduce_seconds = 0;       // RingAllreduceSeconds over the workers
+  double exchange_seconds = 0;        // a step's communication (StepEstimate::exchange_seconds)
+  double input_seconds = 0;           // a step's slowest input read (StepEstimate::input_seconds)
+  double step_seconds = 0;            // the estimate the zone choice minimises (StepEstimate::step_seconds)
 };
+
+// What a placement costs one step, priced from the link view (the rule of
+// the zone choice, docs/placement.md "Gang placement"):
+//   exchange = a job without servers: RingAllreduceSeconds(workers,
+//                gradient_bytes, worst link among the workers);
+//              with S servers (each holds 1/S of the model and moves
+//                W gradient shards in and W model shards out a step):
+//                RingAllreduceSeconds(2, 2 W gradient_bytes / S, worst link
+//                between a worker and a server);
+//   input    = the slowest worker's read of input_bytes from its nearest
+//              storage node (request and reply: RingAllreduceSeconds(2,
+//              input_bytes, that link)); 0 without storage nodes or bytes;
+//   step     = max(compute_seconds, input) + exchange.
+// A pair on one host is a perfect link; unmeasured pairs get `unmeasured`.
+struct StepEstimate {
+  double exchange_seconds = 0;
+  double input_seconds = 0;
+  double step_seconds = 0;
+};
+// `slot_nodes`: indices into nodes, workers first, then servers (as
+// Placement::slots). `storage`: indices into nodes of the storage nodes.
+StepEstimate EstimateStep(const std::vector<NodeState>& nodes, const LinkView& links, const GangRequest& request,
+                          const std::vector<int>& slot_nodes, const std::vector<int>& storage,
+                          const UnmeasuredLinks& unmeasured = {});
 
 struct PlacerOptions {
   ScoreWeights weights;
   UnmeasuredLinks unmeasured;
+  // > 0: a gang waits (Unavailable) rather than take a placement whose
+  // estimated step is more than this many times the same placement's step
+  // on nominal links (`unmeasured`: the healthy cloud figures), as long as
+  // other jobs hold slots of `nodes` (they will free them; on an idle
+  // cluster the gang takes the best there is). 0: a gang takes the best
+  // placement whenever it fits (a soft job never waits while slots exist).
+  double max_slowdown = 0;
 };
 
 // Places the gang on free slots of `nodes` (NodeState::used is respected;

@@ -60,6 +60,18 @@ std::vector<ScoredNode> ScoreNodes(const std::vector<NodeState>& nodes, const st
 inline constexpr size_t kMaxCentralityPeers = 32;
 std::vector<int> CentralityPeers(const std::vector<int>& candidates, size_t max_peers = kMaxCentralityPeers);
 
+// Centrality for a gang's first slot (PlaceGang, when it has no peers yet):
+// as ScoreNodes, but each candidate's link to the peers is the MEAN of its
+// links to them (throughput, delay and loss each; an unreachable link
+// counts as no throughput and full loss, and a candidate unreachable from
+// most peers scores 0), not the worst, and a peer on the candidate itself
+// is skipped. One bad NIC among the peers makes every candidate's worst
+// link bad alike, so the worst cannot tell the bad node from the healthy
+// ones; the mean can. `worst` holds the mean link.
+std::vector<ScoredNode> ScoreCentrality(const std::vector<NodeState>& nodes, const std::vector<int>& candidates,
+                                        const std::vector<int>& peers, const LinkView& links,
+                                        const ScoreWeights& weights, const UnmeasuredLinks& unmeasured = {});
+
 // The worst link between a and b as the scorer sees it (same node: perfect;
 // unmeasured: by zone).
 LinkMetrics EffectiveLink(const NodeState& a, const NodeState& b, const LinkView& links,
