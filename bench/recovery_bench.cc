@@ -46,6 +46,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -86,6 +87,7 @@ struct RecoveryArgs {
   std::vector<int64_t> seeds = {1};
   std::vector<std::string> policies = {"full", "approx", "prm"};
   std::string stand_in = "neighbour";
+  std::vector<int> important;  // important_classes, parsed by RunRecovery
 };
 
 constexpr int kNodes = 6;
@@ -219,8 +221,7 @@ Result<nlohmann::json> RunOne(const RecoveryArgs& a, const std::string& tenax_bi
       request.options.prm.min_available = a.min_available;
       request.options.prm.class_tolerance = a.class_tolerance;
       if (policy == "approx") {
-        std::istringstream in(a.important_classes);
-        for (std::string part; std::getline(in, part, ',');) request.important_classes.push_back(std::stoi(part));
+        request.important_classes = a.important;
       }
       TENAX_ASSIGN_OR_RETURN(store::RecoveryAnswer answer, asker->Recover(request, deadline));
       rec = answer.report;
@@ -292,6 +293,18 @@ double Median(std::vector<double> v) {
 Status RunRecovery(RecoveryArgs a) {
   TENAX_ASSIGN_OR_RETURN(std::string tenax_bin, FindProgram("tenax"));
   if (a.epochs == 0) a.epochs = a.quick ? 2 : 4;
+  {
+    // Checked here, once: a bad list is one error line, not an exception mid-run.
+    std::istringstream in(a.important_classes);
+    for (std::string part; std::getline(in, part, ',');) {
+      char* end = nullptr;
+      const long cls = std::strtol(part.c_str(), &end, 10);
+      if (part.empty() || *end != '\0' || cls < 0 || cls > 255) {
+        return InvalidArgument("--important-classes: '" + part + "' is not a class number 0..255");
+      }
+      a.important.push_back(static_cast<int>(cls));
+    }
+  }
   if (a.k + a.m > kNodes) {
     return InvalidArgument("--k " + std::to_string(a.k) + " + --m " + std::to_string(a.m) + " exceed the " +
                            std::to_string(kNodes) + " data nodes (a stripe puts each chunk on its own node)");
