@@ -296,6 +296,68 @@ TEST_F(TopologyClusterTest, LinkFaultsShorterThanThePeerTimeoutCostNoMember) {
   EXPECT_EQ(h, StateHash(w3));
 }
 
+// Live migration (placement.migrate, docs/placement.md): two workers on
+// three one-slot hosts of one zone (loopback); at step 40 worker 1's host
+// gets a bad NIC for the rest of the run (every link 10x slower and 20 ms
+// more each way, at the transport seam). The probes see it, the launcher
+// starts a migrant on the free host, and once it is warm worker 1 leaves
+// at a step boundary and the migrant takes its place with the live state.
+// The job ends with every step trained, the survivor and the migrant
+// bit-identical, and the move in summary.json with its reason.
+TEST_F(TopologyClusterTest, ALiveWorkerMovesOffAHostWhoseLinksDegradeAndEndsBitIdentical) {
+  ScratchDir dir;
+  const std::string path = dir / "migrate.toml";
+  {
+    std::ofstream out(path);
+    out << "mode = \"sync\"\n[cluster]\nworkers = 2\njob_id = \"migrate\"\nelastic = true\nmin_workers = 1\n"
+        << "peer_timeout_seconds = 5\njoin_timeout_seconds = 60\nstep_timeout_seconds = 30\n"
+        << "[topology]\nmode = \"loopback\"\n"
+        << "hosts = [ { name = \"a1\", zone = \"za\" }, { name = \"a2\", zone = \"za\" }, { name = \"a3\", zone = \"za\" } ]\n"
+        << "same_zone = { delay_ms = 0.0, bandwidth_gbps = 10 }\n"
+        << "[placement]\nprobe_seconds = 2\nmigrate = true\nlink_half_life_seconds = 2\nmigrate_max_rtt_ms = 10\n"
+        << "migrate_min_gbps = 0\n"
+        << "[data]\ntrain_limit = 4096\ntest_limit = 500\n[model]\nname = \"mlp\"\n"
+        << "[train]\nepochs = 100\nmax_steps = 1500\nbatch_size = 32\nthreads = 1\nlr = 0.05\nmomentum = 0.9\nallreduce = \"ring\"\n"
+        << "[log]\nevery_steps = 100\n"
+        << "[[faults]]\naction = \"slow_host\"\nworker = 1\nfactor = 10\ndelay_ms = 20\nseconds = 3600\nat_step = 40\n";
+  }
+  auto r = RunProcess({TenaxBinary(), "run", path, "--out", dir / "out"});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  auto summary = nlohmann::json::parse(ReadText(dir / "out/summary.json"), nullptr, false);
+  ASSERT_FALSE(summary.is_discarded());
+  EXPECT_EQ(1500, summary.value("steps", 0));
+  // Where placement put worker 1, and the host left free.
+  std::string w1_host, free_host = "a1a2a3";
+  for (const auto& slot : summary["placement"]["slots"]) {
+    const std::string h = slot.value("host", "");
+    if (slot.value("index", -1) == 1) w1_host = h;
+    free_host.erase(free_host.find(h), h.size());
+  }
+  ASSERT_EQ(2u, w1_host.size()) << summary["placement"].dump();
+  ASSERT_EQ(2u, free_host.size()) << summary["placement"].dump();
+  nlohmann::json moves = nlohmann::json::array();  // the moves made (a noisy probe round may also skip one)
+  for (const auto& m : summary["migrations"]) {
+    if (m.value("outcome", "") != "skipped") moves.push_back(m);
+  }
+  ASSERT_EQ(1u, moves.size()) << summary.dump();
+  EXPECT_EQ("moved", moves[0].value("outcome", "")) << moves.dump();
+  EXPECT_EQ("worker 1", moves[0].value("member", "")) << moves.dump();
+  EXPECT_EQ(w1_host + " (za)", moves[0].value("from", "")) << moves.dump();
+  EXPECT_EQ(free_host + " (za)", moves[0].value("to", "")) << moves.dump();
+  EXPECT_NE(std::string::npos, moves[0].value("reason", "").find("rtt")) << moves.dump();
+  EXPECT_LE(moves[0].value("warm_seconds", 1e9), moves[0].value("member_seconds", 0.0)) << moves.dump();
+  EXPECT_NE(std::string::npos, r.err.find("migration done: worker 1 moved from " + w1_host)) << r.err;
+  // Two generations: the first, and the one where the migrant took worker 1's place.
+  const auto& g = summary["generations"];
+  ASSERT_EQ(2u, g.size()) << g.dump();
+  const std::string migrant = ReadText(dir / "out/logs/migrant-1.log");
+  EXPECT_NE(std::string::npos, migrant.find("admitted in generation")) << migrant;
+  EXPECT_NE(std::string::npos, ReadText(dir / "out/logs/worker-1.log").find("is 10x slower")) << "the fault reached worker 1";
+  const std::string h = StateHash(ReadText(dir / "out/logs/worker-0.log"));
+  ASSERT_EQ(16u, h.size());
+  EXPECT_EQ(h, StateHash(migrant));
+}
+
 TEST_F(TopologyClusterTest, ABadTopologyIsRefusedBeforeAnythingStarts) {
   ScratchDir dir;
   const std::string job = WriteJob(dir, "network_aware", "loopback");

@@ -133,6 +133,7 @@ json ToJson(const Fault& r) {
   if (!r.hosts.empty()) j["hosts"] = r.hosts;
   Put(j, "seconds", r.seconds);
   Put(j, "factor", r.factor);
+  Put(j, "delay_ms", r.delay_ms);
   return j;
 }
 
@@ -143,7 +144,7 @@ std::string TargetName(const Fault& f) {
   if (!f.storage.empty()) return "storage " + f.storage;
   if (f.coordinator) return "the coordinator";
   if (f.hosts.size() == 2) return "the link " + f.hosts[0] + "-" + f.hosts[1];
-  if (f.hosts.size() == 1) return "host " + f.hosts[0] + " (from its zone)";
+  if (f.hosts.size() == 1) return "host " + f.hosts[0] + (f.action == "slow_host" ? " (every link)" : " (from its zone)");
   return "";
 }
 
@@ -178,6 +179,7 @@ std::optional<Fault> FaultFrom(const json& j) {
   }
   f.seconds = OptNumber(j, "seconds");
   f.factor = OptNumber(j, "factor");
+  f.delay_ms = OptNumber(j, "delay_ms");
   return f;
 }
 

@@ -12,8 +12,8 @@ namespace tenax {
 namespace {
 
 constexpr const char* kEntryKeys =
-    "action, worker, server, storage, wipe, coordinator, workers, hosts, host, seconds, factor, at_seconds, at_step, "
-    "grace_seconds, delay_seconds";
+    "action, worker, server, storage, wipe, coordinator, workers, hosts, host, seconds, factor, delay_ms, at_seconds, "
+    "at_step, grace_seconds, delay_seconds";
 constexpr double kMaxLinkFaultSeconds = 3600;
 constexpr const char* kRandomKeys =
     "mean_lifetime_seconds, seed, action, restart_delay_seconds, max_faults, grace_seconds";
@@ -161,7 +161,7 @@ class TableReader {
 
 const std::vector<std::string_view> kEntryKeyList = {
     "action", "worker", "server",     "storage", "wipe",          "coordinator",  "workers", "hosts",
-    "host",   "seconds", "factor",    "at_seconds", "at_step",    "grace_seconds", "delay_seconds"};
+    "host",   "seconds", "factor",    "delay_ms", "at_seconds",   "at_step",       "grace_seconds", "delay_seconds"};
 const std::vector<std::string_view> kRandomKeyList = {"mean_lifetime_seconds", "seed",       "action",
                                                       "restart_delay_seconds", "max_faults", "grace_seconds"};
 
@@ -189,7 +189,7 @@ Status ParseTrigger(const TableReader& t, const FaultPlanContext& ctx, FaultSpec
   return Status::Ok();
 }
 
-// drop_link, slow_link and partition: between the hosts of [topology].
+// drop_link, slow_link, partition and slow_host: between the hosts of [topology].
 Result<FaultSpec> ParseLinkFault(const TableReader& t, const FaultPlanContext& ctx, FaultSpec f) {
   const std::string name = FaultActionName(f.action);
   if (ctx.hosts.empty()) {
@@ -209,16 +209,29 @@ Result<FaultSpec> ParseLinkFault(const TableReader& t, const FaultPlanContext& c
     if (w >= 0 && w < ctx.workers) return Status::Ok();
     return t.Fail(key, std::to_string(w) + " is not a worker (cluster.workers = " + std::to_string(ctx.workers) + ")");
   };
-  if (f.action == FaultAction::kPartition) {
-    for (const char* key : {"workers", "hosts", "factor"}) {
+  // partition and slow_host name one host (or a worker's).
+  const bool one_host = f.action == FaultAction::kPartition || f.action == FaultAction::kSlowHost;
+  const char* which_host = f.action == FaultAction::kPartition ? "the host cut off from its zone" : "the host whose links slow down";
+  TENAX_ASSIGN_OR_RETURN(std::optional<double> factor, t.Real("factor"));
+  const bool slows = f.action == FaultAction::kSlowLink || f.action == FaultAction::kSlowHost;
+  if (factor && !slows) return t.Fail("factor", "only applies to actions \"slow_link\" and \"slow_host\"");
+  if (factor && (*factor < 2 || *factor > 1000)) return t.Fail("factor", "must be from 2 to 1000, got " + Num(*factor));
+  if (factor) f.factor = *factor;
+  TENAX_ASSIGN_OR_RETURN(std::optional<double> delay_ms, t.Real("delay_ms"));
+  if (delay_ms && !slows) return t.Fail("delay_ms", "only applies to actions \"slow_link\" and \"slow_host\"");
+  if (delay_ms && (*delay_ms < 0 || *delay_ms > 10000)) {
+    return t.Fail("delay_ms", "must be from 0 to 10000 (ms added to each way), got " + Num(*delay_ms));
+  }
+  if (delay_ms) f.delay_ms = *delay_ms;
+  if (one_host) {
+    for (const char* key : {"workers", "hosts"}) {
       if (t.has(key)) {
-        return t.Fail(key, "does not apply to action \"partition\" (host = \"a1\" or worker = N: the host cut off "
-                           "from its zone)");
+        return t.Fail(key, "does not apply to action \"" + name + "\" (host = \"a1\" or worker = N: " + which_host + ")");
       }
     }
     TENAX_ASSIGN_OR_RETURN(std::optional<std::string> host, t.String("host"));
     TENAX_ASSIGN_OR_RETURN(std::optional<int64_t> worker, t.Int("worker"));
-    if (host.has_value() == worker.has_value()) return t.Fail("set one of host and worker (the host cut off from its zone)");
+    if (host.has_value() == worker.has_value()) return t.Fail("set one of host and worker (" + std::string(which_host) + ")");
     if (host) {
       TENAX_RETURN_IF_ERROR(check_host("host", *host));
       f.hosts = {*host};
@@ -247,10 +260,6 @@ Result<FaultSpec> ParseLinkFault(const TableReader& t, const FaultPlanContext& c
       if ((*workers)[0] == (*workers)[1]) return t.Fail("workers", "names one worker twice (a link has two ends)");
       f.link_workers = *workers;
     }
-    TENAX_ASSIGN_OR_RETURN(std::optional<double> factor, t.Real("factor"));
-    if (factor && f.action != FaultAction::kSlowLink) return t.Fail("factor", "only applies to action \"slow_link\"");
-    if (factor && (*factor < 2 || *factor > 1000)) return t.Fail("factor", "must be from 2 to 1000, got " + Num(*factor));
-    if (factor) f.factor = *factor;
   }
   TENAX_ASSIGN_OR_RETURN(std::optional<double> seconds, t.Seconds("seconds"));
   if (!seconds) return t.Fail("seconds is required (how long the link fault lasts)");
@@ -268,14 +277,15 @@ Result<FaultSpec> ParseEntry(const TableReader& t, const FaultPlanContext& ctx) 
   TENAX_ASSIGN_OR_RETURN(std::optional<FaultAction> action,
                          t.Action({FaultAction::kKill, FaultAction::kPreempt, FaultAction::kStop, FaultAction::kCont,
                                    FaultAction::kRestart, FaultAction::kDropLink, FaultAction::kSlowLink,
-                                   FaultAction::kPartition}));
+                                   FaultAction::kPartition, FaultAction::kSlowHost}));
   if (!action) {
-    return t.Fail("action is required (kill, preempt, stop, cont, restart, drop_link, slow_link or partition)");
+    return t.Fail(
+        "action is required (kill, preempt, stop, cont, restart, drop_link, slow_link, partition or slow_host)");
   }
   f.action = *action;
   if (IsLinkFault(f.action)) return ParseLinkFault(t, ctx, f);
-  for (const char* key : {"workers", "hosts", "host", "seconds", "factor"}) {
-    if (t.has(key)) return t.Fail(key, "only applies to link faults (drop_link, slow_link, partition)");
+  for (const char* key : {"workers", "hosts", "host", "seconds", "factor", "delay_ms"}) {
+    if (t.has(key)) return t.Fail(key, "only applies to link faults (drop_link, slow_link, partition, slow_host)");
   }
   TENAX_ASSIGN_OR_RETURN(std::optional<bool> coordinator, t.Bool("coordinator"));
   if (coordinator && !*coordinator) return t.Fail("coordinator", "is true or absent (false names no target)");
@@ -396,12 +406,15 @@ const char* FaultActionName(FaultAction action) {
       return "slow_link";
     case FaultAction::kPartition:
       return "partition";
+    case FaultAction::kSlowHost:
+      return "slow_host";
   }
   return "unknown";
 }
 
 bool IsLinkFault(FaultAction action) {
-  return action == FaultAction::kDropLink || action == FaultAction::kSlowLink || action == FaultAction::kPartition;
+  return action == FaultAction::kDropLink || action == FaultAction::kSlowLink || action == FaultAction::kPartition ||
+         action == FaultAction::kSlowHost;
 }
 
 std::string FaultSpec::Describe() const {
@@ -415,7 +428,9 @@ std::string FaultSpec::Describe() const {
       s += " worker " + std::to_string(worker) + "'s host";
     }
     s += " for " + Num(seconds) + " s";
-    if (action == FaultAction::kSlowLink) s += " (" + Num(factor) + "x slower)";
+    if (action == FaultAction::kSlowLink || action == FaultAction::kSlowHost) {
+      s += " (" + Num(factor) + "x slower" + (delay_ms > 0 ? ", +" + Num(delay_ms) + " ms" : "") + ")";
+    }
   } else if (coordinator) {
     s += " coordinator";
   } else if (storage >= 0) {

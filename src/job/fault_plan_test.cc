@@ -171,12 +171,12 @@ TEST(FaultPlanTest, EveryRefusalNamesTheEntryAndTheKey) {
             Refusal(Job() + kill + "delay_seconds = -2\n"));
   EXPECT_EQ(Line(kFirst + 4) +
                 "faults[0].at_secs: unknown key (expected one of action, worker, server, storage, wipe, coordinator, "
-                "workers, hosts, host, seconds, factor, at_seconds, at_step, grace_seconds, delay_seconds)",
+                "workers, hosts, host, seconds, factor, delay_ms, at_seconds, at_step, grace_seconds, delay_seconds)",
             Refusal(Job() + kill + "at_secs = 1\n"));
-  EXPECT_EQ(Line(kFirst + 1) + "faults[0].action: must be one of kill, preempt, stop, cont, restart, drop_link, slow_link, partition, got "
+  EXPECT_EQ(Line(kFirst + 1) + "faults[0].action: must be one of kill, preempt, stop, cont, restart, drop_link, slow_link, partition, slow_host, got "
                 "'explode'",
             Refusal(Job() + "[[faults]]\naction = \"explode\"\nworker = 0\nat_seconds = 1\n"));
-  EXPECT_EQ(Line(kFirst) + "faults[0]: action is required (kill, preempt, stop, cont, restart, drop_link, slow_link or partition)",
+  EXPECT_EQ(Line(kFirst) + "faults[0]: action is required (kill, preempt, stop, cont, restart, drop_link, slow_link, partition or slow_host)",
             Refusal(Job() + "[[faults]]\nworker = 0\nat_seconds = 1\n"));
   // Top-level values come before the first table.
   EXPECT_EQ(Line(1) + "faults: must be [[faults]] entries or a [faults.random] table, got integer",
@@ -506,10 +506,11 @@ TEST(FaultPlanTest, LinkFaultsNameTwoHostsOrTwoWorkersOrOneHostAndLastSeconds) {
                  "[[faults]]\naction = \"slow_link\"\nworkers = [0, 3]\nseconds = 4\nfactor = 20\nat_seconds = 3\n"
                  "[[faults]]\naction = \"partition\"\nworker = 1\nseconds = 1\nat_step = 20\ndelay_seconds = 0.5\n"
                  "[[faults]]\naction = \"partition\"\nhost = \"a2\"\nseconds = 1\nat_step = 30\n"
-                 "[[faults]]\naction = \"slow_link\"\nhosts = [\"a2\", \"a1\"]\nseconds = 1\nat_step = 40\n");
+                 "[[faults]]\naction = \"slow_link\"\nhosts = [\"a2\", \"a1\"]\nseconds = 1\nat_step = 40\n"
+                 "[[faults]]\naction = \"slow_host\"\nworker = 2\nseconds = 30\nfactor = 10\ndelay_ms = 20\nat_step = 50\n");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   const auto& f = c->faults.faults;
-  ASSERT_EQ(5u, f.size());
+  ASSERT_EQ(6u, f.size());
   EXPECT_EQ(FaultAction::kDropLink, f[0].action);
   EXPECT_EQ((std::vector<std::string>{"a1", "b1"}), f[0].hosts);
   EXPECT_DOUBLE_EQ(2.5, f[0].seconds);
@@ -523,6 +524,11 @@ TEST(FaultPlanTest, LinkFaultsNameTwoHostsOrTwoWorkersOrOneHostAndLastSeconds) {
   EXPECT_EQ((std::vector<std::string>{"a2"}), f[3].hosts);
   EXPECT_EQ(-1, f[3].worker);
   EXPECT_DOUBLE_EQ(10, f[4].factor) << "slow_link is 10x slower unless told";
+  EXPECT_DOUBLE_EQ(0, f[4].delay_ms) << "and adds no delay unless told";
+  EXPECT_EQ(FaultAction::kSlowHost, f[5].action);
+  EXPECT_EQ(2, f[5].worker);
+  EXPECT_DOUBLE_EQ(20, f[5].delay_ms);
+  EXPECT_EQ("slow_host worker 2's host for 30 s (10x slower, +20 ms) at step 50", f[5].Describe());
   for (const FaultSpec& x : f) EXPECT_TRUE(IsLinkFault(x.action));
 }
 
@@ -547,7 +553,13 @@ TEST(FaultPlanTest, LinkFaultRefusalsNameTheEntryAndTheKey) {
       {TopologyJob() + drop + "workers = [0, 1]\nseconds = 0\n", "faults[0].seconds: must be > 0 and at most 3600"},
       {TopologyJob() + drop + "workers = [0, 1]\nseconds = 4000\n", "faults[0].seconds: must be > 0 and at most 3600"},
       {TopologyJob() + drop + "workers = [0, 1]\nseconds = 1\nfactor = 5\n",
-       "faults[0].factor: only applies to action \"slow_link\""},
+       "faults[0].factor: only applies to actions \"slow_link\" and \"slow_host\""},
+      {TopologyJob() + drop + "workers = [0, 1]\nseconds = 1\ndelay_ms = 5\n",
+       "faults[0].delay_ms: only applies to actions \"slow_link\" and \"slow_host\""},
+      {TopologyJob() + "[[faults]]\naction = \"slow_host\"\nat_step = 5\nhost = \"a1\"\nseconds = 1\ndelay_ms = -3\n",
+       "faults[0].delay_ms: must be from 0 to 10000 (ms added to each way), got -3"},
+      {TopologyJob() + "[[faults]]\naction = \"slow_host\"\nat_step = 5\nworkers = [0, 1]\nseconds = 1\n",
+       "faults[0].workers: does not apply to action \"slow_host\" (host = \"a1\" or worker = N: the host whose links slow down)"},
       {TopologyJob() + "[[faults]]\naction = \"slow_link\"\nat_step = 5\nworkers = [0, 1]\nseconds = 1\nfactor = 1\n",
        "faults[0].factor: must be from 2 to 1000, got 1"},
       {TopologyJob() + drop + "worker = 1\nseconds = 1\n", "faults[0].worker: does not apply to action \"drop_link\""},
@@ -559,9 +571,9 @@ TEST(FaultPlanTest, LinkFaultRefusalsNameTheEntryAndTheKey) {
       {TopologyJob() + part + "host = \"zz\"\nseconds = 1\n", "faults[0].host: 'zz' is not a host of [topology]"},
       {TopologyJob() + part + "worker = 7\nseconds = 1\n", "faults[0].worker: 7 is not a worker"},
       {TopologyJob() + "[[faults]]\naction = \"kill\"\nworker = 1\nat_step = 5\nseconds = 3\n",
-       "faults[0].seconds: only applies to link faults (drop_link, slow_link, partition)"},
+       "faults[0].seconds: only applies to link faults (drop_link, slow_link, partition, slow_host)"},
       {TopologyJob() + "[[faults]]\naction = \"cut\"\nat_step = 5\n",
-       "faults[0].action: must be one of kill, preempt, stop, cont, restart, drop_link, slow_link, partition, got 'cut'"},
+       "faults[0].action: must be one of kill, preempt, stop, cont, restart, drop_link, slow_link, partition, slow_host, got 'cut'"},
   };
   for (const auto& [text, needle] : cases) {
     const std::string refusal = Refusal(text);

@@ -529,6 +529,10 @@ void ParseWorker(const ConfigDoc& doc, ConfigReader& r, TrainConfig& c) {
     r.Fail("cluster.spares", "needs tenax's own worker, not [worker] command (a spare of the user's program would "
                              "have to wait outside tenax.torch.Manager's group; not built yet)");
   }
+  if (c.placement.migrate) {
+    r.Fail("placement.migrate", "needs tenax's own worker, not [worker] command (a move starts a warm spare, which "
+                                "the user's program cannot be yet)");
+  }
   if (c.storage.nodes > 0) {
     r.Fail("worker.command", "cannot read the store tenax run builds ([storage]): a worker command reads its own data");
   }
@@ -568,6 +572,10 @@ Result<TrainConfig> ParseTrainConfig(const ConfigDoc& doc) {
     const int64_t processes = c.cluster.workers + c.cluster.spares + (c.mode == "coded" ? 1 : 0) +
                               (c.mode == "async" ? c.async.servers : 0);
     sched::ParseTopology(doc, r, processes, c.topology, c.placement);
+    if (c.placement.migrate && !(c.mode == "sync" && c.cluster.elastic)) {
+      r.Fail("placement.migrate", "needs an elastic sync job (mode = \"sync\", cluster.elastic = true): a member moves by "
+                                  "a joiner's admission and its own leave");
+    }
   } else {
     for (const char* key : {"topology", "placement"}) {
       if (r.has(key)) r.Fail(key, "only applies to modes \"sync\", \"async\" and \"coded\" (run by `tenax run`)");

@@ -215,6 +215,32 @@ TEST(TrainConfigTest, SparesNeedAFullElasticJobOfTenaxWorkersAndASlotEach) {
       << full.status().message();
 }
 
+TEST(TrainConfigTest, MigrationNeedsAnElasticSyncJobOnATopologyAndReadsItsThresholds) {
+  const std::string hosts =
+      "[topology]\nhosts = [ { name = \"a1\", zone = \"za\" }, { name = \"a2\", zone = \"za\" }, "
+      "{ name = \"a3\", zone = \"za\" } ]\n";
+  const std::string elastic = "mode = \"sync\"\n[cluster]\nworkers = 2\nelastic = true\n" + hosts;  // lines 1-5
+  auto on = Parse(elastic + "[placement]\nmigrate = true\nmigrate_max_rtt_ms = 25\nmigrate_min_gbps = 0\n");
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_TRUE(on->placement.migrate);
+  EXPECT_DOUBLE_EQ(25, on->placement.migrate_thresholds.max_rtt_ms);
+  EXPECT_DOUBLE_EQ(0, on->placement.migrate_thresholds.min_throughput_gbps);
+  EXPECT_DOUBLE_EQ(0.2, on->placement.migrate_thresholds.max_loss) << "one late ping of 5 is noise";
+  EXPECT_DOUBLE_EQ(10, on->placement.link_half_life_seconds) << "a move must see a bad link within seconds";
+  auto off = Parse(elastic);
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->placement.migrate) << "no moves unless asked for";
+  EXPECT_DOUBLE_EQ(60, off->placement.link_half_life_seconds);
+  EXPECT_EQ("job.toml:8: 'placement.migrate_max_rtt_ms' only applies with placement.migrate = true",
+            Parse(elastic + "[placement]\nmigrate_max_rtt_ms = 5\n").status().message());
+  EXPECT_EQ("job.toml:9: 'placement.migrate_max_loss' must be between 0 and 1, got 2",
+            Parse(elastic + "[placement]\nmigrate = true\nmigrate_max_loss = 2\n").status().message());
+  const auto fixed = Parse("mode = \"sync\"\n[cluster]\nworkers = 2\n" + hosts + "[placement]\nmigrate = true\n");
+  ASSERT_FALSE(fixed.ok());
+  EXPECT_NE(std::string::npos, fixed.status().message().find("'placement.migrate' needs an elastic sync job"))
+      << fixed.status().message();
+}
+
 TEST(TrainConfigTest, UnknownKeysAreRejectedWithTheirLine) {
   auto c = Parse("[train]\nepochs = 1\nlearning_rate = 0.1\n");
   ASSERT_FALSE(c.ok());

@@ -60,6 +60,7 @@ FaultInjector::FaultInjector(ProcessSupervisor& children, FaultInjectorOptions o
     p.link_workers = f.link_workers;
     p.seconds = f.seconds;
     p.factor = f.factor;
+    p.delay_ms = f.delay_ms;
     pending_.push_back(p);
   }
   if (options_.plan.random) {
@@ -122,7 +123,10 @@ records::Fault FaultInjector::Record(bool fired, const Pending& p, double elapse
   if (IsLinkFault(p.action)) {
     r.hosts = p.hosts;
     r.seconds = p.seconds;
-    if (p.action == FaultAction::kSlowLink) r.factor = p.factor;
+    if (p.action == FaultAction::kSlowLink || p.action == FaultAction::kSlowHost) {
+      r.factor = p.factor;
+      if (p.delay_ms > 0) r.delay_ms = p.delay_ms;
+    }
   } else if (p.slot >= 0) {
     if (p.slot < static_cast<int64_t>(options_.workers.size())) {
       r.worker = p.slot;
@@ -394,6 +398,12 @@ void FaultInjector::FireLinkFault(Pending& p, double elapsed, int64_t max_step) 
       if (zone != options_.zone_of_host.end() && z == zone->second && host != hosts[0]) links.emplace_back(hosts[0], host);
     }
     if (links.empty()) why = "host " + hosts[0] + " has no other host in its zone";
+  } else if (why.empty() && p.action == FaultAction::kSlowHost) {
+    // A bad NIC: every link of the host, in and out of its zone.
+    for (const auto& [host, z] : options_.zone_of_host) {
+      if (host != hosts[0]) links.emplace_back(hosts[0], host);
+    }
+    if (links.empty()) why = "host " + hosts[0] + " has no other host";
   } else if (why.empty()) {
     if (hosts[0] == hosts[1]) {
       why = planned + ": both ends are on host " + hosts[0] + " (no link between them)";
@@ -409,8 +419,10 @@ void FaultInjector::FireLinkFault(Pending& p, double elapsed, int64_t max_step) 
       net::LinkFault f;
       f.a = a;
       f.b = b;
-      f.kind = p.action == FaultAction::kSlowLink ? net::LinkFaultKind::kSlow : net::LinkFaultKind::kDrop;
+      const bool slow = p.action == FaultAction::kSlowLink || p.action == FaultAction::kSlowHost;
+      f.kind = slow ? net::LinkFaultKind::kSlow : net::LinkFaultKind::kDrop;
       f.factor = p.factor;
+      if (slow) f.delay_ms = p.delay_ms;
       f.from_ms = now_ms;
       f.until_ms = until_ms;
       link_faults_.faults.push_back(f);
@@ -427,13 +439,19 @@ void FaultInjector::FireLinkFault(Pending& p, double elapsed, int64_t max_step) 
     Push(r);
     return;
   }
+  const std::string added = p.delay_ms > 0 ? " (+" + NumberText(p.delay_ms) + " ms each way)" : "";
   std::string what = p.action == FaultAction::kPartition
                          ? "host " + hosts[0] + " cut off from the " + std::to_string(links.size()) +
                                " other host(s) of its zone"
+                     : p.action == FaultAction::kSlowHost
+                         ? "every link of host " + hosts[0] + " (" + std::to_string(links.size()) + " links) " +
+                               NumberText(p.factor) + "x slower" + added
                      : p.action == FaultAction::kSlowLink
-                         ? "the link " + hosts[0] + "-" + hosts[1] + " " + NumberText(p.factor) + "x slower"
+                         ? "the link " + hosts[0] + "-" + hosts[1] + " " + NumberText(p.factor) + "x slower" + added
                          : "the link " + hosts[0] + "-" + hosts[1] + " drops everything";
-  if (p.action != FaultAction::kPartition && planned != WhoOf(p)) what += " (" + planned + ")";
+  if (p.action != FaultAction::kPartition && p.action != FaultAction::kSlowHost && planned != WhoOf(p)) {
+    what += " (" + planned + ")";
+  }
   Notice("fault: " + what + " for " + Seconds(p.seconds) + " at " + Seconds(elapsed) +
          (max_step > 0 ? " (step " + std::to_string(max_step) + ")" : ""));
   records::Fault r = Record(true, p, elapsed, max_step);

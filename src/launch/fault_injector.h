@@ -61,7 +61,7 @@ struct FaultInjectorOptions {
   // that names the coordinator needs both.
   std::optional<size_t> coordinator;
   std::function<Result<size_t>()> restart_coordinator;
-  // Link faults (drop_link, slow_link, partition; net/link_faults.h): the
+  // Link faults (drop_link, slow_link, partition, slow_host; net/link_faults.h): the
   // file every child follows, each emulated host's zone, and the host a
   // worker was placed on ("" if none). A plan's link faults fire only with
   // the file; each firing rewrites it (atomically) with the faults in force.
@@ -125,7 +125,8 @@ class FaultInjector {
     std::vector<std::string> hosts;     // a link fault's hosts, as the plan names them
     std::vector<int64_t> link_workers;  // ... or the workers whose hosts it names
     double seconds = 0;                 // a link fault's length
-    double factor = 10;                 // slow_link
+    double factor = 10;                 // slow_link, slow_host
+    double delay_ms = 0;                // slow_link, slow_host: added each way
     std::optional<double> triggered_at;  // when its trigger came (it fires delay_seconds later)
     bool done = false;
   };

@@ -497,12 +497,15 @@ TEST(FaultInjectorTest, LinkFaultsWriteTheWindowsEveryChildFollows) {
   };
   FaultInjectorOptions o;
   o.plan.faults = {link(0, FaultAction::kSlowLink, 10), link(1, FaultAction::kPartition, 20),
-                   link(2, FaultAction::kDropLink, 30), link(3, FaultAction::kDropLink, 30)};
+                   link(2, FaultAction::kDropLink, 30), link(3, FaultAction::kDropLink, 30),
+                   link(4, FaultAction::kSlowHost, 40)};
   o.plan.faults[0].link_workers = {0, 2};
   o.plan.faults[0].factor = 20;
   o.plan.faults[1].worker = 1;  // its host: a2, in za with a1 and a3
   o.plan.faults[2].link_workers = {0, 1};  // a1 and a2
   o.plan.faults[3].link_workers = {0, 3};  // worker 3 was placed nowhere
+  o.plan.faults[4].worker = 2;             // its host b1: every link, in and out of its zone
+  o.plan.faults[4].delay_ms = 20;
   o.workers = {0, 1, 2};
   o.link_faults_file = dir / "link_faults.json";
   o.zone_of_host = {{"a1", "za"}, {"a2", "za"}, {"a3", "za"}, {"b1", "zb"}};
@@ -560,7 +563,24 @@ TEST(FaultInjectorTest, LinkFaultsWriteTheWindowsEveryChildFollows) {
   EXPECT_EQ("fault_not_fired", nowhere["event"]);
   EXPECT_NE(std::string::npos, nowhere["reason"].get<std::string>().find("worker 3 was placed on no emulated host"))
       << nowhere.dump();
-  injector.Finish(30);
+
+  injector.Poll(40);  // a bad NIC on b1: its 3 links, 10x slower and 20 ms more each way
+  ASSERT_EQ(5u, injector.records().size());
+  b = book();
+  std::set<std::string> slowed;
+  for (const auto& f : b.faults) {
+    if (f.a != "b1") continue;
+    EXPECT_EQ(net::LinkFaultKind::kSlow, f.kind);
+    EXPECT_EQ(10, f.factor);
+    EXPECT_EQ(20, f.delay_ms);
+    slowed.insert(f.b);
+  }
+  EXPECT_EQ((std::set<std::string>{"a1", "a2", "a3"}), slowed);
+  auto nic = records::FaultFrom(injector.records()[4]);
+  ASSERT_TRUE(nic.has_value());
+  EXPECT_EQ("host b1 (every link)", records::TargetName(*nic));
+  EXPECT_EQ(20, nic->delay_ms.value_or(0));
+  injector.Finish(40);
 }
 
 TEST(FaultInjectorTest, ALinkFaultWithoutATopologyOrALinkIsNotFiredAndSaysWhy) {

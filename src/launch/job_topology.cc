@@ -270,6 +270,31 @@ std::vector<std::string> JobTopology::OnNewHost(const std::vector<std::string>& 
   return OnHost(host, argv);
 }
 
+std::vector<std::string> JobTopology::OnChosenHost(size_t host, const std::vector<std::string>& argv) {
+  nodes_.at(host).used += 1;
+  return OnHost(host, argv);
+}
+
+std::string JobTopology::HostLabel(size_t host) const {
+  if (host >= nodes_.size()) return "";
+  return nodes_[host].name + (nodes_[host].zone.empty() ? "" : " (" + nodes_[host].zone + ")");
+}
+
+Status JobTopology::RefreshLinks(const std::string& coordinator_host, uint16_t coordinator_port,
+                                 const std::string& secret) {
+  TENAX_ASSIGN_OR_RETURN(sched::LinkSnapshot snapshot,
+                         sched::FetchLinks(coordinator_host, coordinator_port, secret, Deadline::After(2s)));
+  snapshot_ = std::move(snapshot);
+  return Status::Ok();
+}
+
+std::optional<sched::MigrationPlan> JobTopology::PlanMove(const std::vector<size_t>& member_hosts) const {
+  if (!snapshot_) return std::nullopt;
+  std::vector<int> members(member_hosts.begin(), member_hosts.end());
+  return sched::PlanMigration(nodes_, snapshot_->links, members, config_.placement.migrate_thresholds,
+                              config_.placement.weights);
+}
+
 Status JobTopology::ProbeAndPlace(const std::string& self, const std::string& coordinator_host,
                                   uint16_t coordinator_port, const std::string& secret, const std::string& logs,
                                   int workers, int servers) {

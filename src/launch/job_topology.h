@@ -64,6 +64,18 @@ class JobTopology {
   // host (for ReleaseSlotOn).
   std::vector<std::string> OnNewHost(const std::vector<std::string>& argv, std::string* host_name = nullptr,
                                      size_t* host_index = nullptr);
+  // argv of a process started on `host` (a migration's newcomer, the host
+  // PlanMove chose): books a slot there (ReleaseSlotOn frees it).
+  std::vector<std::string> OnChosenHost(size_t host, const std::vector<std::string>& argv);
+  // Live migration (placement.migrate): the coordinator's link matrix read
+  // again (the probes measure all along). Errors leave the last one.
+  Status RefreshLinks(const std::string& coordinator_host, uint16_t coordinator_port, const std::string& secret);
+  // sched::PlanMigration over the hosts (`member_hosts`: the host of each
+  // live member) and the latest matrix; nullopt while no member's links
+  // break placement.migrate's thresholds.
+  std::optional<sched::MigrationPlan> PlanMove(const std::vector<size_t>& member_hosts) const;
+  // "a2 (zone-a)".
+  std::string HostLabel(size_t host) const;
   // The host process `slot` was placed on (nullopt if none).
   std::optional<size_t> HostIndexOfSlot(int slot) const;
   // A process on `host` exited (an elastic job's worker lost or gone): its

@@ -108,11 +108,18 @@ void RunMonitor::AddWorker(const std::string& name, pid_t pid, const std::string
   w.status.host = host;
   w.pid = pid;
   workers_.push_back(w);
-  if (name.rfind("spare", 0) == 0) {
-    SetState(workers_.back(), "spare", "pid " + std::to_string(pid) + "; waits to take a lost member's place");
+  if (name.rfind("spare", 0) == 0 || name.rfind("migrant", 0) == 0) {
+    SetState(workers_.back(), "spare", "pid " + std::to_string(pid) + "; waits to take a member's place");
     return;
   }
   SetState(workers_.back(), name.rfind("joiner", 0) == 0 ? "rejoining" : "starting", "pid " + std::to_string(pid));
+}
+
+bool RunMonitor::SpareReady(pid_t pid) const {
+  for (const auto& w : workers_) {
+    if (w.pid == pid) return w.spare_ready && w.status.state == "spare";
+  }
+  return false;
 }
 
 std::string RunMonitor::StateOf(pid_t pid) const {
@@ -217,6 +224,13 @@ void RunMonitor::OnJobEvent(const nlohmann::json& e) {
     }
     Notice(fmt::format("step {}: {} {} ({})", st->step, who,
                        st->slow ? "is a straggler: the others take more of each batch" : "is no longer slow", detail));
+  } else if (e.value("event", "") == "spare_waiting") {
+    // A spare (or a migration's newcomer) is warm: prepared, joined, waiting.
+    Worker* w = ByPid(static_cast<pid_t>(json_fields::Number(e, "pid").value_or(0)));
+    if (w && w->status.state == "spare") {
+      w->spare_ready = true;
+      SetState(*w, "spare", "pid " + std::to_string(w->pid) + "; warm: waits to take a member's place");
+    }
   } else if (auto r = records::RecoveryFrom(e)) {
     recoveries_.push_back({time, *r});
     const std::string policy = r->policy.empty() ? "?" : r->policy;

@@ -45,10 +45,14 @@ class RunMonitor {
   RunMonitor(std::string metrics_path, Callbacks callbacks, std::vector<std::string> injected_stragglers = {});
 
   // A worker process the launcher started ("worker 2", "joiner 1",
-  // "spare 1": state "spare" until a generation makes it a member).
+  // "spare 1" or "migrant 1": state "spare" until a generation makes it a
+  // member).
   void AddWorker(const std::string& name, pid_t pid, const std::string& host);
   // The state of the worker with `pid` ("" for none).
   std::string StateOf(pid_t pid) const;
+  // The spare with `pid` told the run it is warm (its "spare_waiting"
+  // record: prepared, joined, waiting for a place) and still waits.
+  bool SpareReady(pid_t pid) const;
   // A record of the fault injector, as it is made.
   void OnFaultRecord(nlohmann::json record);
   // A new membership from the coordinator.
@@ -84,6 +88,7 @@ class RunMonitor {
   struct Worker {
     WorkerStatus status;
     pid_t pid = 0;
+    bool spare_ready = false;  // a spare's "spare_waiting" record was read
   };
   struct Event {  // what the reactions are computed from
     double time = 0;

@@ -58,6 +58,7 @@ std::string LinkFaultBook::ToJson() const {
     nlohmann::json j{{"hosts", {f.a, f.b}}, {"kind", LinkFaultKindName(f.kind)}, {"from_ms", f.from_ms},
                      {"until_ms", f.until_ms}};
     if (f.kind == LinkFaultKind::kSlow) j["factor"] = f.factor;
+    if (f.kind == LinkFaultKind::kSlow && f.delay_ms > 0) j["delay_ms"] = f.delay_ms;
     list.push_back(std::move(j));
   }
   return nlohmann::json{{"faults", list}}.dump(1);
@@ -122,6 +123,13 @@ Result<LinkFaultBook> LinkFaultBook::FromJson(const std::string& text) {
       f.factor = factor->get<double>();
       if (!std::isfinite(f.factor) || f.factor < 2 || f.factor > 1000) {
         return InvalidArgument(where + ".factor: must be from 2 to 1000");
+      }
+      if (auto delay = e.find("delay_ms"); delay != e.end()) {
+        if (!delay->is_number()) return InvalidArgument(where + ".delay_ms: must be a number");
+        f.delay_ms = delay->get<double>();
+        if (!std::isfinite(f.delay_ms) || f.delay_ms < 0 || f.delay_ms > 10000) {
+          return InvalidArgument(where + ".delay_ms: must be from 0 to 10000");
+        }
       }
     }
     book.faults.push_back(std::move(f));

@@ -207,6 +207,7 @@ TEST(LinkFaultBookTest, RoundTripsAndNamesTheFaultInForce) {
   book.faults.push_back({"b1", "a1", LinkFaultKind::kSlow, 40, 2000, 3000});
   book.faults.push_back({"a1", "b1", LinkFaultKind::kDrop, 10, 2500, 2600});
   book.faults.push_back({"a1", "a2", LinkFaultKind::kDrop, 10, 0, 9000});
+  book.faults.push_back({"a2", "b1", LinkFaultKind::kSlow, 10, 0, 9000, 20});  // a bad NIC: +20 ms
   auto back = LinkFaultBook::FromJson(book.ToJson());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->faults, book.faults);
@@ -218,9 +219,11 @@ TEST(LinkFaultBookTest, RoundTripsAndNamesTheFaultInForce) {
   EXPECT_EQ(book.Active("a1", "b1", 2550)->kind, LinkFaultKind::kDrop);
   EXPECT_EQ(book.Active("a1", "b1", 3000)->factor, 10);
   EXPECT_FALSE(book.Active("a1", "b1", 5000).has_value());
-  EXPECT_FALSE(book.Active("a2", "b1", 1500).has_value());
+  EXPECT_EQ(back->faults[4].delay_ms, 20);
+  EXPECT_EQ(book.Active("b1", "a2", 1500)->delay_ms, 20);
+  EXPECT_FALSE(book.Active("a2", "a3", 1500).has_value());
   book.Prune(3000);
-  ASSERT_EQ(book.faults.size(), 2u);
+  ASSERT_EQ(book.faults.size(), 3u);
   EXPECT_EQ(book.faults[0].until_ms, 5000);
   EXPECT_EQ(book.faults[1].b, "a2");
 }
@@ -237,6 +240,10 @@ TEST(LinkFaultBookTest, MalformedFilesAreRefusedNamingTheEntryAndKey) {
       {R"({"faults":[{"hosts":["a","b"],"kind":"drop","from_ms":5,"until_ms":5}]})", "until_ms must be after"},
       {R"({"faults":[{"hosts":["a","b"],"kind":"slow","from_ms":1,"until_ms":2}]})", "faults[0].factor"},
       {R"({"faults":[{"hosts":["a","b"],"kind":"slow","factor":1,"from_ms":1,"until_ms":2}]})", "from 2 to 1000"},
+      {R"({"faults":[{"hosts":["a","b"],"kind":"slow","factor":2,"delay_ms":-1,"from_ms":1,"until_ms":2}]})",
+       "faults[0].delay_ms: must be from 0 to 10000"},
+      {R"({"faults":[{"hosts":["a","b"],"kind":"slow","factor":2,"delay_ms":"x","from_ms":1,"until_ms":2}]})",
+       "faults[0].delay_ms: must be a number"},
   };
   for (const auto& [text, needle] : cases) {
     auto book = LinkFaultBook::FromJson(text);

@@ -33,7 +33,9 @@ void Node::Impl::ApplyLinkFault(PeerState& p, const std::optional<LinkFault>& fa
   std::string what;
   if (fault) {
     what = std::string(LinkFaultKindName(fault->kind)) + " until " + std::to_string(fault->until_ms) +
-           (fault->kind == LinkFaultKind::kSlow ? " x" + std::to_string(fault->factor) : "");
+           (fault->kind == LinkFaultKind::kSlow
+                ? " x" + std::to_string(fault->factor) + " +" + std::to_string(fault->delay_ms) + " ms"
+                : "");
   }
   if (what == p.link_fault) return;
   if (p.phase == Phase::kLost) {  // gone behind the fault: nothing to restore
@@ -51,12 +53,13 @@ void Node::Impl::ApplyLinkFault(PeerState& p, const std::optional<LinkFault>& fa
     spdlog::warn("[{}] link fault: the link to {} (host {}) drops everything for {} ms", options.name, p.Label(),
                  p.emulated_host, left_ms);
   } else if (fault) {
-    // Slower by `factor`: the link's delay times it, its bandwidth (the
-    // shape's, else the nominal one the kernel carries) divided by it.
+    // Slower by `factor`: the link's delay times it (plus delay_ms), its
+    // bandwidth (the shape's, else the nominal one the kernel carries)
+    // divided by it.
     const LinkShape base = p.shaper ? p.shaper->shape() : LinkShape{};
     LinkShape slow = base;
     slow.delay = std::chrono::microseconds(
-        static_cast<int64_t>(std::llround(static_cast<double>(base.delay.count()) * fault->factor)));
+        static_cast<int64_t>(std::llround(static_cast<double>(base.delay.count()) * fault->factor + fault->delay_ms * 1000)));
     const double rate = base.bandwidth_bytes_per_second > 0
                             ? base.bandwidth_bytes_per_second
                             : (options.emulated_links ? options.emulated_links->NominalRate(options.emulated_host,

@@ -57,7 +57,7 @@ Status RunCoordinatorRole(const CoordinatorRoleOptions& a) {
   }
   // Network probes (`tenax probe`) report here; placement and the
   // Kubernetes extender read the matrix back (docs/placement.md).
-  o.services.push_back(std::make_shared<sched::LinkBook>());
+  o.services.push_back(std::make_shared<sched::LinkBook>(job.config.placement.link_half_life_seconds));
   return coord::RunCoordinator(o);
 }
 

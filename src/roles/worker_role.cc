@@ -14,6 +14,7 @@
 #include "tenax/coord/coord_codec.h"
 #include "tenax/coord/coordinator_client.h"
 #include "tenax/core/log.h"
+#include "tenax/core/metrics.h"
 #include "tenax/core/signals.h"
 #include "tenax/net/auth.h"
 #include "tenax/net/host_port.h"
@@ -182,7 +183,18 @@ ProgressFn ProgressReporter(coord::CoordinatorClient& client, int rank, Progress
 // far less; a spare must not outlive its job).
 Result<wire::Roster> WaitForAdmission(coord::CoordinatorClient& client, int rank, bool spare, Deadline deadline,
                                       std::chrono::milliseconds unreachable_limit) {
-  if (spare) spdlog::info("rank {}: waiting as a spare until a member is lost", rank);
+  if (spare) {
+    spdlog::info("rank {}: waiting as a spare until a member is lost", rank);
+    // Under `tenax run`: the launcher learns that this spare is warm (its
+    // model, data and coordinator connection ready), which a live migration
+    // waits for before the member it replaces leaves (docs/placement.md).
+    if (const char* metrics = std::getenv(kRunMetricsEnvVar); metrics && *metrics) {
+      auto writer = JsonLinesWriter::Append(metrics);
+      Status st = writer.ok() ? writer->Write({{"event", "spare_waiting"}, {"rank", rank}, {"pid", ::getpid()}})
+                              : writer.status();
+      if (!st.ok()) spdlog::warn("rank {}: could not tell the launcher this spare is ready: {}", rank, st.message());
+    }
+  }
   const auto since = SteadyClock::now();
   std::optional<SteadyClock::time_point> unreachable_since;
   while (true) {

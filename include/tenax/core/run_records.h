@@ -103,16 +103,19 @@ struct Fault {
   std::string reason;                   // why it did not fire, or why SIGKILL
   std::optional<bool> wiped;            // a storage node's disk wiped
   std::string wipe_error;
-  // A link fault (drop_link, slow_link, partition): the link's two hosts,
-  // or the host cut off from its zone; how long; how much slower.
+  // A link fault (drop_link, slow_link, partition, slow_host): the link's
+  // two hosts, or the host cut off from its zone or slowed; how long; how
+  // much slower, and the delay added each way.
   std::vector<std::string> hosts;
   std::optional<double> seconds;
   std::optional<double> factor;
+  std::optional<double> delay_ms;
   bool operator==(const Fault&) const = default;
 };
 
 // "worker 1", "joiner 2", "server 0", "storage node-2", "the coordinator",
-// "the link a1-b1", "host a1 (from its zone)": whom the fault was aimed at;
+// "the link a1-b1", "host a1 (from its zone)", "host a1 (every link)": whom
+// the fault was aimed at;
 // "" when the record names nobody.
 std::string TargetName(const Fault& f);
 

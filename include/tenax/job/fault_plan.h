@@ -18,7 +18,10 @@
 //   seconds = 2.0        #   for `seconds`; "slow_link" makes it `factor`
 //   factor = 10          #   (default 10) times slower; "partition" cuts one
 //                        #   host (host = "a1", or worker = 1's) off from
-//                        #   the other hosts of its zone
+//                        #   the other hosts of its zone; "slow_host" slows
+//                        #   every link of one host (host or worker: a bad
+//                        #   NIC) `factor` times
+//   delay_ms = 20        # slow_link, slow_host: one-way delay added on top
 //   at_seconds = 10.0    # exactly one of at_seconds and at_step
 //   grace_seconds = 5    # preempt: SIGKILL if it still runs after this
 //   delay_seconds = 0    # fire this long after the trigger (restart: start the
@@ -57,12 +60,13 @@ enum class FaultAction {
   kDropLink,   // a link drops every message
   kSlowLink,   // a link runs `factor` times slower
   kPartition,  // every link from a host to the others of its zone drops everything
+  kSlowHost,   // every link from a host to every other host runs `factor` times slower (+ delay_ms)
 };
 // A link fault, not a signal or a start.
 bool IsLinkFault(FaultAction action);
 
 // "kill", "preempt", "stop", "cont", "restart", "drop_link", "slow_link",
-// "partition".
+// "partition", "slow_host".
 const char* FaultActionName(FaultAction action);
 
 // The longest time a plan may name (at_seconds, delays, grace periods).
@@ -83,12 +87,13 @@ struct FaultSpec {
   double grace_seconds = kDefaultGraceSeconds;  // preempt only
   double delay_seconds = 0;                     // fired this long after its trigger
   // Link faults: drop_link / slow_link name two hosts, or two workers
-  // (whose hosts placement decides); partition names one host, or a worker
+  // (whose hosts placement decides); partition and slow_host name one host, or a worker
   // (`worker`) whose host it cuts off.
   std::vector<std::string> hosts;
   std::vector<int64_t> link_workers;
   double seconds = 0;  // how long a link fault lasts
-  double factor = 10;  // slow_link: how many times slower (2..1000)
+  double factor = 10;  // slow_link, slow_host: how many times slower (2..1000)
+  double delay_ms = 0;  // slow_link, slow_host: one-way delay added on top (0..10000)
   // "kill worker 1 at 10 s", "restart at step 300 (+2 s)",
   // "drop_link workers 0-2 for 2 s at step 40".
   std::string Describe() const;

@@ -16,7 +16,8 @@
 //    longer than NodeOptions::peer_timeout loses the peer, as a real
 //    partition would;
 //  - slow: one-sided traffic to and from the peer takes the link's delay
-//    times `factor` and its nominal bandwidth divided by `factor`.
+//    times `factor`, plus `delay_ms`, and its nominal bandwidth divided by
+//    `factor` (a bad NIC: `tenax run`'s slow_host fault).
 // Windows are in wall-clock milliseconds since the epoch, so that processes
 // in other network namespaces (one clock) agree on them.
 //
@@ -43,6 +44,7 @@ struct LinkFault {
   double factor = 10;  // slow: how many times slower (2..1000)
   int64_t from_ms = 0;   // wall clock, ms since the epoch
   int64_t until_ms = 0;  // exclusive
+  double delay_ms = 0;   // slow: one-way delay added on top (0..10000)
   bool operator==(const LinkFault&) const = default;
 };
 
@@ -65,7 +67,8 @@ struct LinkFaultBook {
   Status WriteTo(const std::string& path) const;
   // InvalidArgument naming the entry and key for anything malformed
   // (unknown kind, a host missing, a window that ends before it starts, a
-  // factor out of 2..1000, more than 4096 entries).
+  // factor out of 2..1000, a delay_ms out of 0..10000, more than 4096
+  // entries).
   static Result<LinkFaultBook> FromJson(const std::string& text);
 };
 

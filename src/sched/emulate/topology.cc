@@ -54,7 +54,9 @@ void ParseTopology(const ConfigDoc& doc, ConfigReader& r, int64_t processes, Top
   (void)doc;
   const bool has_topology = r.has("topology.hosts");
   for (const char* key : {"topology.mode", "topology.same_zone", "topology.cross_zone", "placement.policy",
-                          "placement.zone", "placement.weights", "placement.probe_seconds"}) {
+                          "placement.zone", "placement.weights", "placement.probe_seconds",
+                          "placement.link_half_life_seconds", "placement.migrate", "placement.migrate_max_rtt_ms",
+                          "placement.migrate_min_gbps", "placement.migrate_max_loss"}) {
     if (!has_topology && r.has(key)) r.Fail(key, "needs topology.hosts (the emulated hosts and their zones)");
   }
   if (!has_topology) return;
@@ -120,6 +122,16 @@ void ParseTopology(const ConfigDoc& doc, ConfigReader& r, int64_t processes, Top
   p.weights.loss = r.Real("placement.weights.loss", p.weights.loss, 0, 1000);
   if (Status st = ValidateWeights(p.weights); !st.ok()) r.Fail("placement.weights", st.message());
   p.probe_seconds = r.Real("placement.probe_seconds", p.probe_seconds, 0.2, 600);
+  p.migrate = r.Bool("placement.migrate", p.migrate);
+  // A move must see a degraded link within seconds, not minutes.
+  p.link_half_life_seconds = r.Real("placement.link_half_life_seconds", p.migrate ? 10.0 : 60.0, 1, 3600);
+  DegradationThresholds& m = p.migrate_thresholds;
+  m.max_rtt_ms = r.Real("placement.migrate_max_rtt_ms", m.max_rtt_ms, 0.01, 100000);
+  m.min_throughput_gbps = r.Real("placement.migrate_min_gbps", m.min_throughput_gbps, 0, 100000);
+  m.max_loss = r.Real("placement.migrate_max_loss", m.max_loss, 0, 1);
+  for (const char* key : {"placement.migrate_max_rtt_ms", "placement.migrate_min_gbps", "placement.migrate_max_loss"}) {
+    if (!p.migrate && r.has(key)) r.Fail(key, "only applies with placement.migrate = true");
+  }
 }
 
 }  // namespace tenax::sched

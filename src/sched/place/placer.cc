@@ -428,9 +428,7 @@ std::vector<int> DegradedSlots(const std::vector<NodeState>& nodes, const LinkVi
   }
   std::sort(worker_nodes.begin(), worker_nodes.end());
   worker_nodes.erase(std::unique(worker_nodes.begin(), worker_nodes.end()), worker_nodes.end());
-  auto bad = [&](const LinkMetrics& l) {
-    return !l.reachable || l.loss > t.max_loss || l.rtt_ms > t.max_rtt_ms || l.throughput_gbps < t.min_throughput_gbps;
-  };
+  auto bad = [&](const LinkMetrics& l) { return BreaksThresholds(l, t); };
   std::map<int, int> bad_count;
   std::vector<std::pair<int, int>> bad_pairs;
   for (size_t i = 0; i < worker_nodes.size(); ++i) {
@@ -469,6 +467,93 @@ std::vector<int> DegradedSlots(const std::vector<NodeState>& nodes, const LinkVi
     if (placement.slots[i].role == "worker" && blamed.count(placement.slots[i].node)) out.push_back(static_cast<int>(i));
   }
   return out;
+}
+
+bool BreaksThresholds(const LinkMetrics& l, const DegradationThresholds& t) {
+  return !l.reachable || l.loss > t.max_loss || l.rtt_ms > t.max_rtt_ms ||
+         (t.min_throughput_gbps > 0 && l.throughput_gbps < t.min_throughput_gbps);
+}
+
+std::string ThresholdsBroken(const LinkMetrics& l, const DegradationThresholds& t) {
+  if (!l.reachable) return "unreachable";
+  std::string out;
+  char part[96];
+  auto add = [&out, &part] { out += (out.empty() ? "" : ", ") + std::string(part); };
+  if (l.rtt_ms > t.max_rtt_ms) {
+    std::snprintf(part, sizeof part, "rtt %.1f ms > %g ms", l.rtt_ms, t.max_rtt_ms);
+    add();
+  }
+  if (t.min_throughput_gbps > 0 && l.throughput_gbps < t.min_throughput_gbps) {
+    std::snprintf(part, sizeof part, "%.2f Gbit/s < %g Gbit/s", l.throughput_gbps, t.min_throughput_gbps);
+    add();
+  }
+  if (l.loss > t.max_loss) {
+    std::snprintf(part, sizeof part, "loss %.3f > %g", l.loss, t.max_loss);
+    add();
+  }
+  return out;
+}
+
+std::optional<MigrationPlan> PlanMigration(const std::vector<NodeState>& nodes, const LinkView& links,
+                                           const std::vector<int>& member_nodes, const DegradationThresholds& t,
+                                           const ScoreWeights& weights, const UnmeasuredLinks& unmeasured) {
+  Placement placement;
+  for (size_t i = 0; i < member_nodes.size(); ++i) {
+    placement.slots.push_back({"worker", static_cast<int>(i), member_nodes[i]});
+  }
+  const std::vector<int> degraded = DegradedSlots(nodes, links, placement, t, unmeasured);
+  if (degraded.empty()) return std::nullopt;
+  MigrationPlan plan;
+  plan.member = degraded.front();
+  plan.from = member_nodes[static_cast<size_t>(plan.member)];
+  // The others: every other member's node (once), the moving one's excluded.
+  std::vector<int> others;
+  for (size_t i = 0; i < member_nodes.size(); ++i) {
+    if (static_cast<int>(i) != plan.member) others.push_back(member_nodes[i]);
+  }
+  std::sort(others.begin(), others.end());
+  others.erase(std::unique(others.begin(), others.end()), others.end());
+  bool first = true;
+  for (int o : others) {
+    if (o == plan.from) continue;
+    const LinkMetrics l = EffectiveLink(nodes[static_cast<size_t>(plan.from)], nodes[static_cast<size_t>(o)], links, unmeasured);
+    const bool worse = (!l.reachable && plan.worst.reachable) ||
+                       (l.reachable == plan.worst.reachable && l.rtt_ms > plan.worst.rtt_ms);
+    if (first || worse) {
+      plan.worst = l;
+      plan.why = nodes[static_cast<size_t>(plan.from)].name + "-" + nodes[static_cast<size_t>(o)].name + ": " +
+                 ThresholdsBroken(l, t);
+      first = false;
+    }
+  }
+  std::vector<int> candidates;
+  int with_free_slot = 0;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const int node = static_cast<int>(n);
+    if (node == plan.from || nodes[n].free() <= 0) continue;
+    ++with_free_slot;
+    const bool good = std::all_of(others.begin(), others.end(), [&](int o) {
+      return o == node || o == plan.from || !BreaksThresholds(EffectiveLink(nodes[n], nodes[static_cast<size_t>(o)], links, unmeasured), t);
+    });
+    if (good) candidates.push_back(node);
+  }
+  if (candidates.empty()) {
+    plan.why_not = with_free_slot == 0
+                       ? "no other host has a free slot"
+                       : "none of the " + std::to_string(with_free_slot) +
+                             " other hosts with a free slot has links to the other members within the thresholds";
+    return plan;
+  }
+  std::vector<int> peers = others;
+  std::erase(peers, plan.from);
+  const std::vector<ScoredNode> scored = ScoreNodes(nodes, candidates, peers, links, weights, unmeasured);
+  // The best score; ties go to the first candidate (the nodes' order).
+  size_t best = 0;
+  for (size_t i = 1; i < scored.size(); ++i) {
+    if (scored[i].score > scored[best].score) best = i;
+  }
+  plan.to = scored[best].index;  // a node index (ScoreNodes returns the candidates' own)
+  return plan;
 }
 
 }  // namespace tenax::sched

@@ -203,6 +203,55 @@ TEST(PlacerTest, InATwoNodeJobTheNodeWithTheBadNicIsTheOneToMove) {
   EXPECT_EQ(DegradedSlots(nodes, links, p, DegradationThresholds{}), std::vector<int>{1});
 }
 
+// Live migration's plan (tenax run, placement.migrate): the member behind
+// the bad NIC moves to a host whose links to the others meet the
+// thresholds; never onto another bad link, never without a free slot.
+TEST(PlacerTest, AMigrationMovesTheMemberOffABadNicOntoAGoodHostAndNeverOntoAnotherBadLink) {
+  auto nodes = ZonedNodes({{"a", 4}}, 1);  // a-0 .. a-3, one slot each
+  nodes[0].used = 1;
+  nodes[1].used = 1;
+  const std::vector<int> members = {0, 1};
+  TableLinks links;
+  const DegradationThresholds t;  // 10 ms, 1 Gbit/s, 1% loss
+  EXPECT_FALSE(PlanMigration(nodes, links, members, t).has_value()) << "healthy links: nothing to move";
+
+  const LinkMetrics bad{41.0, 0.0, 0.38, true};
+  for (const char* other : {"a-0", "a-2", "a-3"}) links.Set("a-1", other, bad);
+  auto plan = PlanMigration(nodes, links, members, t);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(1, plan->member);
+  EXPECT_EQ(1, plan->from);
+  EXPECT_EQ(2, plan->to) << "a-2 and a-3 are alike: the first";
+  EXPECT_EQ("a-1-a-0: rtt 41.0 ms > 10 ms, 0.38 Gbit/s < 1 Gbit/s", plan->why);
+  EXPECT_DOUBLE_EQ(41.0, plan->worst.rtt_ms);
+
+  // a-2's link to the member that stays is bad too: a-3 is the only good one.
+  links.Set("a-2", "a-0", {25.0, 0.0, 4.0, true});
+  plan = PlanMigration(nodes, links, members, t);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(3, plan->to);
+  // ... and a-3's as well: no move, said (a move onto a bad link would loop).
+  links.Set("a-3", "a-0", {0.3, 0.05, 4.0, true});
+  plan = PlanMigration(nodes, links, members, t);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ(-1, plan->to);
+  EXPECT_EQ("none of the 2 other hosts with a free slot has links to the other members within the thresholds",
+            plan->why_not);
+  nodes[2].used = 1;
+  nodes[3].used = 1;
+  plan = PlanMigration(nodes, links, members, t);
+  ASSERT_TRUE(plan.has_value());
+  EXPECT_EQ("no other host has a free slot", plan->why_not);
+
+  // Throughput not judged (0): a link that is only narrow moves nobody.
+  TableLinks narrow;
+  narrow.Set("a-0", "a-1", {0.3, 0.0, 0.1, true});
+  DegradationThresholds delay_only;
+  delay_only.min_throughput_gbps = 0;
+  EXPECT_FALSE(PlanMigration(nodes, narrow, members, delay_only).has_value());
+  EXPECT_TRUE(PlanMigration(nodes, narrow, members, t).has_value());
+}
+
 }  // namespace
 }  // namespace tenax::sched
 

@@ -12,6 +12,11 @@
 //   zone = "soft"            # | "hard"
 //   weights = { throughput = 0.5, delay = 0.3, loss = 0.2 }
 //   probe_seconds = 3        # how long the probes measure before placement
+//   link_half_life_seconds = 60  # how fast the coordinator's link matrix forgets (10 with migrate)
+//   migrate = false          # elastic jobs: move a member off a host whose links degrade
+//   migrate_max_rtt_ms = 10  # ... when a link to another member is beyond any of these
+//   migrate_min_gbps = 1     #     (0 = throughput not judged)
+//   migrate_max_loss = 0.2
 //
 // Pure data and parsing; thread-compatible.
 #pragma once
@@ -56,6 +61,19 @@ struct PlacementConfig {
   ZoneConstraint zone = ZoneConstraint::kSoft;
   ScoreWeights weights;
   double probe_seconds = 3.0;
+  // Half-life of the coordinator's time-decayed link matrix (LinkMatrix):
+  // shorter sees a degraded link sooner, and forgets it sooner.
+  double link_half_life_seconds = 60.0;
+  // Live migration (docs/placement.md, "Moving a live worker"): `tenax run`
+  // follows the matrix while the job runs and moves a member whose links
+  // to the other members break `migrate_thresholds` (sched::DegradedSlots)
+  // to a host whose links meet them: a spare there first, then the member
+  // leaves at a step boundary. Elastic sync jobs only.
+  bool migrate = false;
+  // Loss 0.2, not DegradationThresholds' 0.01: the probes count a late
+  // answer as lost, and of their 5 pings a round one late one (a loaded
+  // machine's noise) is 0.2 for that round.
+  DegradationThresholds migrate_thresholds{0.2, 10.0, 1.0};
 };
 
 // Reads [topology] and [placement] (errors go to the reader, located at

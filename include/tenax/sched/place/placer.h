@@ -136,4 +136,32 @@ std::vector<int> DegradedSlots(const std::vector<NodeState>& nodes, const LinkVi
                                const Placement& placement, const DegradationThresholds& thresholds,
                                const UnmeasuredLinks& unmeasured = {});
 
+// True when `link` breaks any threshold (unreachable counts); a threshold
+// of 0 throughput is not judged.
+bool BreaksThresholds(const LinkMetrics& link, const DegradationThresholds& thresholds);
+// "rtt 41.3 ms > 10 ms, 0.38 Gbit/s < 1 Gbit/s": what `link` breaks.
+std::string ThresholdsBroken(const LinkMetrics& link, const DegradationThresholds& thresholds);
+
+// A live migration's plan (docs/placement.md, "Moving a live worker"): the
+// member to move off a degraded link and the host to move it to.
+struct MigrationPlan {
+  int member = -1;   // index into member_nodes (DegradedSlots' first)
+  int from = -1;     // its node
+  int to = -1;       // the node to move it to; -1 when none qualifies
+  LinkMetrics worst; // its worst link to the other members now
+  std::string why;   // what its worst link breaks ("a2-a1: rtt 41.3 ms > 10 ms")
+  std::string why_not;  // to = -1: why no node qualifies
+};
+// `member_nodes`: the node (index into nodes) of each live member, in any
+// order. nullopt while no member's links break the thresholds. Otherwise
+// the first member DegradedSlots names, and as `to` the best-scored node
+// (ScoreNodes against the other members) among those with a free slot,
+// other than `from`, whose links to every other member (on another node)
+// meet the thresholds: a move that would land on another bad link is not
+// planned (why_not says so), so moves never loop. Pure, deterministic.
+std::optional<MigrationPlan> PlanMigration(const std::vector<NodeState>& nodes, const LinkView& links,
+                                           const std::vector<int>& member_nodes,
+                                           const DegradationThresholds& thresholds, const ScoreWeights& weights = {},
+                                           const UnmeasuredLinks& unmeasured = {});
+
 }  // namespace tenax::sched

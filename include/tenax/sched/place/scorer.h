@@ -40,7 +40,7 @@ struct ScoreWeights {
 Status ValidateWeights(const ScoreWeights& w);
 
 struct ScoredNode {
-  int index = -1;      // into the candidates given
+  int index = -1;      // the candidate's node index (as given, into `nodes`)
   double score = 0;    // 0..100
   LinkMetrics worst;   // the worst link to the peers (what was normalised)
 };
