@@ -358,6 +358,41 @@ TEST_F(TopologyClusterTest, ALiveWorkerMovesOffAHostWhoseLinksDegradeAndEndsBitI
   EXPECT_EQ(h, StateHash(migrant));
 }
 
+// The same bad NIC with no host to move to (two one-slot hosts, both
+// taken): the move is skipped and said once, never looped, and the job
+// trains on, slowly, to its last step.
+TEST_F(TopologyClusterTest, AMemberNoHostCanTakeStaysWhereItIsAndTheSkipIsSaidOnce) {
+  ScratchDir dir;
+  const std::string path = dir / "nomove.toml";
+  {
+    std::ofstream out(path);
+    out << "mode = \"sync\"\n[cluster]\nworkers = 2\njob_id = \"nomove\"\nelastic = true\nmin_workers = 1\n"
+        << "peer_timeout_seconds = 5\njoin_timeout_seconds = 60\nstep_timeout_seconds = 30\n"
+        << "[topology]\nmode = \"loopback\"\n"
+        << "hosts = [ { name = \"a1\", zone = \"za\" }, { name = \"a2\", zone = \"za\" } ]\n"
+        << "same_zone = { delay_ms = 0.0, bandwidth_gbps = 10 }\n"
+        << "[placement]\nprobe_seconds = 2\nmigrate = true\nlink_half_life_seconds = 2\nmigrate_min_gbps = 0\n"
+        << "[data]\ntrain_limit = 4096\ntest_limit = 500\n[model]\nname = \"mlp\"\n"
+        << "[train]\nepochs = 100\nmax_steps = 400\nbatch_size = 32\nthreads = 1\nlr = 0.05\nallreduce = \"ring\"\n"
+        << "[log]\nevery_steps = 100\n"
+        << "[[faults]]\naction = \"slow_host\"\nhost = \"a2\"\nfactor = 10\ndelay_ms = 20\nseconds = 3600\nat_step = 20\n";
+  }
+  auto r = RunProcess({TenaxBinary(), "run", path, "--out", dir / "out"});
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  auto summary = nlohmann::json::parse(ReadText(dir / "out/summary.json"), nullptr, false);
+  ASSERT_FALSE(summary.is_discarded());
+  EXPECT_EQ(400, summary.value("steps", 0));
+  EXPECT_EQ(1u, summary["generations"].size()) << "nobody moved: " << summary["generations"].dump();
+  const auto& moves = summary["migrations"];
+  ASSERT_EQ(1u, moves.size()) << "said once, not looped: " << moves.dump();
+  EXPECT_EQ("skipped", moves[0].value("outcome", "")) << moves.dump();
+  EXPECT_EQ("no other host has a free slot", moves[0].value("why_not", "")) << moves.dump();
+  size_t said = 0;
+  for (size_t at = r.err.find("migration skipped:"); at != std::string::npos; at = r.err.find("migration skipped:", at + 1)) ++said;
+  EXPECT_EQ(1u, said) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "out/logs/migrant-1.log")) << "no migrant was started";
+}
+
 TEST_F(TopologyClusterTest, ABadTopologyIsRefusedBeforeAnythingStarts) {
   ScratchDir dir;
   const std::string job = WriteJob(dir, "network_aware", "loopback");
