@@ -205,6 +205,8 @@ void AddCoordLoadBenchmark(CLI::App& bench, int& exit_code);
 void AddStragglersBenchmark(CLI::App& bench, int& exit_code);
 void AddEcBenchmark(CLI::App& bench, int& exit_code);
 void AddRecoveryBenchmark(CLI::App& bench, int& exit_code);
+// `migrate`: a live worker moved off a host whose links degrade (placement.migrate), against a clean run.
+void AddMigrateBenchmark(CLI::App& bench, int& exit_code);
 // `sched`: network-aware placement against Kubernetes' schedulers (simulated) and one pod's latency.
 void AddSchedBenchmark(CLI::App& bench, int& exit_code);
 void AddPythonBenchmark(CLI::App& bench, int& exit_code);

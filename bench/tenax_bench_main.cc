@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   tenax::bench::AddStragglersBenchmark(app, exit_code);
   tenax::bench::AddEcBenchmark(app, exit_code);
   tenax::bench::AddRecoveryBenchmark(app, exit_code);
+  tenax::bench::AddMigrateBenchmark(app, exit_code);
   tenax::bench::AddSchedBenchmark(app, exit_code);
   tenax::bench::AddPythonBenchmark(app, exit_code);
   tenax::bench::AddGpuBenchmark(app, exit_code);

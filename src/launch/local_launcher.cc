@@ -621,7 +621,8 @@ class LocalLaunch {
 
   // placement.migrate (docs/placement.md, "Moving a live worker"): once a
   // second, the coordinator's link matrix again; a member whose links to
-  // the others break the thresholds gets a migrant, a spare started on the
+  // the others break the thresholds (in 3 checks in a row) gets a migrant,
+  // a spare started on the
   // host sched::PlanMigration picks; once it is warm, the member is sent
   // SIGTERM (it leaves at its next step boundary) and the coordinator
   // admits the migrant in the generation that drops it, with the live
@@ -646,8 +647,21 @@ class LocalLaunch {
     }
     if (member_children.size() < 2) return;
     std::optional<sched::MigrationPlan> plan = topology_->PlanMove(member_hosts);
-    if (!plan) return;
+    if (!plan) {
+      degraded_checks_ = 0;
+      return;
+    }
     const size_t member = member_children[static_cast<size_t>(plan->member)];
+    // Only a link that stays bad moves a member: the probes' loss counts a
+    // late answer, and a loaded machine delays a round's pings now and then
+    // (a loss of 0.2 over healthy links was seen once, before any fault).
+    // kMigrateConfirmChecks checks in a row, a second apart, must name the
+    // same member on the same host.
+    constexpr int kMigrateConfirmChecks = 3;
+    const std::pair<size_t, int> suspect{member, plan->from};
+    degraded_checks_ = suspect == degraded_suspect_ ? degraded_checks_ + 1 : 1;
+    degraded_suspect_ = suspect;
+    if (degraded_checks_ < kMigrateConfirmChecks) return;
     const std::string who = children_->name(member);
     if (plan->to < 0) {
       if (migration_skipped_.insert({member, plan->from}).second) {
@@ -706,6 +720,7 @@ class LocalLaunch {
       monitor_->Notice(line);
       migrating_.reset();
       generation_seen_after_leave_ = false;
+      degraded_checks_ = 0;
     };
     if (auto code = children_->exit_code(m.migrant)) {
       return end("failed", "migration of " + m.record["member"].get<std::string>() + " failed: " +
@@ -1171,6 +1186,8 @@ class LocalLaunch {
   std::vector<nlohmann::json> migrations_;
   std::set<std::pair<size_t, int>> migration_skipped_;  // (member, host) said once
   int migrants_ = 0;
+  std::pair<size_t, int> degraded_suspect_{0, -1};  // (member, host) the last checks named
+  int degraded_checks_ = 0;                          // how many in a row
   bool generation_seen_after_leave_ = false;  // the move under way: a generation came after the member's SIGTERM
   SteadyClock::time_point next_link_check_{};
   bool inside_topology_ = false;  // the launcher re-run inside a topology's namespaces
