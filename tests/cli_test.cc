@@ -351,6 +351,17 @@ TEST(CliTest, BenchAllreduceHostsCountsOneZoneSumAcrossPerZone) {
   EXPECT_EQ(cross["hierarchical"], 2.0 * size) << j.dump();
 }
 
+// tenax bench migrate refuses what it cannot measure before any run starts.
+TEST(CliTest, BenchMigrateRefusesBadFlagsInOneLine) {
+  auto help = RunProcess({TenaxBinary(), "bench", "migrate", "--help"});
+  ASSERT_EQ(help.exit_code, 0) << help.err;
+  EXPECT_NE(help.out.find("--rounds"), std::string::npos) << help.out;
+  ExpectBadInput(RunProcess({TenaxBinary(), "bench", "migrate", "--steps", "100"}), "--steps 100: at least 300");
+  ExpectBadInput(RunProcess({TenaxBinary(), "bench", "migrate", "--workers", "6"}), "--workers 6: 2..5");
+  ExpectBadInput(RunProcess({TenaxBinary(), "bench", "migrate", "--model", "resnet"}), "--model resnet: cnn or mlp");
+  ExpectBadInput(RunProcess({TenaxBinary(), "bench", "migrate", "--data", "/nonexistent"}), "no such file");
+}
+
 TEST(CliTest, BenchElasticTorchrunPeerResumesAfterAKill) {
   auto help = RunProcess({TenaxBinary(), "bench", "elastic", "--help"});
   ASSERT_EQ(help.exit_code, 0) << help.err;
