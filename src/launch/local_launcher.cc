@@ -699,6 +699,8 @@ class LocalLaunch {
                 {"from", topology_->HostLabel(plan->from)},
                 {"to", topology_->HostLabel(to)},
                 {"reason", plan->why},
+                {"estimated_exchange_ms", plan->estimated_seconds_now * 1e3},
+                {"estimated_exchange_ms_after", plan->estimated_seconds_after * 1e3},
                 {"at_seconds", RunSeconds()},
                 {"step", max_step_}};
     m.started = SteadyClock::now();

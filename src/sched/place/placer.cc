@@ -496,7 +496,8 @@ std::string ThresholdsBroken(const LinkMetrics& l, const DegradationThresholds& 
 
 std::optional<MigrationPlan> PlanMigration(const std::vector<NodeState>& nodes, const LinkView& links,
                                            const std::vector<int>& member_nodes, const DegradationThresholds& t,
-                                           const ScoreWeights& weights, const UnmeasuredLinks& unmeasured) {
+                                           const ScoreWeights& weights, double gradient_bytes,
+                                           const UnmeasuredLinks& unmeasured) {
   Placement placement;
   for (size_t i = 0; i < member_nodes.size(); ++i) {
     placement.slots.push_back({"worker", static_cast<int>(i), member_nodes[i]});
@@ -544,15 +545,57 @@ std::optional<MigrationPlan> PlanMigration(const std::vector<NodeState>& nodes, 
                              " other hosts with a free slot has links to the other members within the thresholds";
     return plan;
   }
+  // A move must pay: the allreduce estimated over the members' worst link
+  // (RingAllreduceSeconds, whose loss term is the TCP bound) at most
+  // kMigrationGain of today's with the member moved. A host across a slow
+  // zone link meets the thresholds and may still be worse than a link that
+  // only just breaks one (a loss of 0.21 against 0.2 Gbit/s across zones).
+  constexpr double kMigrationGain = 0.8;
+  const int n = static_cast<int>(member_nodes.size());
+  // Loss not judged (max_loss >= 1): not priced either (the probes' loss
+  // counts late answers, which a loaded machine makes).
+  const bool price_loss = t.max_loss < 1;
+  auto step_cost = [&](const std::vector<int>& at) {
+    LinkMetrics worst = WorstLinkAmong(nodes, at, links, unmeasured);
+    if (!price_loss) worst.loss = 0;
+    return RingAllreduceSeconds(n, gradient_bytes, worst);
+  };
+  const double cost_now = step_cost(member_nodes);
+  std::vector<int> paying;
+  double best_cost = std::numeric_limits<double>::infinity();
+  int best_node = -1;
+  for (int c : candidates) {
+    std::vector<int> after = member_nodes;
+    after[static_cast<size_t>(plan.member)] = c;
+    const double cost = step_cost(after);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best_node = c;
+    }
+    if (cost <= kMigrationGain * cost_now) paying.push_back(c);
+  }
+  plan.estimated_seconds_now = cost_now;
+  if (paying.empty()) {
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "no host would make the exchange faster: the best, %s, is estimated at %.1f ms a step against "
+                  "%.1f ms now",
+                  nodes[static_cast<size_t>(best_node)].name.c_str(), best_cost * 1e3, cost_now * 1e3);
+    plan.why_not = text;
+    return plan;
+  }
   std::vector<int> peers = others;
   std::erase(peers, plan.from);
-  const std::vector<ScoredNode> scored = ScoreNodes(nodes, candidates, peers, links, weights, unmeasured);
+  const std::vector<ScoredNode> scored = ScoreNodes(nodes, paying, peers, links, weights, unmeasured);
   // The best score; ties go to the first candidate (the nodes' order).
   size_t best = 0;
   for (size_t i = 1; i < scored.size(); ++i) {
     if (scored[i].score > scored[best].score) best = i;
   }
   plan.to = scored[best].index;  // a node index (ScoreNodes returns the candidates' own)
+  std::vector<int> after = member_nodes;
+  after[static_cast<size_t>(plan.member)] = plan.to;
+  plan.estimated_seconds_after = step_cost(after);
   return plan;
 }
 

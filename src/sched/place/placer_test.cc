@@ -243,6 +243,29 @@ TEST(PlacerTest, AMigrationMovesTheMemberOffABadNicOntoAGoodHostAndNeverOntoAnot
   ASSERT_TRUE(plan.has_value());
   EXPECT_EQ("no other host has a free slot", plan->why_not);
 
+  // A move must make the exchange faster, not only meet the thresholds:
+  // with the only free hosts behind the same bad link or across a
+  // 0.2 Gbit/s zone link, the 4 MB exchange is no faster anywhere.
+  {
+    auto zoned = ZonedNodes({{"a", 3}, {"b", 1}}, 1);  // a-0 a-1 a-2, b-0
+    zoned[0].used = 1;
+    zoned[1].used = 1;
+    TableLinks far;
+    for (const char* other : {"a-0", "a-2", "b-0"}) far.Set("a-1", other, bad);
+    far.Set("b-0", "a-0", {2.0, 0.0, 0.2, true});
+    DegradationThresholds zones = t;
+    zones.min_throughput_gbps = 0.1;  // the zone link itself is no fault
+    auto move = PlanMigration(zoned, far, members, zones);
+    ASSERT_TRUE(move.has_value());
+    EXPECT_EQ(2, move->to) << "a-2, in the zone, healthy";
+    EXPECT_LT(move->estimated_seconds_after, 0.8 * move->estimated_seconds_now);
+    far.Set("a-2", "a-0", bad);  // a-2 behind the same trouble: only b-0 is left
+    auto stay = PlanMigration(zoned, far, members, zones);
+    ASSERT_TRUE(stay.has_value());
+    EXPECT_EQ(-1, stay->to);
+    EXPECT_EQ(0u, stay->why_not.rfind("no host would make the exchange faster: the best, b-0,", 0)) << stay->why_not;
+  }
+
   // Throughput not judged (0): a link that is only narrow moves nobody.
   TableLinks narrow;
   narrow.Set("a-0", "a-1", {0.3, 0.0, 0.1, true});

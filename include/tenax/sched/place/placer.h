@@ -151,17 +151,22 @@ struct MigrationPlan {
   LinkMetrics worst; // its worst link to the other members now
   std::string why;   // what its worst link breaks ("a2-a1: rtt 41.3 ms > 10 ms")
   std::string why_not;  // to = -1: why no node qualifies
+  double estimated_seconds_now = 0;    // the members' allreduce as they are (RingAllreduceSeconds)
+  double estimated_seconds_after = 0;  // ... with the member on `to`
 };
 // `member_nodes`: the node (index into nodes) of each live member, in any
 // order. nullopt while no member's links break the thresholds. Otherwise
 // the first member DegradedSlots names, and as `to` the best-scored node
 // (ScoreNodes against the other members) among those with a free slot,
 // other than `from`, whose links to every other member (on another node)
-// meet the thresholds: a move that would land on another bad link is not
-// planned (why_not says so), so moves never loop. Pure, deterministic.
+// meet the thresholds and with which the members' allreduce of
+// `gradient_bytes` is estimated (RingAllreduceSeconds over their worst
+// link) at most 0.8x today's: a move that would land on another bad link,
+// or across a zone link slower than the bad one, is not planned (why_not
+// says so), so moves never loop. Pure, deterministic.
 std::optional<MigrationPlan> PlanMigration(const std::vector<NodeState>& nodes, const LinkView& links,
                                            const std::vector<int>& member_nodes,
                                            const DegradationThresholds& thresholds, const ScoreWeights& weights = {},
-                                           const UnmeasuredLinks& unmeasured = {});
+                                           double gradient_bytes = 4e6, const UnmeasuredLinks& unmeasured = {});
 
 }  // namespace tenax::sched
