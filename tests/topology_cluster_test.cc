@@ -296,6 +296,28 @@ TEST_F(TopologyClusterTest, LinkFaultsShorterThanThePeerTimeoutCostNoMember) {
   EXPECT_EQ(h, StateHash(w3));
 }
 
+// An elastic job of 2 workers (min 1) with placement.migrate on one-slot
+// hosts of zone za (loopback), an mlp for `steps` steps, the flat ring, and
+// a bad NIC for the rest of the run (slow_host: every link 10x slower and
+// 20 ms more each way), aimed by `target` ("worker = 1\nat_step = 40\n").
+std::string WriteMigrationJob(const ScratchDir& dir, const std::string& job_id, const std::vector<std::string>& hosts,
+                              int steps, const std::string& target) {
+  const std::string path = dir / (job_id + ".toml");
+  std::ofstream out(path);
+  out << "mode = \"sync\"\n[cluster]\nworkers = 2\njob_id = \"" << job_id << "\"\nelastic = true\nmin_workers = 1\n"
+      << "peer_timeout_seconds = 5\njoin_timeout_seconds = 60\nstep_timeout_seconds = 30\n"
+      << "[topology]\nmode = \"loopback\"\nhosts = [ ";
+  for (size_t i = 0; i < hosts.size(); ++i) out << (i ? ", " : "") << "{ name = \"" << hosts[i] << "\", zone = \"za\" }";
+  out << " ]\nsame_zone = { delay_ms = 0.0, bandwidth_gbps = 10 }\n"
+      << "[placement]\nprobe_seconds = 2\nmigrate = true\nlink_half_life_seconds = 2\nmigrate_max_rtt_ms = 10\n"
+      << "migrate_min_gbps = 0\n"
+      << "[data]\ntrain_limit = 4096\ntest_limit = 500\n[model]\nname = \"mlp\"\n"
+      << "[train]\nepochs = 100\nmax_steps = " << steps << "\nbatch_size = 32\nthreads = 1\nlr = 0.05\nmomentum = 0.9\n"
+      << "allreduce = \"ring\"\n[log]\nevery_steps = 100\n"
+      << "[[faults]]\naction = \"slow_host\"\nfactor = 10\ndelay_ms = 20\nseconds = 3600\n" << target;
+  return path;
+}
+
 // Live migration (placement.migrate, docs/placement.md): two workers on
 // three one-slot hosts of one zone (loopback); at step 40 worker 1's host
 // gets a bad NIC for the rest of the run (every link 10x slower and 20 ms
@@ -306,21 +328,7 @@ TEST_F(TopologyClusterTest, LinkFaultsShorterThanThePeerTimeoutCostNoMember) {
 // bit-identical, and the move in summary.json with its reason.
 TEST_F(TopologyClusterTest, ALiveWorkerMovesOffAHostWhoseLinksDegradeAndEndsBitIdentical) {
   ScratchDir dir;
-  const std::string path = dir / "migrate.toml";
-  {
-    std::ofstream out(path);
-    out << "mode = \"sync\"\n[cluster]\nworkers = 2\njob_id = \"migrate\"\nelastic = true\nmin_workers = 1\n"
-        << "peer_timeout_seconds = 5\njoin_timeout_seconds = 60\nstep_timeout_seconds = 30\n"
-        << "[topology]\nmode = \"loopback\"\n"
-        << "hosts = [ { name = \"a1\", zone = \"za\" }, { name = \"a2\", zone = \"za\" }, { name = \"a3\", zone = \"za\" } ]\n"
-        << "same_zone = { delay_ms = 0.0, bandwidth_gbps = 10 }\n"
-        << "[placement]\nprobe_seconds = 2\nmigrate = true\nlink_half_life_seconds = 2\nmigrate_max_rtt_ms = 10\n"
-        << "migrate_min_gbps = 0\n"
-        << "[data]\ntrain_limit = 4096\ntest_limit = 500\n[model]\nname = \"mlp\"\n"
-        << "[train]\nepochs = 100\nmax_steps = 1500\nbatch_size = 32\nthreads = 1\nlr = 0.05\nmomentum = 0.9\nallreduce = \"ring\"\n"
-        << "[log]\nevery_steps = 100\n"
-        << "[[faults]]\naction = \"slow_host\"\nworker = 1\nfactor = 10\ndelay_ms = 20\nseconds = 3600\nat_step = 40\n";
-  }
+  const std::string path = WriteMigrationJob(dir, "migrate", {"a1", "a2", "a3"}, 1500, "worker = 1\nat_step = 40\n");
   auto r = RunProcess({TenaxBinary(), "run", path, "--out", dir / "out"});
   ASSERT_EQ(0, r.exit_code) << r.err;
   auto summary = nlohmann::json::parse(ReadText(dir / "out/summary.json"), nullptr, false);
@@ -363,20 +371,7 @@ TEST_F(TopologyClusterTest, ALiveWorkerMovesOffAHostWhoseLinksDegradeAndEndsBitI
 // trains on, slowly, to its last step.
 TEST_F(TopologyClusterTest, AMemberNoHostCanTakeStaysWhereItIsAndTheSkipIsSaidOnce) {
   ScratchDir dir;
-  const std::string path = dir / "nomove.toml";
-  {
-    std::ofstream out(path);
-    out << "mode = \"sync\"\n[cluster]\nworkers = 2\njob_id = \"nomove\"\nelastic = true\nmin_workers = 1\n"
-        << "peer_timeout_seconds = 5\njoin_timeout_seconds = 60\nstep_timeout_seconds = 30\n"
-        << "[topology]\nmode = \"loopback\"\n"
-        << "hosts = [ { name = \"a1\", zone = \"za\" }, { name = \"a2\", zone = \"za\" } ]\n"
-        << "same_zone = { delay_ms = 0.0, bandwidth_gbps = 10 }\n"
-        << "[placement]\nprobe_seconds = 2\nmigrate = true\nlink_half_life_seconds = 2\nmigrate_min_gbps = 0\n"
-        << "[data]\ntrain_limit = 4096\ntest_limit = 500\n[model]\nname = \"mlp\"\n"
-        << "[train]\nepochs = 100\nmax_steps = 400\nbatch_size = 32\nthreads = 1\nlr = 0.05\nallreduce = \"ring\"\n"
-        << "[log]\nevery_steps = 100\n"
-        << "[[faults]]\naction = \"slow_host\"\nhost = \"a2\"\nfactor = 10\ndelay_ms = 20\nseconds = 3600\nat_step = 20\n";
-  }
+  const std::string path = WriteMigrationJob(dir, "nomove", {"a1", "a2"}, 400, "host = \"a2\"\nat_step = 20\n");
   auto r = RunProcess({TenaxBinary(), "run", path, "--out", dir / "out"});
   ASSERT_EQ(0, r.exit_code) << r.err;
   auto summary = nlohmann::json::parse(ReadText(dir / "out/summary.json"), nullptr, false);
