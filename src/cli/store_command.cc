@@ -149,6 +149,15 @@ Result<std::unique_ptr<StoreClient>> OpenStore(const StoreArgs& a) {
   InitLogging("store", "warn");  // to stderr: stdout is for the report (--json)
   store::StoreClientOptions o;
   o.link_bytes_per_second = a.link_gbps * 1e9 / 8;
+  // A command is a batch of work, not a loader feeding a step: it waits out
+  // a data node stalled in a slow fsync (8 s seen on this machine under
+  // CI's load) as the recovery service does. With the loaders' 3 s, two
+  // `store put`s of CI's storage tests failed together when the disk
+  // stalled. A node that is gone (its connection reset) is still known at
+  // once.
+  o.peer_timeout = std::chrono::seconds(15);
+  o.connect_timeout = std::chrono::seconds(15);
+  o.request_timeout = std::chrono::seconds(30);
   return StoreClient::Open(a.catalog, o);
 }
 

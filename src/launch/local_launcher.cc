@@ -17,6 +17,7 @@
 #include "fault_injector.h"
 #include "job_topology.h"
 #include "reference_run.h"
+#include "run_migration.h"
 #include "run_monitor.h"
 #include "run_storage.h"
 #include "run_summary.h"
@@ -192,6 +193,7 @@ class LocalLaunch {
     TENAX_RETURN_IF_ERROR(StartServers());
     TENAX_RETURN_IF_ERROR(StartWorkers());
     StartFaults();
+    StartMigration();
     AnnounceStart();
     TENAX_RETURN_IF_ERROR(Watch());
     TENAX_RETURN_IF_ERROR(WaitForChildren());
@@ -619,152 +621,29 @@ class LocalLaunch {
     }
   }
 
-  // placement.migrate (docs/placement.md, "Moving a live worker"): once a
-  // second, the coordinator's link matrix again; a member whose links to
-  // the others break the thresholds (in 3 checks in a row) gets a migrant,
-  // a spare started on the
-  // host sched::PlanMigration picks; once it is warm, the member is sent
-  // SIGTERM (it leaves at its next step boundary) and the coordinator
-  // admits the migrant in the generation that drops it, with the live
-  // state copied as for any joiner. One move at a time; a member no host
-  // can take is said once and left where it is.
-  void Migrate() {
-    if (!elastic_ || !topology_ || !job_.config.placement.migrate || !job_started_) return;
-    if (migrating_) return FollowMigration();
-    const auto now = SteadyClock::now();
-    if (now < next_link_check_) return;
-    next_link_check_ = now + 1s;
-    if (Status st = topology_->RefreshLinks(hp_.host, port_, secret_); !st.ok()) {
-      spdlog::debug("migration: the link matrix was not read: {}", st.message());
-      return;
-    }
-    std::vector<size_t> member_children, member_hosts;
-    for (const auto& [child, host] : host_of_member_) {
-      const std::string state = monitor_->StateOf(children_->pid(child));
-      if (children_->exit_code(child) || (state != "active" && state != "slow")) continue;
-      member_children.push_back(child);
-      member_hosts.push_back(host);
-    }
-    if (member_children.size() < 2) return;
-    std::optional<sched::MigrationPlan> plan = topology_->PlanMove(member_hosts);
-    if (!plan) {
-      degraded_checks_ = 0;
-      return;
-    }
-    const size_t member = member_children[static_cast<size_t>(plan->member)];
-    // Only a link that stays bad moves a member: the probes' loss counts a
-    // late answer, and a loaded machine delays a round's pings now and then
-    // (a loss of 0.2 over healthy links was seen once, before any fault).
-    // kMigrateConfirmChecks checks in a row, a second apart, must name the
-    // same member on the same host.
-    constexpr int kMigrateConfirmChecks = 3;
-    const std::pair<size_t, int> suspect{member, plan->from};
-    degraded_checks_ = suspect == degraded_suspect_ ? degraded_checks_ + 1 : 1;
-    degraded_suspect_ = suspect;
-    if (degraded_checks_ < kMigrateConfirmChecks) return;
-    const std::string who = children_->name(member);
-    if (plan->to < 0) {
-      if (migration_skipped_.insert({member, plan->from}).second) {
-        monitor_->Notice("migration skipped: " + who + " on " + topology_->HostLabel(plan->from) + " (" + plan->why +
-                         "): " + plan->why_not);
-        migrations_.push_back({{"member", who}, {"from", topology_->HostLabel(plan->from)}, {"reason", plan->why},
-                               {"outcome", "skipped"}, {"why_not", plan->why_not},
-                               {"at_seconds", RunSeconds()}});
-      }
-      return;
-    }
-    const std::string id = std::to_string(++migrants_);
-    // At the members' priority, unlike a spare kept for a loss that may
-    // never come: the job is already slowed by the link, and the sooner the
-    // migrant is warm the sooner it is fast again (at nice 19 beside two
-    // busy members on 2 cores, a start took 13 s instead of 1).
-    std::vector<std::string> argv = WorkerArgv(-1);
-    argv.push_back("--spare");
-    const size_t to = static_cast<size_t>(plan->to);
-    auto index = children_->StartLogged("migrant " + id, topology_->OnChosenHost(to, argv), run_.log("migrant-" + id));
-    if (!index.ok()) {
-      topology_->ReleaseSlotOn(to);
-      monitor_->Notice("migration of " + who + " not started: " + index.status().message());
-      return;
-    }
-    children_->ExpectExit(*index);
-    host_of_member_[*index] = to;
-    roles_.push_back("worker");  // priced as a worker while it runs
-    monitor_->AddWorker("migrant " + id, children_->pid(*index), topology_->HostLabel(to));
-    Migration m;
-    m.member = member;
-    m.migrant = *index;
-    m.record = {{"member", who},
-                {"migrant", "migrant " + id},
-                {"from", topology_->HostLabel(plan->from)},
-                {"to", topology_->HostLabel(to)},
-                {"reason", plan->why},
-                {"estimated_exchange_ms", plan->estimated_seconds_now * 1e3},
-                {"estimated_exchange_ms_after", plan->estimated_seconds_after * 1e3},
-                {"at_seconds", RunSeconds()},
-                {"step", max_step_}};
-    m.started = SteadyClock::now();
-    m.log = run_.log("migrant-" + id);
-    migrating_ = std::move(m);
-    monitor_->Notice("migration: " + who + " on " + topology_->HostLabel(plan->from) + " (" + plan->why +
-                     ") moves to " + topology_->HostLabel(to) + "; migrant " + id + " starts there");
-  }
-  // A move under way: the migrant warm, then the member's leave, then the
-  // generation that admits the migrant.
-  void FollowMigration() {
-    Migration& m = *migrating_;
-    const pid_t migrant_pid = children_->pid(m.migrant);
-    const double since = std::chrono::duration<double>(SteadyClock::now() - m.started).count();
-    auto end = [&](const std::string& outcome, const std::string& line) {
-      m.record["outcome"] = outcome;
-      m.record["seconds"] = since;
-      migrations_.push_back(m.record);
-      monitor_->Notice(line);
-      migrating_.reset();
-      generation_seen_after_leave_ = false;
-      degraded_checks_ = 0;
+  // placement.migrate: a RunMigration that moves members off degraded
+  // links while the job runs (run_migration.h).
+  void StartMigration() {
+    if (!elastic_ || !topology_ || !job_.config.placement.migrate) return;
+    RunMigrationOptions mo;
+    mo.children = children_.get();
+    mo.topology = topology_.get();
+    mo.monitor = monitor_.get();
+    mo.host_of_member = &host_of_member_;
+    mo.coordinator_host = hp_.host;
+    mo.coordinator_port = port_;
+    mo.secret = secret_;
+    mo.migrant_argv = [this] {
+      std::vector<std::string> argv = WorkerArgv(-1);
+      argv.push_back("--spare");
+      return argv;
     };
-    if (auto code = children_->exit_code(m.migrant)) {
-      return end("failed", "migration of " + m.record["member"].get<std::string>() + " failed: " +
-                               m.record["migrant"].get<std::string>() + " exited with code " + std::to_string(*code) +
-                               " (its log: " + m.log + ")");
-    }
-    const std::string state = monitor_->StateOf(migrant_pid);
-    if (!m.left_sent && monitor_->SpareReady(migrant_pid)) {
-      m.record["warm_seconds"] = since;
-      if (children_->exit_code(m.member)) {
-        m.left_sent = true;  // gone already: the migrant takes its place
-      } else if (Status st = children_->Signal(m.member, SIGTERM); st.ok()) {
-        m.left_sent = true;
-        monitor_->Notice("migration: " + m.record["migrant"].get<std::string>() + " is warm on " +
-                         m.record["to"].get<std::string>() + " after " + fmt::format("{:.1f}", since) + " s; " +
-                         m.record["member"].get<std::string>() + " leaves at its next step (SIGTERM)");
-      }
-    }
-    if (state == "active") {
-      m.record["member_seconds"] = since;
-      return end("moved", fmt::format("migration done: {} moved from {} to {} ({} is a member) in {:.1f} s",
-                                      m.record["member"].get<std::string>(), m.record["from"].get<std::string>(),
-                                      m.record["to"].get<std::string>(), m.record["migrant"].get<std::string>(), since));
-    }
-    const std::string member_state = monitor_->StateOf(children_->pid(m.member));
-    if (m.left_sent && member_state != "active" && member_state != "slow" && state == "spare" &&
-        generation_seen_after_leave_) {
-      // The generation that dropped the member admitted a spare that waited
-      // longer (cluster.spares): the migrant stays, as a spare.
-      spares_.push_back(m.migrant);
-      return end("moved_to_spare", "migration: " + m.record["member"].get<std::string>() +
-                                       " left; the coordinator admitted an older spare in its place, and " +
-                                       m.record["migrant"].get<std::string>() + " waits as a spare");
-    }
-    if (!m.left_sent && since > static_cast<double>(cluster().join_timeout().count()) / 1000.0) {
-      (void)children_->Signal(m.migrant, SIGTERM);
-      return end("failed", "migration of " + m.record["member"].get<std::string>() + " given up: " +
-                               m.record["migrant"].get<std::string>() + " was not warm within cluster.join_timeout_seconds");
-    }
-  }
-  double RunSeconds() const {
-    return std::chrono::duration<double>(SteadyClock::now() - wall_start_).count();
+    mo.log_path = [this](const std::string& name) { return run_.log(name); };
+    mo.on_started = [this](size_t) { roles_.push_back("worker"); };  // priced as a worker while it runs
+    mo.on_left_as_spare = [this](size_t child) { spares_.push_back(child); };
+    mo.warm_timeout = cluster().join_timeout();
+    mo.run_start = wall_start_;
+    migration_.emplace(std::move(mo));
   }
 
   // The fault plan's clock starts with the workers; its records go to
@@ -899,7 +778,7 @@ class LocalLaunch {
                                 early->Describe()));
       }
       monitor_->Poll();
-      Migrate();
+      if (migration_ && job_started_) migration_->Poll(max_step_);
       Deadline wait = Deadline::After(50ms);
       if (auto due = faults_->NextDue()) wait = wait.Earlier(Deadline::At(*due));
       auto event = watcher->Next(wait);
@@ -959,7 +838,7 @@ class LocalLaunch {
         monitor_->Notice("generation " + std::to_string(g->generation) + ": " + std::to_string(g->members.size()) +
                          " workers (ranks " + ids + "): " + g->why);
         monitor_->OnGeneration(*g);
-        if (migrating_ && migrating_->left_sent) generation_seen_after_leave_ = true;
+        if (migration_) migration_->OnGeneration();
         KeepSpares();
       } else if (auto* q = std::get_if<coord::JobQueue>(&**event)) {
         // An async job's queue: leases that expired and units re-issued
@@ -1100,7 +979,7 @@ class LocalLaunch {
                      {"admitted", spares_admitted_.size()},
                      {"exited_on_their_own", spare_failures_}};
     }
-    if (job_.config.placement.migrate) s["migrations"] = migrations_;
+    if (migration_) s["migrations"] = migration_->Records();
     if (async_) TENAX_RETURN_IF_ERROR(AddQueueCounts(s));
     if (prices_) TENAX_RETURN_IF_ERROR(AddCost(s));
     NoticeGenerations(s);
@@ -1175,23 +1054,6 @@ class LocalLaunch {
   std::set<size_t> spares_admitted_;  // spares a generation made members
   int spare_failures_ = 0;
   bool spares_given_up_ = false;
-  // Migrate: the move under way (one at a time) and every move's record.
-  struct Migration {
-    size_t member = 0;   // child index of the member moving
-    size_t migrant = 0;  // child index of the spare started on the good host
-    bool left_sent = false;
-    SteadyClock::time_point started;
-    std::string log;
-    nlohmann::json record;  // summary.json "migrations" entry
-  };
-  std::optional<Migration> migrating_;
-  std::vector<nlohmann::json> migrations_;
-  std::set<std::pair<size_t, int>> migration_skipped_;  // (member, host) said once
-  int migrants_ = 0;
-  std::pair<size_t, int> degraded_suspect_{0, -1};  // (member, host) the last checks named
-  int degraded_checks_ = 0;                          // how many in a row
-  bool generation_seen_after_leave_ = false;  // the move under way: a generation came after the member's SIGTERM
-  SteadyClock::time_point next_link_check_{};
   bool inside_topology_ = false;  // the launcher re-run inside a topology's namespaces
   std::vector<std::string> allreduce_zones_;  // fixed sync jobs with a topology: the workers' zones by rank
   bool hierarchical_allreduce_ = false;       // and whether they sum zone by zone
@@ -1221,6 +1083,7 @@ class LocalLaunch {
   size_t coordinator_index_ = 0;            // supervisor index of the coordinator's current process
   int coordinator_restarts_ = 0;            // by the fault plan
   std::unique_ptr<FaultInjector> faults_;
+  std::optional<RunMigration> migration_;  // placement.migrate
   // Watch
   int64_t max_step_ = 0;      // the highest step any rank reported
   int64_t async_logged_ = 0;  // async: the last multiple of log.every_steps shown as a log line
