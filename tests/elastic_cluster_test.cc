@@ -6,6 +6,7 @@
 // The peer timeout is 4 s: a SIGKILL is detected at once (the connection
 // resets); the timeout is what finds a stopped worker, and a shorter one
 // makes a worker descheduled on a loaded 2-core machine look dead.
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -619,9 +620,21 @@ bool WaitForFileText(const std::string& path, const std::string& needle, std::ch
   return false;
 }
 
-// The pid `tenax run` printed for `who` ("worker 1: starting (pid N)"), or 0.
+// The scheduling class of `pid` becomes `policy` before `timeout` (the
+// launcher moves a process it started: polled, with a deadline).
+bool WaitForPolicy(pid_t pid, int policy, std::chrono::milliseconds timeout) {
+  const auto end = Clock::now() + timeout;
+  while (Clock::now() < end) {
+    if (::sched_getscheduler(pid) == policy) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling a condition, with a deadline
+  }
+  return false;
+}
+
+// The pid `tenax run` printed for `who` ("worker 1: starting (pid N)",
+// "spare 2: spare (pid N; ..."), or 0.
 pid_t PidOf(const std::string& launcher_err, const std::string& who) {
-  const std::regex re(who + ": starting \\(pid ([0-9]+)\\)");
+  const std::regex re(who + ": (?:starting|spare) \\(pid ([0-9]+)[;)]");
   std::smatch m;
   return std::regex_search(launcher_err, m, re) ? static_cast<pid_t>(std::stoi(m[1])) : 0;
 }
@@ -632,11 +645,13 @@ pid_t PidOf(const std::string& launcher_err, const std::string& who) {
 // waiting spare in the very generation that drops them, so no generation
 // has fewer than 3 members; the launcher starts a new spare after each
 // admission, the spares end with the survivor's state hash, and the spare
-// still waiting at the end is stopped and exits 0.
+// still waiting at the end is stopped and exits 0. The first spare starts
+// with the workers (warm when the job begins, without taking a member's
+// rank); the later ones wait in SCHED_IDLE and train in the normal class.
 TEST_F(ElasticClusterTest, AWarmSpareTakesAKilledAndAPreemptedMembersPlaceInTheGenerationThatDropsThem) {
   ScratchDir dir;
   // 12000 steps (about 25 s idle, twice that beside another test): the
-  // spares start at nice 19, and the second must be waiting before the end.
+  // second spare starts in SCHED_IDLE and must be waiting before the end.
   std::string job_text = ReadText(WriteElasticJob(dir, "spares", 3, 2, 3, 12000));
   job_text.replace(job_text.find("elastic = true\n"), 15, "elastic = true\nspares = 1\n");
   const std::string job = dir / "spares-1.toml";
@@ -646,6 +661,8 @@ TEST_F(ElasticClusterTest, AWarmSpareTakesAKilledAndAPreemptedMembersPlaceInTheG
   }
   Child run({TenaxBinary(), "run", job, "--out", dir / "run"});
   ASSERT_TRUE(run.WaitForStderrLine("spare 1: spare (pid")) << run.stderr_text();
+  EXPECT_EQ(std::string::npos, run.stderr_text().find("generation 1:"))
+      << "the first spare starts with the workers, before the job forms: " << run.stderr_text();
   const pid_t w1 = PidOf(run.stderr_text(), "worker 1"), w2 = PidOf(run.stderr_text(), "worker 2");
   ASSERT_GT(w1, 0) << run.stderr_text();
   ASSERT_GT(w2, 0) << run.stderr_text();
@@ -654,12 +671,19 @@ TEST_F(ElasticClusterTest, AWarmSpareTakesAKilledAndAPreemptedMembersPlaceInTheG
       << run.stderr_text();
   ASSERT_EQ(0, ::kill(w1, SIGKILL));
   ASSERT_TRUE(run.WaitForStderrLine("spare 1: spare -> active (member 3 of generation 2)")) << run.stderr_text();
-  // Its replacement spare waits in turn: a preemption notice to another.
+  // Its replacement spare waits in turn, in SCHED_IDLE: a preemption
+  // notice to another member.
   ASSERT_TRUE(run.WaitForStderrLine("spare 2: spare (pid")) << run.stderr_text();
   ASSERT_TRUE(WaitForFileText(dir / "run/logs/spare-2.log", "waiting as a spare", std::chrono::seconds(60)))
       << run.stderr_text();
+  const pid_t spare2 = PidOf(run.stderr_text(), "spare 2");
+  ASSERT_GT(spare2, 0) << run.stderr_text();
+  EXPECT_TRUE(WaitForPolicy(spare2, SCHED_IDLE, std::chrono::seconds(10))) << "a spare started mid-run waits in SCHED_IDLE";
   ASSERT_EQ(0, ::kill(w2, SIGTERM));
   ASSERT_TRUE(run.WaitForStderrLine("spare 2: spare -> active (member 4 of generation 3)")) << run.stderr_text();
+  if (::geteuid() == 0) {  // admitted, it trains in the members' class
+    EXPECT_TRUE(WaitForPolicy(spare2, SCHED_OTHER, std::chrono::seconds(10))) << run.stderr_text();
+  }
   ASSERT_EQ(0, run.Wait()) << run.stderr_text();
 
   auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
@@ -680,10 +704,10 @@ TEST_F(ElasticClusterTest, AWarmSpareTakesAKilledAndAPreemptedMembersPlaceInTheG
   EXPECT_EQ(h, StateHash(ReadText(dir / "run/logs/spare-1.log")));
   EXPECT_EQ(h, StateHash(ReadText(dir / "run/logs/spare-2.log")));
   EXPECT_EQ(h, summary.value("state_hash", ""));
-  // Admitted, each spare got the members' CPU priority back (it waited at
-  // nice 19); only without CAP_SYS_NICE does the launcher say it could not.
+  // Only without the right to leave SCHED_IDLE does the launcher say a
+  // spare could not get the members' class back.
   if (::geteuid() == 0) {
-    EXPECT_EQ(std::string::npos, run.stderr_text().find("trains at nice 19")) << run.stderr_text();
+    EXPECT_EQ(std::string::npos, run.stderr_text().find("trains in SCHED_IDLE")) << run.stderr_text();
   }
   // The third spare was not needed: stopped at the end, it exited 0.
   EXPECT_NE(std::string::npos, run.stderr_text().find("spare 3: spare -> left (not needed: the job is done)"))

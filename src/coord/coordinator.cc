@@ -253,7 +253,7 @@ Actions Coordinator::Handle(const net::ControlMessage& m) {
       if (!j.ok()) return refuse(j.status());
       return machine_.OnJoin(m.from,
                              JoinAsk{j->job_id(), j->name(), j->host(), static_cast<uint16_t>(j->port()),
-                                     j->requested_rank(), j->rejoin(), j->plan_fingerprint()},
+                                     j->requested_rank(), j->rejoin(), j->plan_fingerprint(), j->spare()},
                              Now());
     }
     case kWatchKind: {

@@ -164,6 +164,9 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
   auto existing = members_.find(rank);
   // An elastic job admits joiners while it runs, each under a new id.
   const bool late_joiner = o_.elastic && !j.rejoin && job_.phase == JobPhase::kRunning;
+  // A warm spare started with the job: it must not take a member's rank
+  // while the job forms, so it gets an id past the world and waits.
+  const bool early_spare = o_.elastic && j.spare && !j.rejoin && job_.phase == JobPhase::kJoining;
   if (j.rejoin) {
     // A worker of a running job whose coordinator restarted.
     if (existing == members_.end() || existing->second.name != j.name) {
@@ -178,6 +181,8 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
     }
   } else if (late_joiner) {
     rank = members_.empty() ? 0 : members_.rbegin()->first + 1;
+  } else if (early_spare) {
+    rank = std::max(job_.world, members_.empty() ? 0 : members_.rbegin()->first + 1);
   } else {
     if (job_.phase != JobPhase::kJoining) {
       Refuse(from, job + " is already running with all " + std::to_string(job_.world) + " workers", out);
@@ -204,13 +209,16 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
   }
   const int active = ActiveCount();
   MemberState state = j.rejoin ? existing->second.state : MemberState::kJoined;
-  if (late_joiner && active >= max_workers()) state = MemberState::kSpare;
+  if ((late_joiner && active >= max_workers()) || early_spare) state = MemberState::kSpare;
   MemberRecord m{rank, j.name, j.host, j.port, state, now.wall_ms + o_.peer_timeout.count()};
   members_[rank] = m;
   ConnectLink(rank, from);
   out.push_back(action::PutMember{m});
+  const char* waits = early_spare                     ? "; waits as a spare (started with the job)"
+                      : state == MemberState::kSpare ? "; waits as a spare (max_workers reached)"
+                                                     : "";
   spdlog::info("job {}: rank {} {} {} ({}:{}){}", job_.job_id, rank, j.rejoin ? "rejoined:" : "joined:", j.name, j.host,
-               j.port, state == MemberState::kSpare ? "; waits as a spare (max_workers reached)" : "");
+               j.port, waits);
   out.push_back(action::Admit{from, rank, late_joiner ? active + 1 : job_.world, job_.config_toml, job_.generation});
   if (late_joiner && state == MemberState::kJoined) {
     NextGeneration("rank " + std::to_string(rank) + " joined (" + j.name + ")", out);
@@ -237,7 +245,7 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
                        "; its generation was lost with the old coordinator)",
                    out);
   }
-  if (job_.phase == JobPhase::kJoining && static_cast<int>(members_.size()) == job_.world) {
+  if (job_.phase == JobPhase::kJoining && RankedCount() == job_.world) {
     job_.phase = JobPhase::kRunning;
     NextGeneration("all " + std::to_string(job_.world) + " workers joined", out);
   }
@@ -475,7 +483,7 @@ Actions JobStateMachine::OnTimer(CoordTime now) {
     // The first missing rank is the one named; the coordinator's host stands
     // in for a worker that never said where it runs.
     Fail(missing.empty() ? 0 : missing.front(), o_.listen_host,
-         "only " + std::to_string(members_.size()) + " of " + std::to_string(job_.world) + " workers joined within " +
+         "only " + std::to_string(RankedCount()) + " of " + std::to_string(job_.world) + " workers joined within " +
              Seconds(o_.join_timeout) + " s (missing: " + names + ")",
          out);
   }

@@ -104,6 +104,7 @@ struct JoinAsk {
   int requested_rank = -1;  // -1: any free rank
   bool rejoin = false;      // a running worker whose coordinator restarted
   std::string plan_fingerprint;  // "" = not checked
+  bool spare = false;            // elastic: waits as a spare, also while the job forms
 };
 
 namespace action {
@@ -264,6 +265,13 @@ class JobStateMachine {
   void NextGeneration(const std::string& why, Actions& out);
   bool Active(const MemberRecord& m) const {
     return m.state == MemberState::kJoined || m.state == MemberState::kDone;
+  }
+  // Workers that joined with a rank below the world (not the spares): the
+  // job forms when they are all there.
+  int RankedCount() const {
+    int n = 0;
+    for (const auto& [rank, m] : members_) n += m.state != MemberState::kSpare ? 1 : 0;
+    return n;
   }
   int ActiveCount() const {
     int n = 0;

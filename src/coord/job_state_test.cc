@@ -478,6 +478,52 @@ TEST(JobStateMachineElastic, AJoinerGetsANewIdAndIsPublishedAsJoiningUpToMaxWork
   EXPECT_EQ(2u, roster.stable);
 }
 
+// cluster.spares: the launcher starts its spares with the workers. A spare
+// that joins while the job forms takes no member's rank (the world still
+// waits for its own workers), is not in the first generation, and takes a
+// lost member's place in the generation that drops it.
+TEST(JobStateMachineElastic, ASpareJoiningWhileTheJobFormsWaitsPastTheWorldAndFillsTheFirstLoss) {
+  FakeClock clock;
+  JobStateMachine m(ElasticOptions(1, 2), NewJob(2), {}, clock.now());
+  JoinAsk spare = Ask(-1, "spare");
+  spare.spare = true;
+  EXPECT_EQ(2, AdmittedRank(m.OnJoin(300, spare, clock.now())));
+  EXPECT_EQ(MemberState::kSpare, m.members().at(2).state);
+  EXPECT_EQ(JobPhase::kJoining, m.job().phase);
+  // An unranked worker still gets the lowest free member rank, not the spare's.
+  EXPECT_EQ(0, AdmittedRank(m.OnJoin(100, Ask(-1, "w0"), clock.now())));
+  auto actions = m.OnJoin(101, Ask(1, "w1"), clock.now());
+  EXPECT_EQ(1, AdmittedRank(actions));
+  EXPECT_EQ(JobPhase::kRunning, m.job().phase);
+  auto roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ(1u, roster.generation);
+  EXPECT_EQ((std::vector<int>{0, 1}), Ids(roster.members));
+  EXPECT_EQ((std::vector<ConnId>{100, 101}), roster.to);  // the spare is not told: it is not a member
+  EXPECT_EQ(MemberState::kSpare, m.members().at(2).state);
+  for (ConnId c : {100, 101}) m.OnFormed(c, 1);
+  actions = m.OnConnectionLost(101, "reset");
+  roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ(2u, roster.generation);
+  EXPECT_EQ((std::vector<int>{0, 2}), Ids(roster.members));
+  EXPECT_EQ((std::set<int>{2}), roster.joining);
+  EXPECT_EQ(MemberState::kJoined, m.members().at(2).state);
+}
+
+// A spare that only waited while the job formed and then left frees
+// nothing the job waits for: the workers still form it.
+TEST(JobStateMachineElastic, ASpareThatLeavesWhileTheJobFormsIsForgotten) {
+  FakeClock clock;
+  JobStateMachine m(ElasticOptions(1, 2), NewJob(2), {}, clock.now());
+  JoinAsk spare = Ask(-1, "spare");
+  spare.spare = true;
+  EXPECT_EQ(2, AdmittedRank(m.OnJoin(300, spare, clock.now())));
+  (void)m.OnConnectionLost(300, "reset");
+  EXPECT_EQ(0u, m.members().count(2));
+  EXPECT_EQ(0, AdmittedRank(m.OnJoin(100, Ask(0, "w0"), clock.now())));
+  auto actions = m.OnJoin(101, Ask(1, "w1"), clock.now());
+  EXPECT_EQ((std::vector<int>{0, 1}), Ids(One<action::PublishRoster>(actions).members));
+}
+
 // A join (generation 2) superseded by a leave before every member formed
 // it (generation 3): a member that skipped generation 2 never connected to
 // the joiner, so the joiner stays joining (every pair with it is new) and

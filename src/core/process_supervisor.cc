@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -171,7 +172,8 @@ Status ProcessSupervisor::Signal(size_t index, int signal) {
   return Status::Ok();
 }
 
-Status ProcessSupervisor::SetNice(size_t index, int nice) {
+Status ProcessSupervisor::ForEachThread(size_t index, const std::string& what,
+                                        const std::function<int(pid_t)>& change) {
   Child& c = *children_.at(index);
   if (c.exit) {
     return FailedPrecondition(group_ + ": " + c.name + " (pid " + std::to_string(c.pid) +
@@ -182,20 +184,34 @@ Status ProcessSupervisor::SetNice(size_t index, int nice) {
   for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(c.pid) + "/task", ec)) {
     const pid_t tid = static_cast<pid_t>(std::atol(task.path().filename().c_str()));
     if (tid <= 0) continue;
-    if (::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice) != 0 && errno != ESRCH) {
+    if (change(tid) != 0 && errno != ESRCH) {
       const int err = errno;
-      const std::string why = group_ + ": cannot set the nice value of " + c.name + " (pid " + std::to_string(c.pid) +
-                              ", thread " + std::to_string(tid) + ") to " + std::to_string(nice) + ": " +
-                              std::strerror(err);
-      return IoError(why);
+      return IoError(group_ + ": cannot " + what + " of " + c.name + " (pid " + std::to_string(c.pid) + ", thread " +
+                     std::to_string(tid) + "): " + std::strerror(err));
     }
     ++threads;
   }
   if (ec || threads == 0) {
-    return FailedPrecondition(group_ + ": " + c.name + " (pid " + std::to_string(c.pid) + ") has no threads to renice" +
-                              (ec ? " (" + ec.message() + ")" : ""));
+    return FailedPrecondition(group_ + ": " + c.name + " (pid " + std::to_string(c.pid) + ") has no threads to " +
+                              what + (ec ? " (" + ec.message() + ")" : ""));
   }
   return Status::Ok();
+}
+
+Status ProcessSupervisor::SetNice(size_t index, int nice) {
+  return ForEachThread(index, "set the nice value to " + std::to_string(nice), [nice](pid_t tid) {
+    // Back to the normal class first (from SCHED_IDLE, SetIdle's).
+    const sched_param normal{};
+    if (::sched_getscheduler(tid) != SCHED_OTHER && ::sched_setscheduler(tid, SCHED_OTHER, &normal) != 0) return -1;
+    return ::setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice);
+  });
+}
+
+Status ProcessSupervisor::SetIdle(size_t index) {
+  return ForEachThread(index, "set the scheduling class to SCHED_IDLE", [](pid_t tid) {
+    const sched_param idle{};
+    return ::sched_setscheduler(tid, SCHED_IDLE, &idle);
+  });
 }
 
 void ProcessSupervisor::ExpectExit(size_t index) { children_.at(index)->exit_expected = true; }

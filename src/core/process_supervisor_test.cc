@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 
@@ -172,6 +173,54 @@ TEST(ProcessSupervisorTest, SetNiceChangesEveryThreadOfTheChild) {
   sup.ExpectExit(*index);
   ASSERT_TRUE(sup.WaitForExit(*index, Deadline::After(30s)).ok());
   EXPECT_EQ(StatusCode::kFailedPrecondition, sup.SetNice(*index, 0).code()) << "an exited child is named, not reniced";
+}
+
+// The scheduling class of every thread of `pid`.
+std::vector<int> PolicyOfThreads(pid_t pid) {
+  std::vector<int> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    const int policy = ::sched_getscheduler(static_cast<pid_t>(std::atol(task.path().filename().c_str())));
+    if (policy >= 0) out.push_back(policy);
+  }
+  return out;
+}
+
+// A spare started mid-run waits in SCHED_IDLE (tenax run's cluster.spares)
+// and trains, once admitted, in the normal class at the members' nice
+// value: every thread, including one it starts after the move.
+TEST(ProcessSupervisorTest, SetIdleMovesEveryThreadAndSetNiceBringsThemBack) {
+  ProcessSupervisor sup("idle test", 5s);
+  auto index = sup.StartCaptured(
+      "threads", {"python3", "-c",
+                  "import signal, threading, time\n"
+                  "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1])\n"
+                  "ts = [threading.Thread(target=time.sleep, args=(60,), daemon=True) for _ in range(3)]\n"
+                  "[t.start() for t in ts]\nprint('ready', flush=True)\n"
+                  "signal.sigwait([signal.SIGUSR1])\n"
+                  "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+                  "print('fifth', flush=True)\ntime.sleep(60)\n"});
+  ASSERT_TRUE(index.ok()) << index.status().ToString();
+  ASSERT_TRUE(sup.WaitForLine(*index, "ready", Deadline::After(30s)).ok());
+  const pid_t pid = sup.pid(*index);
+  EXPECT_EQ(std::vector<int>(4, SCHED_OTHER), PolicyOfThreads(pid));
+  ASSERT_TRUE(sup.SetIdle(*index).ok());
+  EXPECT_EQ(std::vector<int>(4, SCHED_IDLE), PolicyOfThreads(pid));
+  ASSERT_TRUE(sup.Signal(*index, SIGUSR1).ok());  // it starts a fifth thread
+  ASSERT_TRUE(sup.WaitForLine(*index, "fifth", Deadline::After(30s)).ok());
+  EXPECT_EQ(std::vector<int>(5, SCHED_IDLE), PolicyOfThreads(pid)) << "a thread made later inherits the class";
+  const Status st = sup.SetNice(*index, 3);
+  if (::geteuid() == 0) {
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(std::vector<int>(5, SCHED_OTHER), PolicyOfThreads(pid));
+    EXPECT_EQ(std::vector<int>(5, 3), NiceOfThreads(pid));
+  } else {  // without RLIMIT_NICE leaving SCHED_IDLE is refused: said, naming the child
+    EXPECT_NE(std::string::npos, st.message().find("threads (pid " + std::to_string(pid))) << st.ToString();
+  }
+  ASSERT_TRUE(sup.Signal(*index, SIGKILL).ok());
+  sup.ExpectExit(*index);
+  ASSERT_TRUE(sup.WaitForExit(*index, Deadline::After(30s)).ok());
+  EXPECT_EQ(StatusCode::kFailedPrecondition, sup.SetIdle(*index).code()) << "an exited child is named";
 }
 
 TEST(ProcessSupervisorTest, AFailedInterruptStopsEveryChildWithItsStatus) {

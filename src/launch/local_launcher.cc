@@ -192,6 +192,7 @@ class LocalLaunch {
     TENAX_RETURN_IF_ERROR(Place());
     TENAX_RETURN_IF_ERROR(StartServers());
     TENAX_RETURN_IF_ERROR(StartWorkers());
+    KeepSpares(/*with_the_job=*/true);
     StartFaults();
     StartMigration();
     AnnounceStart();
@@ -551,19 +552,34 @@ class LocalLaunch {
   }
 
   // cluster.spares: keeps that many warm spares waiting beside the running
-  // job (docs/elastic.md, "Warm spares"). Called on every new generation:
-  // the first starts them (not before, since a worker without a rank that
-  // joins while the job forms takes a member's rank), and each later one
-  // replaces the spares it admitted. A spare that exits on its own is
-  // replaced too, up to kMaxSpareFailures in a run, so one that cannot
-  // start does not loop.
-  void KeepSpares() {
+  // job (docs/elastic.md, "Warm spares"). Called once with the workers'
+  // start (`with_the_job`) and then on every new generation, which replaces
+  // the spares it admitted. A spare that exits on its own is replaced too,
+  // up to kMaxSpareFailures in a run, so one that cannot start does not
+  // loop.
+  //
+  // Priority: the spares started with the job start at the members'
+  // priority, beside the members' own start-up (no training yet to slow),
+  // so that they are warm when the job begins: at nice 19 beside four
+  // training members on two cores a spare took 7-8 s to be ready, and a
+  // loss before then found none. One still starting when the first
+  // generation forms drops to SCHED_IDLE. Later spares start in SCHED_IDLE:
+  // on a host they share with members their start-up must not slow the
+  // job, and a member waking from its allreduce preempts them at once. An
+  // admitted spare gets the members' class and priority back
+  // (RestorePriority).
+  void KeepSpares(bool with_the_job = false) {
     if (!elastic_ || cluster().spares <= 0) return;
     constexpr int kMaxSpareFailures = 3;
     int waiting = 0;
     for (size_t i : spares_) {
       const std::string state = monitor_->StateOf(children_->pid(i));
       if (state == "active" && spares_admitted_.insert(i).second) RestorePriority(i);
+      if (state == "spare" && !with_the_job && spares_at_members_priority_.count(i) &&
+          !monitor_->SpareReady(children_->pid(i))) {
+        spares_at_members_priority_.erase(i);
+        (void)children_->SetIdle(i);  // best effort: moving to SCHED_IDLE needs no right
+      }
       if (auto code = children_->exit_code(i)) {
         if (spare_exits_seen_.insert(i).second && *code != 0 && !spares_admitted_.count(i)) ++spare_failures_;
         continue;
@@ -580,11 +596,7 @@ class LocalLaunch {
         return;
       }
       const std::string id = std::to_string(spares_.size() + 1);
-      // At the lowest CPU priority while it starts and waits: on a host it
-      // shares with members (and on this 2-core machine) its start-up must
-      // not slow the job. Admitted, it gets the members' priority back.
-      std::vector<std::string> argv = {"nice", "-n", "19"};
-      for (std::string& arg : WorkerArgv(-1)) argv.push_back(std::move(arg));
+      std::vector<std::string> argv = WorkerArgv(-1);
       argv.push_back("--spare");
       std::string host;
       auto index = StartUnranked("spare " + id, "spare-" + id, argv, &host);
@@ -594,18 +606,24 @@ class LocalLaunch {
         continue;
       }
       spares_.push_back(*index);
+      if (with_the_job) {
+        spares_at_members_priority_.insert(*index);
+      } else if (Status st = children_->SetIdle(*index); !st.ok()) {
+        Notice("spare " + id + " starts at the members' priority: " + st.message());
+      }
       ++waiting;
     }
   }
-  // A spare a generation admitted trains as a member: the nice value it
-  // waited with (19) goes back to the launcher's own, on every thread.
-  // Without the right to lower it (CAP_SYS_NICE), it stays and is said.
+  // A spare a generation admitted trains as a member: the class it waited
+  // in (SCHED_IDLE) goes back to the normal one at the launcher's own nice
+  // value, on every thread. Without the right to (RLIMIT_NICE), it stays
+  // and is said.
   void RestorePriority(size_t spare) {
     errno = 0;
     const int own = ::getpriority(PRIO_PROCESS, 0);
     if (errno != 0) return;
     if (Status st = children_->SetNice(spare, own); !st.ok()) {
-      monitor_->Notice(children_->name(spare) + " trains at nice 19 beside members at " + std::to_string(own) +
+      monitor_->Notice(children_->name(spare) + " trains in SCHED_IDLE beside members at nice " + std::to_string(own) +
                        " (it may lag them on a shared host): " + st.message());
     }
   }
@@ -1052,6 +1070,7 @@ class LocalLaunch {
   std::vector<size_t> spares_;               // child indexes of every spare started (KeepSpares)
   std::set<size_t> spare_exits_seen_;
   std::set<size_t> spares_admitted_;  // spares a generation made members
+  std::set<size_t> spares_at_members_priority_;  // started with the job, not yet in SCHED_IDLE (KeepSpares)
   int spare_failures_ = 0;
   bool spares_given_up_ = false;
   bool inside_topology_ = false;  // the launcher re-run inside a topology's namespaces

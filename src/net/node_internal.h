@@ -196,7 +196,11 @@ struct Node::Impl {
   std::deque<ControlMessage> control;
   std::deque<BulkMessage> bulk;
   size_t idle_spins = 0;
+  SteadyClock::time_point idle_since;  // the first idle look of this idle streak ({} while busy)
+  bool sleep_when_idle = true;         // NodeOptions::sleep_when_idle
   SteadyClock::time_point last_progress;
+  static constexpr std::chrono::milliseconds kIdleSleepAfter{50};
+  static constexpr std::chrono::microseconds kIdleSleep{500};
 
   // Regions registered with UCX. A live region maps to the peers that were
   // given its key (Node::Share); a dropped one moves to the graveyard while

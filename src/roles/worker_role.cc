@@ -236,12 +236,14 @@ Result<wire::Roster> WaitForAdmission(coord::CoordinatorClient& client, int rank
 Result<WorkerOutcome> RunElasticWorker(const SyncJob& job, const coord::ClusterConfig& k, net::Node& node,
                                        coord::CoordinatorClient& client, const wire::Roster& roster, int rank,
                                        Deadline join_deadline, PreparedTraining prepared, SyncRunOptions opts,
-                                       WorkerOutcome outcome) {
+                                       WorkerOutcome outcome, bool admitted_spare) {
   CoordinatorMembership membership(client, k.job_id, rank);
   TENAX_ASSIGN_OR_RETURN(MembershipView view, ViewOf(roster, rank, false));
   // The first generation connects every pair; a joiner of a running job
   // dials the members (the roster's joining flags say who dials whom).
-  const bool all_new = client.info().generation == 0;
+  // A spare always joins a running job, even one that waited since before
+  // the first generation (its join reply then said generation 0).
+  const bool all_new = client.info().generation == 0 && !admitted_spare;
   opts.joined_running_job = !all_new;
   // A joiner stops waiting for a generation once a newer one is out.
   auto group = all_new ? comm::Group::Connect(node, k.job_id, view.generation, view.rank, view.members, join_deadline)
@@ -347,6 +349,7 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   req.set_requested_rank(rank);
   req.set_pid(static_cast<uint64_t>(::getpid()));
   if (prepared) req.set_plan_fingerprint(prepared->fingerprint);
+  req.set_spare(options.spare && k.elastic);  // started with the job, it still waits
   const int requested_rank = rank;
   TENAX_ASSIGN_OR_RETURN(auto client, coord::CoordinatorClient::Join(*node, hp.host, hp.port, req, join_deadline));
   rank = client->info().rank;
@@ -405,7 +408,7 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   }
   if (k.elastic) {
     return RunElasticWorker(job, k, *node, *client, roster, rank, join_deadline, std::move(*prepared), std::move(opts),
-                            std::move(outcome));
+                            std::move(outcome), options.spare);
   }
   return RunFixedWorker(job, k, *node, *client, roster, rank, join_deadline, opts, std::move(outcome));
 }

@@ -89,8 +89,16 @@ class ProcessSupervisor {
   // per thread; a process started under `nice` passes it to every thread it
   // makes). Raising it is always allowed; lowering it needs CAP_SYS_NICE or
   // RLIMIT_NICE: IoError naming the child and the thread otherwise.
-  // FailedPrecondition once its exit was observed.
+  // FailedPrecondition once its exit was observed. A thread in another
+  // scheduling class (SCHED_IDLE: SetIdle, or `chrt --idle`) is moved back
+  // to the normal one (SCHED_OTHER) first; from SCHED_IDLE that is allowed
+  // within RLIMIT_NICE.
   Status SetNice(size_t index, int nice);
+  // Moves every thread of child `index` to SCHED_IDLE: it runs only on a
+  // core nothing else wants, and any waking normal thread preempts it at
+  // once (nice 19 still takes a share, and its wake-ups are not preempted
+  // at once). Always allowed; failures as SetNice's.
+  Status SetIdle(size_t index);
   // From now on child `index`'s exit, whatever its code or signal, is not a
   // failure for FirstFailure and WaitAll: its owner signalled it on purpose.
   // WaitAll still waits for it to exit (a SIGSTOPped child needs SIGKILL).
@@ -134,6 +142,8 @@ class ProcessSupervisor {
   Result<size_t> Add(const std::string& name, const std::vector<std::string>& argv, const std::string& log_path,
                      bool capture);
   void ReadOutput(Child& c);
+  // `change(tid)` on every thread of child `index` (-1 and errno: failed).
+  Status ForEachThread(size_t index, const std::string& what, const std::function<int(pid_t)>& change);
   std::optional<ChildFailure> FailureOf(const Child& c) const;
   std::optional<ChildFailure> ExitOf(const Child& c) const;  // FailureOf, expected or not
   std::optional<ChildFailure> EarliestFailure() const;

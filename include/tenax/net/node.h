@@ -96,6 +96,12 @@ struct NodeOptions {
   // re-read when it changes. Left empty, Create takes TENAX_LINK_FAULTS;
   // only a node on an emulated host follows it.
   std::string link_faults_file;
+  // A wait idle for over 50 ms sleeps 0.5 ms per look instead of spinning
+  // (a warm spare, a joiner, a coordinator between reports): on a host
+  // shared with training members an idle spinner costs them CPU. Off for a
+  // node that times round trips (the link probes), where a late wake-up
+  // would be measured as latency.
+  bool sleep_when_idle = true;
 };
 
 // Describes a region to a peer: where it lives in the owner's address space,

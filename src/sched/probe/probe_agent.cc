@@ -205,6 +205,7 @@ Status ProbeAgent::Run() {
   no.name = "probe " + o_.node;
   no.secret = o_.secret;
   no.transports = o_.transports;
+  no.sleep_when_idle = false;  // it times round trips: it paces itself (Run's loop)
   TENAX_ASSIGN_OR_RETURN(node_, net::Node::Create(no));
   TENAX_ASSIGN_OR_RETURN(port_, node_->Listen(o_.listen_host, o_.port));
   TENAX_ASSIGN_OR_RETURN(region_, node_->Allocate(std::max<size_t>(o_.throughput_bytes, 4096)));
