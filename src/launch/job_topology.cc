@@ -224,8 +224,7 @@ std::vector<std::string> JobTopology::OnSlot(int slot, const std::vector<std::st
 
 std::string JobTopology::HostOfSlot(int slot) const {
   if (slot < 0 || static_cast<size_t>(slot) >= host_of_slot_.size()) return "";
-  const auto& n = nodes_[host_of_slot_[static_cast<size_t>(slot)]];
-  return n.name + (n.zone.empty() ? "" : " (" + n.zone + ")");
+  return HostLabel(host_of_slot_[static_cast<size_t>(slot)]);
 }
 
 std::string JobTopology::HostNameOfSlot(int slot) const {
@@ -266,7 +265,7 @@ std::vector<std::string> JobTopology::OnNewHost(const std::vector<std::string>& 
   }
   nodes_[host].used += 1;
   if (host_index) *host_index = host;
-  if (host_name) *host_name = nodes_[host].name + (nodes_[host].zone.empty() ? "" : " (" + nodes_[host].zone + ")");
+  if (host_name) *host_name = HostLabel(host);
   return OnHost(host, argv);
 }
 
@@ -282,9 +281,27 @@ std::string JobTopology::HostLabel(size_t host) const {
 
 Status JobTopology::RefreshLinks(const std::string& coordinator_host, uint16_t coordinator_port,
                                  const std::string& secret) {
-  TENAX_ASSIGN_OR_RETURN(sched::LinkSnapshot snapshot,
-                         sched::FetchLinks(coordinator_host, coordinator_port, secret, Deadline::After(2s)));
-  snapshot_ = std::move(snapshot);
+  // One node and one connection serve every refresh of the run (once a
+  // second with placement.migrate); a failed query drops the connection
+  // and the next refresh connects again.
+  if (!links_node_) {
+    net::NodeOptions no;
+    no.name = "launcher-migration-links";
+    no.secret = secret;
+    TENAX_ASSIGN_OR_RETURN(links_node_, net::Node::Create(no));
+  }
+  if (!links_peer_) {
+    TENAX_ASSIGN_OR_RETURN(net::PeerId peer,
+                           links_node_->Connect(coordinator_host, coordinator_port, Deadline::After(2s)));
+    links_peer_ = peer;
+  }
+  auto snapshot = sched::QueryLinks(*links_node_, *links_peer_, Deadline::After(2s));
+  if (!snapshot.ok()) {
+    links_node_->Disconnect(*links_peer_, Deadline::After(200ms));
+    links_peer_.reset();
+    return snapshot.status();
+  }
+  snapshot_ = std::move(*snapshot);
   return Status::Ok();
 }
 

@@ -23,6 +23,7 @@
 #include "tenax/sched/place/allreduce_choice.h"
 #include "tenax/sched/probe/link_book.h"
 #include "tenax/job/train_config.h"
+#include "tenax/net/node.h"
 
 namespace tenax {
 
@@ -118,6 +119,8 @@ class JobTopology {
   std::unique_ptr<sched::EmulatedNetwork> network_;
   std::vector<std::unique_ptr<ChildProcess>> probes_;
   std::optional<sched::LinkSnapshot> snapshot_;
+  std::unique_ptr<net::Node> links_node_;  // RefreshLinks' node and its connection to the coordinator
+  std::optional<net::PeerId> links_peer_;
   std::vector<sched::NodeState> nodes_;
   std::vector<size_t> host_of_slot_;
   std::vector<std::string> slot_roles_;

@@ -91,6 +91,10 @@ void RunMigration::Plan(int64_t max_step) {
   m.migrant = *index;
   m.started = SteadyClock::now();
   m.log = log;
+  m.who = who;
+  m.name = name;
+  m.from = from;
+  m.to = to_label;
   m.record = {{"member", who},
               {"migrant", name},
               {"from", from},
@@ -119,7 +123,7 @@ void RunMigration::Follow() {
   const pid_t migrant_pid = o_.children->pid(m.migrant);
   const double since = std::chrono::duration<double>(SteadyClock::now() - m.started).count();
   if (auto code = o_.children->exit_code(m.migrant)) {
-    return End("failed", "migration of " + Text("member") + " failed: " + Text("migrant") + " exited with code " +
+    return End("failed", "migration of " + m.who + " failed: " + m.name + " exited with code " +
                              std::to_string(*code) + " (its log: " + m.log + ")");
   }
   const std::string state = o_.monitor->StateOf(migrant_pid);
@@ -130,13 +134,13 @@ void RunMigration::Follow() {
     } else if (Status st = o_.children->Signal(m.member, SIGTERM); st.ok()) {
       m.left_sent = true;
       o_.monitor->Notice(fmt::format("migration: {} is warm on {} after {:.1f} s; {} leaves at its next step (SIGTERM)",
-                                     Text("migrant"), Text("to"), since, Text("member")));
+                                     m.name, m.to, since, m.who));
     }
   }
   if (state == "active") {
     m.record["member_seconds"] = since;
     return End("moved", fmt::format("migration done: {} moved from {} to {} ({} is a member) in {:.1f} s",
-                                    Text("member"), Text("from"), Text("to"), Text("migrant"), since));
+                                    m.who, m.from, m.to, m.name, since));
   }
   const std::string member_state = o_.monitor->StateOf(o_.children->pid(m.member));
   if (m.left_sent && m.generation_after_leave && member_state != "active" && member_state != "slow" &&
@@ -144,13 +148,13 @@ void RunMigration::Follow() {
     // The generation that dropped the member admitted a spare that waited
     // longer (cluster.spares): the migrant stays, as a spare.
     if (o_.on_left_as_spare) o_.on_left_as_spare(m.migrant);
-    return End("moved_to_spare", "migration: " + Text("member") +
+    return End("moved_to_spare", "migration: " + m.who +
                                      " left; the coordinator admitted an older spare in its place, and " +
-                                     Text("migrant") + " waits as a spare");
+                                     m.name + " waits as a spare");
   }
   if (!m.left_sent && since > std::chrono::duration<double>(o_.warm_timeout).count()) {
     (void)o_.children->Signal(m.migrant, SIGTERM);
-    return End("failed", "migration of " + Text("member") + " given up: " + Text("migrant") +
+    return End("failed", "migration of " + m.who + " given up: " + m.name +
                              " was not warm within cluster.join_timeout_seconds");
   }
 }

@@ -79,13 +79,13 @@ class RunMigration {
     bool generation_after_leave = false;
     SteadyClock::time_point started;
     std::string log;
-    nlohmann::json record;
+    std::string who, name, from, to;  // member, migrant, and their hosts' labels, for the lines said
+    nlohmann::json record;            // summary.json's entry, completed by End
   };
   void Plan(int64_t max_step);
   void Follow();
   void End(const std::string& outcome, const std::string& line);
   double RunSeconds() const;
-  std::string Text(const char* key) const { return move_->record.value(key, ""); }
 
   RunMigrationOptions o_;
   std::optional<Move> move_;
