@@ -666,7 +666,14 @@ TEST_F(ElasticClusterTest, AWarmSpareTakesAKilledAndAPreemptedMembersPlaceInTheG
   const pid_t w1 = PidOf(run.stderr_text(), "worker 1"), w2 = PidOf(run.stderr_text(), "worker 2");
   ASSERT_GT(w1, 0) << run.stderr_text();
   ASSERT_GT(w2, 0) << run.stderr_text();
-  // The spare has joined and waits: kill a member.
+  // Every member has set up the first generation, and the spare has joined
+  // and waits: kill a member. (The spare now waits before the job forms; a
+  // member lost before every member connected the first generation fails
+  // the run, spare or not.)
+  for (const char* log : {"worker-0.log", "worker-1.log", "worker-2.log"}) {
+    ASSERT_TRUE(WaitForFileText(dir / (std::string("run/logs/") + log), "generation 1 from step 0", std::chrono::seconds(60)))
+        << log << ": " << run.stderr_text();
+  }
   ASSERT_TRUE(WaitForFileText(dir / "run/logs/spare-1.log", "waiting as a spare", std::chrono::seconds(60)))
       << run.stderr_text();
   ASSERT_EQ(0, ::kill(w1, SIGKILL));

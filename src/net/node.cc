@@ -37,7 +37,15 @@ bool SetUcxTcpSegmentDefaults() {
 }  // namespace
 
 void Node::Impl::Progress() {
-  last_progress = SteadyClock::now();
+  const auto now = SteadyClock::now();
+  // A gap between two looks (the caller computed, or polled once and went
+  // on) ends an idle streak: the next wait starts spinning again, so a
+  // step's allreduce after a long forward pass is not taken for a long wait.
+  if (now - last_progress > kNewWaitGap) {
+    idle_spins = 0;
+    idle_since = {};
+  }
+  last_progress = now;
   unsigned events = ucp_worker_progress(worker) + ucp_worker_progress(ctrl_worker);
   while (!conn_requests.empty()) {
     AcceptConnection(conn_requests.front());

@@ -201,6 +201,7 @@ struct Node::Impl {
   SteadyClock::time_point last_progress;
   static constexpr std::chrono::milliseconds kIdleSleepAfter{50};
   static constexpr std::chrono::microseconds kIdleSleep{500};
+  static constexpr std::chrono::milliseconds kNewWaitGap{2};  // longer than kIdleSleep plus a look
 
   // Regions registered with UCX. A live region maps to the peers that were
   // given its key (Node::Share); a dropped one moves to the graveyard while

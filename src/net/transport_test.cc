@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <regex>
 
@@ -287,6 +288,37 @@ TEST_P(TransportTest, ControlMessagesRoundTripAndAreBounded) {
   ASSERT_RESULT(ControlMessage reply, node->ReceiveControl(Deadline::After(20s), *peer));
   EXPECT_EQ(reply.kind, testproto::kEchoReply);
   EXPECT_EQ(reply.payload, "after");
+}
+
+// The CPU time this thread has used.
+double ThreadCpuSeconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// A wait with nothing to receive leaves the core to others: idle for over
+// 50 ms it sleeps per look (NodeOptions::sleep_when_idle) instead of
+// spinning (a warm spare waits like this for a whole run, beside training
+// members). A message that then comes is still received, intact.
+TEST_P(TransportTest, ALongIdleWaitSleepsAndStillReceivesWhatComes) {
+  Session session = ConnectToNewPeer();
+  ASSERT_TRUE(session.status.ok()) << session.status.ToString();
+  auto& node = session.node;
+  const auto start = SteadyClock::now();
+  const double cpu0 = ThreadCpuSeconds();
+  auto none = node->ReceiveControl(Deadline::After(1500ms), session.peer, testproto::kEchoReply);
+  const double cpu = ThreadCpuSeconds() - cpu0;
+  const double wall = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  EXPECT_EQ(StatusCode::kDeadlineExceeded, none.status().code()) << none.status().ToString();
+  EXPECT_GE(wall, 1.4);
+  // Spinning took the whole wait (about 1.5 s of CPU on an idle core); the
+  // sleeping wait spins only 50 ms after each heartbeat (every 200 ms).
+  EXPECT_LT(cpu, 0.5 * wall) << "the idle wait used " << cpu << " s of CPU in " << wall << " s";
+  ASSERT_TRUE(node->SendControl(session.peer, testproto::kEcho, "after the wait", Deadline::After(10s)).ok());
+  ASSERT_RESULT(ControlMessage reply, node->ReceiveControl(Deadline::After(20s), session.peer));
+  EXPECT_EQ(reply.kind, testproto::kEchoReply);
+  EXPECT_EQ(reply.payload, "after the wait");
 }
 
 // A dropped region stays registered (the graveyard) only while a peer that
