@@ -7,6 +7,9 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential cmake pkg-config ccache clang-14 libclang-rt-14-dev
+  # the Debian packages (CPack's DEB generator runs dpkg-shlibdeps from
+  # dpkg-dev; help2man renders the man pages from --help)
+  dpkg-dev help2man
   # core
   libtomlplusplus-dev libcli11-dev libspdlog-dev nlohmann-json3-dev zlib1g-dev
   # train. Debian's libtorch calls whatever libblas.so.3 the alternatives

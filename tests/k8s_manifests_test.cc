@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -62,6 +63,9 @@ bool CheckerReady() {
 ProcessResult Manifests(const std::string& job, const std::string& out, std::vector<std::string> extra = {}) {
   std::vector<std::string> argv = {TenaxBinary(), "k8s", "manifests", job, "--out", out};
   argv.insert(argv.end(), extra.begin(), extra.end());
+  if (std::find(extra.begin(), extra.end(), "--image") == extra.end()) {
+    argv.insert(argv.end(), {"--image", "registry.example/tenax:0.1.0"});
+  }
   return RunProcess(argv);
 }
 
@@ -291,9 +295,23 @@ TEST(K8sCliTest, SecretLeavesTheJobFileAndTheStreamIsPrivate) {
   EXPECT_TRUE(std::regex_match(a, std::regex("[0-9a-f]{64}"))) << a;
   EXPECT_NE(a, b);
   // stdout when there is no --out.
-  ProcessResult s = RunProcess({TenaxBinary(), "k8s", "manifests", kSource + "/examples/sync.toml"});
+  ProcessResult s =
+      RunProcess({TenaxBinary(), "k8s", "manifests", kSource + "/examples/sync.toml", "--image", "r.example/tenax:1"});
   ASSERT_EQ(s.exit_code, 0) << s.err;
   EXPECT_EQ(s.out.rfind("---\n{", 0), 0u);
+}
+
+// No registry holds a tenax image: --image has no default, and its absence
+// is a bad flag (exit 2, one line naming it), with nothing written.
+TEST(K8sCliTest, WithoutAnImageNothingIsWritten) {
+  ScratchDir dir;
+  ProcessResult r =
+      RunProcess({TenaxBinary(), "k8s", "manifests", kSource + "/examples/sync.toml", "--out", dir / "out.yaml"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--image is required"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.yaml"));
+  EXPECT_EQ(r.out, "");
 }
 
 // The job's [placement] zone rule is every pod's tenax.dev/zone-constraint,

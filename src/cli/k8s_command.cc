@@ -11,9 +11,10 @@
 #include "command.h"
 #include "tenax/core/files.h"
 #include "tenax/net/auth.h"
+#include "tenax/roles/sync_job.h"
 #include "tenax/sched/k8s/k8s_manifests.h"
 #include "tenax/sched/place/placer.h"
-#include "tenax/roles/sync_job.h"
+#include "tenax/version.h"
 
 namespace tenax::cli {
 namespace {
@@ -60,10 +61,11 @@ Status CheckPathsForPods(const SyncJob& job) {
 }
 
 // The secret the job's processes share: the job's cluster.secret, else
-// $TENAX_SECRET, else a new random one (as `tenax run` chooses).
+// $TENAX_SECRET or $TENAX_SECRET_FILE's, else a new random one (as `tenax
+// run` chooses).
 Result<std::string> JobSecret(const SyncJob& job) {
   if (!job.config.cluster.secret.empty()) return job.config.cluster.secret;
-  if (const char* env = std::getenv(net::kSecretEnvVar); env && *env) {
+  if (!net::SecretFromEnvironment().empty()) {
     return net::ResolveSecret("");  // checks its length
   }
   std::string secret;
@@ -153,8 +155,13 @@ void AddK8sCommand(CLI::App& root, int& exit_code) {
       ->required()
       ->type_name("JOB.toml");
   cmd->add_option("--out", a->out, "Write the stream to FILE (mode 0600) instead of stdout")->type_name("FILE");
-  cmd->add_option("--image", a->options.image, "Container image with the tenax binary (deploy/Dockerfile)")
-      ->capture_default_str();
+  cmd->add_option("--image", a->options.image,
+                  std::string("Container image with the tenax binary, as your nodes pull it: deploy/Dockerfile "
+                              "builds tenax:") +
+                      kTenaxVersion + "; tag it REGISTRY/tenax:" + kTenaxVersion +
+                      " and push it to your registry (docs/k8s.md). Required: no public registry has a tenax image")
+      ->required()
+      ->type_name("IMAGE");
   cmd->add_option("--namespace", a->options.namespace_name, "Namespace of the job's objects")->capture_default_str();
   cmd->add_option("--scheduler-name", a->options.scheduler_name,
                   "The pods' schedulerName, and the name of the scheduler's objects")

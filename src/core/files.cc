@@ -13,7 +13,17 @@ namespace tenax {
 namespace {
 
 Status OpenError(const std::string& path, int err) {
-  if (err == ENOENT) return NotFound(path + ": no such file");
+  if (err == ENOENT) {
+    // A relative path is read from the working directory, which a job file's
+    // author and its user may see differently (a path that exists only in
+    // the source tree, run from the installed examples): say which it was.
+    std::error_code ec;
+    const std::filesystem::path cwd = std::filesystem::current_path(ec);
+    if (!path.empty() && path.front() != '/' && !ec) {
+      return NotFound(path + ": no such file (a relative path, read from the working directory " + cwd.string() + ")");
+    }
+    return NotFound(path + ": no such file");
+  }
   return IoError(path + ": " + ErrnoMessage(err));
 }
 

@@ -67,10 +67,11 @@ Status PrepareRunDirectory(const std::string& out_dir, const std::string& logs) 
   return Status::Ok();
 }
 
-// The configured secret, else $TENAX_SECRET, else a random one.
+// The configured secret, else $TENAX_SECRET or $TENAX_SECRET_FILE's, else a
+// random one (a local run needs no secret shared with anyone else).
 std::string RunSecret(const std::string& configured) {
   std::string secret = configured;
-  if (secret.empty() && std::getenv(net::kSecretEnvVar)) secret = std::getenv(net::kSecretEnvVar);
+  if (secret.empty()) secret = net::SecretFromEnvironment();
   if (secret.empty()) {
     for (unsigned char c : net::RandomNonce()) secret += "0123456789abcdef"[c % 16];
   }

@@ -8,9 +8,37 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "tenax/core/files.h"
 #include "tenax/net/control_codec.h"
 
 namespace tenax::net {
+namespace {
+
+constexpr size_t kMaxSecretFileBytes = 64 * 1024;
+
+// The secret in $TENAX_SECRET_FILE's file; "" when the variable is unset.
+Result<std::string> SecretFromFile() {
+  const char* path = std::getenv(kSecretFileEnvVar);
+  if (path == nullptr || *path == '\0') return std::string();
+  auto text = ReadFileText(path, kMaxSecretFileBytes);
+  if (!text.ok()) {
+    // The status names the file and why ("PATH: no such file").
+    return InvalidArgument(std::string("no cluster secret: $") + kSecretFileEnvVar + " names " +
+                           text.status().message() + "; mount the cluster's secret there or set $" + kSecretEnvVar);
+  }
+  std::string secret = std::move(*text);
+  if (!secret.empty() && secret.back() == '\n') secret.pop_back();
+  if (!secret.empty() && secret.back() == '\r') secret.pop_back();
+  return secret;
+}
+
+}  // namespace
+
+std::string SecretFromEnvironment() {
+  if (const char* env = std::getenv(kSecretEnvVar); env && *env) return env;
+  auto from_file = SecretFromFile();
+  return from_file.ok() ? *from_file : std::string();
+}
 
 Result<std::string> ResolveSecret(const std::string& configured) {
   std::string secret = configured;
@@ -19,8 +47,12 @@ Result<std::string> ResolveSecret(const std::string& configured) {
     if (env) secret = env;
   }
   if (secret.empty()) {
+    TENAX_ASSIGN_OR_RETURN(secret, SecretFromFile());
+  }
+  if (secret.empty()) {
     return InvalidArgument(std::string("no cluster secret: set the ") + kSecretEnvVar +
-                           " environment variable (at least 16 bytes, the same on every node)");
+                           " environment variable (at least 16 bytes, the same on every node), or " +
+                           kSecretFileEnvVar + " to a file that holds it");
   }
   if (secret.size() < kMinSecretBytes) {
     return InvalidArgument("the cluster secret must be at least " + std::to_string(kMinSecretBytes) + " bytes");

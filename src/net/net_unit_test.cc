@@ -1,14 +1,13 @@
 // Unit tests of net's pure parts: the control codec, the HMAC handshake
 // proofs, the link shaper and the link-fault file.
 #include <gtest/gtest.h>
-
 #include <sys/resource.h>
 
 #include <cstdlib>
 
+#include "tenax/core/files.h"
 #include "tenax/net/auth.h"
 #include "tenax/net/control_codec.h"
-#include "tenax/core/files.h"
 #include "tenax/net/link_faults.h"
 #include "tenax/net/link_shaper.h"
 #include "tenax/net/many_connections.h"
@@ -89,6 +88,44 @@ TEST(AuthTest, SecretMustBeSetAndLongEnough) {
   ASSERT_TRUE(configured.ok()) << configured.status().ToString();
   EXPECT_EQ(*configured, "configured-secret-123456");
   ::unsetenv(kSecretEnvVar);
+}
+
+// The container image's way (deploy/Dockerfile): a mounted file named by
+// $TENAX_SECRET_FILE, below $TENAX_SECRET and the configured secret.
+TEST(AuthTest, SecretFromAFileNamedByTheEnvironment) {
+  testing::ScratchDir dir;
+  ::unsetenv(kSecretEnvVar);
+  const std::string file = dir / "secret";
+  auto write = [&](const std::string& text) {
+    testing::WriteBytes(file, std::vector<uint8_t>(text.begin(), text.end()));
+  };
+  write("from-a-mounted-file\n");
+  ::setenv(kSecretFileEnvVar, file.c_str(), 1);
+  auto from_file = ResolveSecret("");
+  ASSERT_TRUE(from_file.ok()) << from_file.status().ToString();
+  EXPECT_EQ(*from_file, "from-a-mounted-file");  // the newline a shell's echo adds is not part of it
+  EXPECT_EQ(SecretFromEnvironment(), "from-a-mounted-file");
+
+  ::setenv(kSecretEnvVar, "from-the-environment-123", 1);  // the variable wins over the file
+  auto from_env = ResolveSecret("");
+  ASSERT_TRUE(from_env.ok()) << from_env.status().ToString();
+  EXPECT_EQ(*from_env, "from-the-environment-123");
+  ::unsetenv(kSecretEnvVar);
+
+  // Not mounted: one line naming the file, for a role; nothing for a launcher.
+  const std::string missing = dir / "not-mounted";
+  ::setenv(kSecretFileEnvVar, missing.c_str(), 1);
+  auto none = ResolveSecret("");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(none.status().message().find(missing + ": no such file"), std::string::npos) << none.status().message();
+  EXPECT_EQ(none.status().message().find('\n'), std::string::npos) << none.status().message();
+  EXPECT_EQ(SecretFromEnvironment(), "");
+
+  write("short\n");  // too short to authenticate anyone
+  ::setenv(kSecretFileEnvVar, file.c_str(), 1);
+  EXPECT_EQ(ResolveSecret("").status().code(), StatusCode::kInvalidArgument);
+  ::unsetenv(kSecretFileEnvVar);
 }
 
 TEST(NodeEnvironmentTest, UcxTcpSegmentDefaultsAreSetBeforeAnyNodeExists) {
@@ -199,7 +236,6 @@ TEST(LinkShaperTest, LossRetransmitsDeterministically) {
   for (int i = 0; i < 100; ++i) failed += lossy.Schedule(10, t0).failed;
   EXPECT_GT(failed, 70);
 }
-
 
 TEST(LinkFaultBookTest, RoundTripsAndNamesTheFaultInForce) {
   LinkFaultBook book;

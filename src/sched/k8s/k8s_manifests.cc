@@ -492,7 +492,9 @@ Status CheckJob(const K8sJob& job) {
 
 Status CheckOptions(const K8sOptions& o) {
   if (o.image.empty() || HasSpace(o.image))
-    return InvalidArgument("--image must name a container image, e.g. tenax:latest");
+    return InvalidArgument(
+        "--image must name a container image your nodes can pull, e.g. REGISTRY/tenax:VERSION "
+        "(deploy/Dockerfile builds it)");
   if (o.kube_scheduler_image.empty() || HasSpace(o.kube_scheduler_image)) {
     return InvalidArgument("--kube-scheduler-image must name a container image");
   }

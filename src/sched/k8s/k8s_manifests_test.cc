@@ -26,6 +26,7 @@ K8sJob SyncJob() {
 K8sOptions Options() {
   K8sOptions o;
   o.secret = kSecret;
+  o.image = "registry.example/tenax:0.1.0";
   return o;
 }
 
@@ -405,6 +406,9 @@ TEST(K8sManifestsTest, BadInputSaysWhatWouldWork) {
   fails(SyncJob(), o, "DNS label");
   o = Options();
   o.image = "tenax latest";
+  fails(SyncJob(), o, "--image");
+  o = Options();
+  o.image.clear();  // no default: no public registry holds a tenax image
   fails(SyncJob(), o, "--image");
   o = Options();
   o.storage_hosts = {"a,b"};

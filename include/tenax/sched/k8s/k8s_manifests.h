@@ -67,7 +67,7 @@ struct K8sJob {
 };
 
 struct K8sOptions {
-  std::string image = "tenax:latest";
+  std::string image;  // required (`--image`): no registry has a default tenax image
   std::string namespace_name = "default";
   std::string scheduler_name = "tenax-scheduler";
   std::string kube_scheduler_image = "registry.k8s.io/kube-scheduler:v1.30.0";
