@@ -99,12 +99,14 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_COMPRESSION_TYPE xz)
 set(CPACK_DEBIAN_TENAX_PACKAGE_NAME tenax)
 set(CPACK_DEBIAN_TENAX-BENCH_PACKAGE_NAME tenax-bench)
-# Run, not linked: the default dataset (data.dir), and the torch of the Python
-# package (tenax.torch) and of Python workers (`tenax run` with [python]).
-set(CPACK_DEBIAN_TENAX_PACKAGE_DEPENDS "dataset-fashion-mnist, python3 (>= 3.11), python3-torch")
-# ip and tc make a job's emulated hosts network namespaces when run as root;
-# without them `tenax run` keeps its hosts on loopback and says so.
-set(CPACK_DEBIAN_TENAX_PACKAGE_RECOMMENDS "iproute2")
+# Read, not linked: the default dataset (data.dir).
+set(CPACK_DEBIAN_TENAX_PACKAGE_DEPENDS "dataset-fashion-mnist")
+# Recommended (apt installs them unless told not to; the image does not):
+# python3-torch for the Python package's tenax.torch and for Python workers
+# (it pulls 330 MiB more into the image: Debian's libtorch-test, sympy...); ip and tc,
+# which make a job's emulated hosts network namespaces when run as root
+# (without them `tenax run` keeps its hosts on loopback and says so).
+set(CPACK_DEBIAN_TENAX_PACKAGE_RECOMMENDS "python3 (>= 3.11), python3-torch, iproute2")
 # The peers' launchers and scripts: mpirun, iperf3 (bench allreduce --hosts),
 # ip (namespaced hosts), PyTorch (DDP, torchrun).
 set(CPACK_DEBIAN_TENAX-BENCH_PACKAGE_DEPENDS

@@ -61,10 +61,11 @@ want_line "$scratch/tenax.control" '^Architecture: amd64$' "amd64"
 want_line "$scratch/tenax.control" 'CPU-only' "the description says CPU-only"
 depends="$(dpkg-deb -f "$deb" Depends | tr ',' '\n' | sed 's/^ *//')"
 echo "$depends" >"$scratch/tenax.depends"
-for d in 'libtorch1\.13' 'libucx0' 'libisal2' 'libsqlite3-0' 'libprotobuf32' 'libssl3' 'dataset-fashion-mnist' \
-         'python3-torch' 'libc6 '; do
+for d in 'libtorch1\.13' 'libucx0' 'libisal2' 'libsqlite3-0' 'libprotobuf32' 'libssl3' 'dataset-fashion-mnist' 'libc6 '; do
   want_line "$scratch/tenax.depends" "^$d" "tenax Depends on $d"
 done
+dpkg-deb -f "$deb" Recommends | tr ',' '\n' | sed 's/^ *//' >"$scratch/tenax.recommends"
+want_line "$scratch/tenax.recommends" '^python3-torch$' "tenax Recommends python3-torch (tenax.torch)"
 no_line "$scratch/tenax.depends" '(grpc|gloo|openmpi|libmpi|gtest|benchmark)' "tenax Depends on a benchmark peer or test library"
 
 # --- tenax-bench ---

@@ -21,6 +21,7 @@
 #include "run_monitor.h"
 #include "run_storage.h"
 #include "run_summary.h"
+#include "shared_memory.h"
 #include "tenax/coord/job_watcher.h"
 #include "tenax/core/blas_kernels.h"
 #include "tenax/core/files.h"
@@ -182,6 +183,7 @@ class LocalLaunch {
 
   Result<LaunchOutcome> Run() {
     TENAX_RETURN_IF_ERROR(LoadJob());
+    TENAX_RETURN_IF_ERROR(CheckRoomForSharedMemory());
     TENAX_RETURN_IF_ERROR(RunReference());
     TENAX_RETURN_IF_ERROR(PrepareRun());
     TENAX_ASSIGN_OR_RETURN(std::optional<LaunchOutcome> inside, SetUpTopology());
@@ -280,6 +282,19 @@ class LocalLaunch {
     self_ = options_.tenax_binary.empty() ? SelfPath() : options_.tenax_binary;
     inside_topology_ = std::getenv(kTopologyPrefixEnvVar) != nullptr;
     return Status::Ok();
+  }
+
+  // Before any child starts: room in /dev/shm for every process of the job
+  // (shared_memory.h), unless cluster.transports keeps UCX off shared memory.
+  Status CheckRoomForSharedMemory() const {
+    const std::string& tls = cluster().transports;
+    const bool shm = tls.empty() || tls.find("sm") != std::string::npos || tls.find("posix") != std::string::npos ||
+                     tls.find("all") != std::string::npos;
+    if (!shm) return Status::Ok();
+    const int64_t processes = cluster().workers + cluster().spares + job_.config.storage.nodes +
+                              (async_ ? job_.config.async.servers : 0) +
+                              static_cast<int64_t>(job_.config.topology.hosts.size()) + 2;  // + coordinator, launcher
+    return CheckSharedMemory("/dev/shm", SharedMemoryNeed(processes), processes);
   }
 
   // The fault-free reference runs first, as a `tenax run` of its own (with
