@@ -20,7 +20,7 @@ def test_version_is_the_one_tenax_prints():
 
 def test_the_package_imports_from_an_install_prefix_in_a_clean_environment(tmp_path):
     prefix = tmp_path / "prefix"
-    subprocess.run(["cmake", "--install", str(BUILD), "--prefix", str(prefix), "--component", "python"],
+    subprocess.run(["cmake", "--install", str(BUILD), "--prefix", str(prefix), "--component", "tenax"],
                    check=True, capture_output=True)
     site = prefix / "lib" / "python3" / "dist-packages"
     assert (site / "tenax" / "torch" / "__init__.py").exists()
