@@ -111,8 +111,8 @@ if [ "${FROM_SOURCE:-0}" = 1 ]; then
   say "building $image from source (deploy/Dockerfile, all stages, on $base; log $OUT/build.log)"
   build_args=(--build-arg "BASE=$base" "$src_ctx")
 else
-  say "building $image (deploy/Dockerfile, runtime stage, on $base)"
-  build_args=(--build-arg "BASE=$base" --build-arg DEBS_FROM=prebuilt "$ctx")
+  say "building $image (deploy/Dockerfile with a context of prebuilt packages, on $base)"
+  build_args=(--build-arg "BASE=$base" "$ctx")
 fi
 t_build=$(now_ms)
 mkdir -p "$OUT"
