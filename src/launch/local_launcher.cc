@@ -287,9 +287,9 @@ class LocalLaunch {
   // Before any child starts: room in /dev/shm for every process of the job
   // (shared_memory.h), unless cluster.transports keeps UCX off shared memory.
   Status CheckRoomForSharedMemory() const {
-    const std::string& tls = cluster().transports;
-    const bool shm = tls.empty() || tls.find("sm") != std::string::npos || tls.find("posix") != std::string::npos ||
-                     tls.find("all") != std::string::npos;
+    const std::string& tls = cluster().transports;  // UCX_TLS: "" or e.g. "tcp", "shm,tcp", "posix", "all"
+    bool shm = tls.empty();
+    for (const char* t : {"shm", "sm", "posix", "sysv", "all"}) shm = shm || tls.find(t) != std::string::npos;
     if (!shm) return Status::Ok();
     const int64_t processes = cluster().workers + cluster().spares + job_.config.storage.nodes +
                               (async_ ? job_.config.async.servers : 0) +
