@@ -40,6 +40,13 @@ JoinAsk Ask(int requested_rank, const std::string& name) {
   return {"job-x", name, "host-" + name, static_cast<uint16_t>(5000 + name.size()), requested_rank, false, ""};
 }
 
+// A warm spare's join (cluster.spares): no rank asked, JoinRequest.spare set.
+JoinAsk SpareAsk() {
+  JoinAsk a = Ask(-1, "spare");
+  a.spare = true;
+  return a;
+}
+
 template <typename T>
 std::vector<T> All(const Actions& actions) {
   std::vector<T> out;
@@ -485,9 +492,7 @@ TEST(JobStateMachineElastic, AJoinerGetsANewIdAndIsPublishedAsJoiningUpToMaxWork
 TEST(JobStateMachineElastic, ASpareJoiningWhileTheJobFormsWaitsPastTheWorldAndFillsTheFirstLoss) {
   FakeClock clock;
   JobStateMachine m(ElasticOptions(1, 2), NewJob(2), {}, clock.now());
-  JoinAsk spare = Ask(-1, "spare");
-  spare.spare = true;
-  EXPECT_EQ(2, AdmittedRank(m.OnJoin(300, spare, clock.now())));
+  EXPECT_EQ(2, AdmittedRank(m.OnJoin(300, SpareAsk(), clock.now())));
   EXPECT_EQ(MemberState::kSpare, m.members().at(2).state);
   EXPECT_EQ(JobPhase::kJoining, m.job().phase);
   // An unranked worker still gets the lowest free member rank, not the spare's.
@@ -514,9 +519,7 @@ TEST(JobStateMachineElastic, ASpareJoiningWhileTheJobFormsWaitsPastTheWorldAndFi
 TEST(JobStateMachineElastic, ASpareThatLeavesWhileTheJobFormsIsForgotten) {
   FakeClock clock;
   JobStateMachine m(ElasticOptions(1, 2), NewJob(2), {}, clock.now());
-  JoinAsk spare = Ask(-1, "spare");
-  spare.spare = true;
-  EXPECT_EQ(2, AdmittedRank(m.OnJoin(300, spare, clock.now())));
+  EXPECT_EQ(2, AdmittedRank(m.OnJoin(300, SpareAsk(), clock.now())));
   (void)m.OnConnectionLost(300, "reset");
   EXPECT_EQ(0u, m.members().count(2));
   EXPECT_EQ(0, AdmittedRank(m.OnJoin(100, Ask(0, "w0"), clock.now())));
