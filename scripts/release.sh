@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD="${BUILD:-build-release}"
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --build  # no test tools: -DTENAX_TESTS=OFF below
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTENAX_TESTS=OFF -DTENAX_FUZZ=OFF
 fi
