@@ -330,6 +330,50 @@ TEST_F(ElasticClusterTest, AMemberLostWhileTheFirstGenerationSetsUpCostsOnlyThat
   EXPECT_EQ(h, summary.value("state_hash", ""));
 }
 
+// A member lost while the first generation connects every pair: w1
+// SIGSTOPs itself (TENAX_TEST_SIGSTOP_BEFORE_CONNECT) once it has its rank
+// and the first roster, before it dials or accepts anyone, and is then
+// SIGKILLed (a preempted machine). w0 dials w1 and finds it gone; w2
+// waits for w1 to dial it and stops waiting when the coordinator, which
+// lost w1's connection, publishes the next generation. Before, w0's failed
+// connect ended the job ("cannot reach rank 1", exit 3); now both join the
+// next generation with their initial models, one gives its model to the
+// other, and they end bit-identical after every step.
+TEST_F(ElasticClusterTest, AMemberLostWhileTheFirstGenerationConnectsCostsOnlyThatMember) {
+  ScratchDir dir;
+  ElasticCluster c(dir, WriteElasticJob(dir, "connect", 3, 1, 3, 600));
+  ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
+  Child& w0 = c.Start("w0", 0);
+  setenv("TENAX_TEST_SIGSTOP_BEFORE_CONNECT", "1", 1);
+  Child& w1 = c.Start("w1", 1);
+  unsetenv("TENAX_TEST_SIGSTOP_BEFORE_CONNECT");
+  Child& w2 = c.Start("w2", 2);
+  ASSERT_TRUE(WaitUntilStopped(w1.pid(), std::chrono::seconds(60))) << "w1 never reached its hook\n" << w1.stderr_text();
+  w1.Signal(SIGKILL);
+  EXPECT_EQ(128 + SIGKILL, w1.Wait());
+  for (Child* w : {&w0, &w2}) EXPECT_EQ(0, w->Wait()) << w->stderr_text();
+  EXPECT_EQ(0, c.coordinator().Wait()) << c.coordinator().stderr_text();
+
+  // Neither formed the first generation; both said so and went on.
+  for (Child* w : {&w0, &w2}) {
+    EXPECT_NE(std::string::npos, w->stderr_text().find("connecting the members of generation 1 failed"))
+        << w->stderr_text();
+  }
+  // w0 (rank 0 of the next generation) gave its initial model to w2.
+  EXPECT_NE(std::string::npos, w0.stderr_text().find("sending the state of step 0")) << w0.stderr_text();
+  EXPECT_NE(std::string::npos, w2.stderr_text().find("read the state of step 0")) << w2.stderr_text();
+  auto summary = c.Summary();
+  EXPECT_EQ(600, summary.value("steps", 0));
+  EXPECT_EQ(2, summary.value("workers", 0));
+  ASSERT_FALSE(summary["generations"].empty()) << summary.dump();
+  EXPECT_EQ((std::vector<int>{0, 2}), summary["generations"].back()["members"].get<std::vector<int>>())
+      << summary.dump();
+  const std::string h = StateHash(w0.stderr_text());
+  EXPECT_FALSE(h.empty());
+  EXPECT_EQ(h, StateHash(w2.stderr_text()));
+  EXPECT_EQ(h, summary.value("state_hash", ""));
+}
+
 // A join and a leave moments apart: the leave's generation is published
 // before the members reach the join's step boundary, so they skip the
 // join's generation (the joiner formed it with nobody). Before the stable

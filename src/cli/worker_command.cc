@@ -18,6 +18,7 @@ Status RunWorkerCommand(const WorkerOptions& options) {
   // at the process boundary only.
   if (const char* v = std::getenv("TENAX_TEST_POISON_UNIT")) o.injected.poison_unit = std::atoll(v);
   if (const char* v = std::getenv("TENAX_TEST_SIGSTOP_AS_DONOR")) o.injected.sigstop_as_donor = std::string(v) == "1";
+  if (const char* v = std::getenv("TENAX_TEST_SIGSTOP_BEFORE_CONNECT")) o.injected.sigstop_before_connect = std::string(v) == "1";
   if (const char* v = std::getenv("TENAX_TEST_SIGSTOP_BEFORE_ALLREDUCE")) {
     o.injected.sigstop_before_allreduce = std::string(v) == "1";
     o.injected.sigstop_before_first_allreduce = std::string(v) == "first";

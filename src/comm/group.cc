@@ -91,15 +91,18 @@ std::string Mismatch(const wire::MeshHello& h, const std::string& label, const s
 }  // namespace
 
 Result<std::unique_ptr<Group>> Group::Connect(net::Node& node, const std::string& job_id, uint64_t generation, int rank,
-                                              std::vector<GroupMember> members, Deadline deadline) {
+                                              std::vector<GroupMember> members, Deadline deadline,
+                                              const Interrupt& interrupt) {
   for (auto& m : members) m.joining = true;  // every pair is new: the lower rank dials
-  return Form(node, job_id, generation, rank, std::move(members), {}, deadline, {});
+  return Form(node, job_id, generation, rank, std::move(members), {}, deadline, interrupt);
 }
 
 std::map<uint32_t, net::PeerId> Group::ConnectionsById() const {
   std::map<uint32_t, net::PeerId> out;
   for (int r = 0; r < world(); ++r) {
-    if (r != rank_ && static_cast<size_t>(r) < members_.size()) out[members_[static_cast<size_t>(r)].id] = peer(r);
+    if (r != rank_ && static_cast<size_t>(r) < members_.size() && peer(r) != 0) {
+      out[members_[static_cast<size_t>(r)].id] = peer(r);
+    }
   }
   return out;
 }

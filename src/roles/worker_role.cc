@@ -236,7 +236,8 @@ Result<wire::Roster> WaitForAdmission(coord::CoordinatorClient& client, int rank
 Result<WorkerOutcome> RunElasticWorker(const SyncJob& job, const coord::ClusterConfig& k, net::Node& node,
                                        coord::CoordinatorClient& client, const wire::Roster& roster, int rank,
                                        Deadline join_deadline, PreparedTraining prepared, SyncRunOptions opts,
-                                       WorkerOutcome outcome, bool admitted_spare) {
+                                       WorkerOutcome outcome, bool admitted_spare,
+                                       const WorkerOptions::InjectedFaults& injected) {
   CoordinatorMembership membership(client, k.job_id, rank);
   TENAX_ASSIGN_OR_RETURN(MembershipView view, ViewOf(roster, rank, false));
   // The first generation connects every pair; a joiner of a running job
@@ -245,8 +246,14 @@ Result<WorkerOutcome> RunElasticWorker(const SyncJob& job, const coord::ClusterC
   // the first generation (its join reply then said generation 0).
   const bool all_new = client.info().generation == 0 && !admitted_spare;
   opts.joined_running_job = !all_new;
-  // A joiner stops waiting for a generation once a newer one is out.
-  auto group = all_new ? comm::Group::Connect(node, k.job_id, view.generation, view.rank, view.members, join_deadline)
+  if (all_new && injected.sigstop_before_connect) {
+    spdlog::warn("injected fault: stopping this member (SIGSTOP) before it connects to generation {}", view.generation);
+    ::raise(SIGSTOP);
+  }
+  // Members stop waiting for a generation once a newer one is out (the
+  // coordinator dropped a member that will never come).
+  auto group = all_new ? comm::Group::Connect(node, k.job_id, view.generation, view.rank, view.members, join_deadline,
+                                              SupersededInterrupt(membership, view.generation))
                        : comm::Group::Join(node, k.job_id, view.generation, view.rank, view.members, join_deadline,
                                            SupersededInterrupt(membership, view.generation));
   // A joiner's generation may be superseded while it dials (a member left
@@ -260,6 +267,18 @@ Result<WorkerOutcome> RunElasticWorker(const SyncJob& job, const coord::ClusterC
     view = std::move(*next);
     group = comm::Group::Join(node, k.job_id, view.generation, view.rank, view.members, join_deadline,
                               SupersededInterrupt(membership, view.generation));
+  }
+  // A member lost while the first generation connects (SIGKILLed, or
+  // dropped by the coordinator while the others wait for it) costs only
+  // that member: the others have nothing to keep but their initial
+  // models, so they join the next generation at the first step boundary,
+  // as after a failed first allreduce set-up (elastic_exchange.cc). A
+  // dialled member that is gone answers Unavailable.
+  if (all_new && !group.ok() &&
+      (RepairedByNewMembership(group.status()) || group.status().code() == StatusCode::kUnavailable)) {
+    opts.first_generation_unformed = group.status();
+    group = comm::Group::FromPeers(node, view.rank, std::vector<net::PeerId>(view.members.size(), 0), view.members,
+                                   view.generation);
   }
   if (!group.ok()) {
     // A joiner's failure is not the job's: the coordinator removes a
@@ -408,7 +427,7 @@ Result<WorkerOutcome> RunWorker(const WorkerOptions& options) {
   }
   if (k.elastic) {
     return RunElasticWorker(job, k, *node, *client, roster, rank, join_deadline, std::move(*prepared), std::move(opts),
-                            std::move(outcome), options.spare);
+                            std::move(outcome), options.spare, options.injected);
   }
   return RunFixedWorker(job, k, *node, *client, roster, rank, join_deadline, opts, std::move(outcome));
 }

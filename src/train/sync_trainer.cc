@@ -89,6 +89,7 @@ Result<TrainOutcome> TrainElastic(const TrainConfig& config, const ConfigDoc& ef
     xo.base.hierarchical = options.hierarchical_allreduce;  // per generation, where the zones allow it
     xo.membership = &membership;
     xo.joined_late = options.joined_running_job;
+    xo.first_generation_unformed = options.first_generation_unformed;
     xo.configured_workers = config.cluster.workers;
     xo.max_workers = config.cluster.max_workers;
     xo.measured_shares = config.cluster.shares == "measured";

@@ -40,18 +40,20 @@ struct GroupMember {
 
 class Group {
  public:
-  // Connects rank `rank` of `members` (index = rank; our own entry is not
-  // dialled) to every other member: it dials the ranks above it and
-  // accepts the ranks below it. Every member calls this with the same list,
-  // job id and generation.
-  static Result<std::unique_ptr<Group>> Connect(net::Node& node, const std::string& job_id, uint64_t generation,
-                                                int rank, std::vector<GroupMember> members, Deadline deadline);
-
   // What a forming group consults while it waits for peers (about every
   // 100 ms): a non-OK status ends the wait with that status (an elastic
   // member returns Aborted once a newer generation is published). May be
   // empty.
   using Interrupt = std::function<Status()>;
+
+  // Connects rank `rank` of `members` (index = rank; our own entry is not
+  // dialled) to every other member: it dials the ranks above it and
+  // accepts the ranks below it. Every member calls this with the same list,
+  // job id and generation. `interrupt` as for Join (an elastic job's first
+  // generation stops waiting for a member the coordinator has dropped).
+  static Result<std::unique_ptr<Group>> Connect(net::Node& node, const std::string& job_id, uint64_t generation,
+                                                int rank, std::vector<GroupMember> members, Deadline deadline,
+                                                const Interrupt& interrupt = {});
 
   // A worker new to a running group: like Connect, but the `joining`
   // flags of `members` decide who dials (see Reform).
@@ -85,7 +87,8 @@ class Group {
                                                const std::string& job_id, uint64_t generation, int rank,
                                                std::vector<GroupMember> members, Deadline deadline,
                                                const Interrupt& interrupt = {});
-  // This group's connections by member id (for Reform's `known`).
+  // This group's connections by member id (for Reform's `known`); ranks
+  // it has no connection to (a group made by FromPeers with 0s) are left out.
   std::map<uint32_t, net::PeerId> ConnectionsById() const;
 
   // A group over connections that already exist (`peers[rank]` is unused),

@@ -52,7 +52,8 @@ struct WorkerOptions {
   // tests/async_cluster_test.cc and elastic_cluster_test.cc). Only the
   // `tenax worker` command fills it, from its environment
   // ($TENAX_TEST_POISON_UNIT=N, $TENAX_TEST_SIGSTOP_AS_DONOR=1,
-  // $TENAX_TEST_SIGSTOP_BEFORE_ALLREDUCE=1 or =first); the library itself
+  // $TENAX_TEST_SIGSTOP_BEFORE_ALLREDUCE=1 or =first,
+  // $TENAX_TEST_SIGSTOP_BEFORE_CONNECT=1); the library itself
   // reads no test variable.
   struct InjectedFaults {
     int64_t poison_unit = -1;       // async: the first attempt of this unit delivers a NaN
@@ -63,6 +64,9 @@ struct WorkerOptions {
     // elastic: the same in the first generation, before the initial
     // model's broadcast
     bool sigstop_before_first_allreduce = false;
+    // elastic: SIGSTOP itself before it connects to the first
+    // generation's members (a member lost while every pair connects)
+    bool sigstop_before_connect = false;
   } injected;
 };
 

@@ -39,6 +39,7 @@ struct SyncRunOptions {
   size_t bucket_bytes = 0;               // gradient bucket size; 0: by where the gradients live (allreduce_exchange.h)
   int straggler_id = -1;                 // elastic: the launcher's worker index for [stragglers] (-1: a joiner)
   bool joined_running_job = false;       // elastic: admitted after the first generation (it holds no model yet)
+  Status first_generation_unformed;      // elastic: ElasticExchangeOptions::first_generation_unformed
   std::function<void()> before_state_offer;  // elastic: AllreduceExchangeOptions' test seam; may be empty
   std::function<void(bool first_generation)> before_allreduce_offer;  // elastic: the same, before a generation's allreduce
   std::vector<std::string> allreduce_zones;  // sync: AllreduceExchangeOptions::zones

@@ -94,6 +94,13 @@ struct ElasticExchangeOptions {
   // the members at its first step boundary (otherwise rank 0 broadcasts
   // the initial model to the first generation).
   bool joined_late = false;
+  // Not OK: connecting the first generation failed with this status (a
+  // member lost while every pair connected; comm::Group::Connect). `group`
+  // then holds no connections (FromPeers with 0s), and this member joins
+  // the next generation at its first step boundary, as after a failed
+  // first allreduce set-up; it reports no suspect (the coordinator finds a
+  // lost member by its own connection).
+  Status first_generation_unformed;
   int64_t configured_workers = 1;           // global batch = configured_workers x batch
   int64_t max_workers = 1;                  // the largest generation (speed slots)
   bool measured_shares = true;              // shares follow measured speed; false: always even

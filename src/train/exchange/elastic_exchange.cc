@@ -75,9 +75,13 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
     params_ = model.Parameters();
     TENAX_ASSIGN_OR_RETURN(arena_, group_->node().Allocate(2 * layout_.params_count * sizeof(float)));
     sync_needed_ = joined_late_;
-    if (eo_.before_allreduce_offer && !joined_late_) eo_.before_allreduce_offer(true);
-    Status bound = Rebind();
-    if (bound.ok() && !joined_late_) bound = BroadcastFromRankZero();
+    const bool unformed = !eo_.first_generation_unformed.ok();
+    Status bound = eo_.first_generation_unformed;
+    if (!unformed) {
+      if (eo_.before_allreduce_offer && !joined_late_) eo_.before_allreduce_offer(true);
+      bound = Rebind();
+      if (bound.ok() && !joined_late_) bound = BroadcastFromRankZero();
+    }
     if (!bound.ok()) {
       // Like a member's failed re-form: report whom it lost and join the
       // next generation at the first step boundary (AtStepBoundary). A
@@ -89,14 +93,17 @@ class ElasticExchange final : public AllreduceExchange, public ExchangeMembershi
       // set up failed the whole job (exit 3; the 60-minute soak found it
       // when a worker was descheduled past the peer timeout).
       if (!RepairedByNewMembership(bound)) return bound;
-      spdlog::warn("rank {}: setting up the allreduce of generation {} failed ({}); joining the next one", rank(),
-                   group_->generation(), bound.message());
+      spdlog::warn("rank {}: {} generation {} failed ({}); joining the next one", rank(),
+                   unformed ? "connecting the members of" : "setting up the allreduce of", group_->generation(),
+                   bound.message());
       if (!joined_late_) initial_unsettled_ = true;
       // Connected to every member (Group::Join succeeded): a re-form may
       // reuse these connections if a restarted coordinator takes this
-      // generation for the stable one. Not reported as formed.
+      // generation for the stable one. Not reported as formed. (Unformed:
+      // no connections, and nobody to suspect but whom the coordinator
+      // already finds lost.)
       formed_[group_->generation()] = group_->ConnectionsById();
-      ReportSuspects(bound);
+      if (!unformed) ReportSuspects(bound);
       UnpinBuffer();
       allreduce_.reset();
       buffer_ = nullptr;
