@@ -1,11 +1,14 @@
 #include "elastic_member.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "tenax/comm/channel_codec.h"
 #include "tenax/net/auth.h"
@@ -71,10 +74,29 @@ Status ElasticMember::Join(TenaxEngine& e) {
   // dials the members, stops waiting once a newer generation is out, and
   // then joins that one (worker_role.cc does the same).
   const bool all_new = client_->info().generation == 0;
-  auto group = all_new ? comm::Group::Connect(n, options_.job_id, view.generation, view.rank, view.members, deadline)
+  // The chaos test's seam (test_elastic.py), read at this process
+  // boundary: a member lost while the first generation connects.
+  if (const char* v = std::getenv("TENAX_TEST_SIGSTOP_BEFORE_CONNECT"); all_new && v && std::string(v) == "1") {
+    std::fprintf(stderr, "tenax: injected fault: stopping this member (SIGSTOP) before it connects to generation %llu\n",
+                 static_cast<unsigned long long>(view.generation));
+    ::raise(SIGSTOP);
+  }
+  auto group = all_new ? comm::Group::Connect(n, options_.job_id, view.generation, view.rank, view.members, deadline,
+                                              SupersededInterrupt(*membership_, view.generation))
                        : comm::Group::Join(n, options_.job_id, view.generation, view.rank, view.members, deadline,
                                            SupersededInterrupt(*membership_, view.generation));
-  while (!all_new && !group.ok() && !deadline.Expired()) {
+  // A first generation that lost a member while it connected costs only
+  // that member: nobody holds state yet (it moves at the first start_step),
+  // so the others form the next generation, every pair afresh, as a
+  // joiner whose generation was superseded does.
+  const bool repairable_first = all_new && !group.ok() &&
+                                (RepairedByNewMembership(group.status()) ||
+                                 group.status().code() == StatusCode::kUnavailable);
+  if (repairable_first) {
+    std::fprintf(stderr, "tenax: rank %d: connecting the members of generation %llu failed (%s); joining the next one\n",
+                 view.rank, static_cast<unsigned long long>(view.generation), group.status().message().c_str());
+  }
+  while ((!all_new || repairable_first) && !group.ok() && !deadline.Expired()) {
     auto next = membership_->Next(view.generation, Deadline::After(std::chrono::seconds(10)).Earlier(deadline));
     if (!next.ok()) break;
     view = std::move(*next);

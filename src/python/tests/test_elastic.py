@@ -105,9 +105,9 @@ def start_coordinator(tmp_path, procs, workers=3):
     return "127.0.0.1:" + (tmp_path / "port").read_text().strip()
 
 
-def start_member(procs, coordinator, rank, name, extra=()):
+def start_member(procs, coordinator, rank, name, extra=(), env_extra=None):
     env = dict(os.environ, TENAX_COORDINATOR=coordinator, TENAX_JOB_ID="python-elastic", TENAX_RANK=str(rank),
-               TENAX_SECRET=SECRET, OMP_NUM_THREADS="1")
+               TENAX_SECRET=SECRET, OMP_NUM_THREADS="1", **(env_extra or {}))
     m = Proc([sys.executable, str(SCRIPT), "--steps", str(STEPS), "--train-limit", "8192", "--test-limit", "1000",
               "--log-every", "5", *extra], env, name)
     procs.append(m)
@@ -139,6 +139,39 @@ def test_a_kill_a_joiner_and_a_preemption_leave_the_finishers_bit_identical(tmp_
     assert hash0 == hash_j, "the joiner's parameters differ from rank 0's"
     acc = float(re.search(r"test accuracy ([0-9.]+)", members[0].text() + joiner.text()).group(1))
     assert acc > 0.70, f"the model did not learn: accuracy {acc}"
+    assert procs[0].wait(timeout=60) == 0, "the coordinator did not end the job well:\n" + procs[0].text()
+
+
+def wait_until_stopped(proc, timeout=120):
+    """Polls /proc until `proc` is stopped (state T), with a deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        stat = Path(f"/proc/{proc.p.pid}/stat").read_text()
+        if stat[stat.rfind(")") + 2] == "T":
+            return
+        time.sleep(0.01)  # polling a condition, with a deadline
+    pytest.fail(f"{proc.name} never stopped itself:\n{proc.text()}")
+
+
+def test_a_member_lost_while_the_first_generation_connects_costs_only_that_member(tmp_path, procs):
+    # Rank 0, whose initial model the first generation would start from,
+    # stops itself once it has the first roster, before it connects to
+    # anyone, and is SIGKILLed: the others stop waiting for it when the
+    # coordinator publishes the next generation, form that one, and one of
+    # them gives its initial model to the other. Before, both failed with
+    # "generation 1 was superseded while it formed" and the job ended.
+    coordinator = start_coordinator(tmp_path, procs)
+    victim = start_member(procs, coordinator, 0, "rank 0", env_extra={"TENAX_TEST_SIGSTOP_BEFORE_CONNECT": "1"})
+    others = [start_member(procs, coordinator, r, f"rank {r}") for r in (1, 2)]
+    wait_until_stopped(victim)
+    victim.p.send_signal(signal.SIGKILL)
+    assert victim.wait() == -signal.SIGKILL
+    for m in others:
+        assert m.wait() == 0, f"{m.name}:\n{m.text()}"
+        assert "connecting the members of generation 1 failed" in m.text(), m.text()
+    (steps_a, hash_a), (steps_b, hash_b) = (param_hash(m) for m in others)
+    assert steps_a == STEPS and steps_b == STEPS
+    assert hash_a == hash_b, "the survivors' parameters differ"
     assert procs[0].wait(timeout=60) == 0, "the coordinator did not end the job well:\n" + procs[0].text()
 
 
