@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "tenax/comm/channel_codec.h"
 #include "tenax/net/auth.h"
@@ -74,9 +75,13 @@ Status ElasticMember::Join(TenaxEngine& e) {
   // dials the members, stops waiting once a newer generation is out, and
   // then joins that one (worker_role.cc does the same).
   const bool all_new = client_->info().generation == 0;
-  // The chaos test's seam (test_elastic.py), read at this process
-  // boundary: a member lost while the first generation connects.
-  if (const char* v = std::getenv("TENAX_TEST_SIGSTOP_BEFORE_CONNECT"); all_new && v && std::string(v) == "1") {
+  initial_model_ = all_new;
+  // The chaos test's seams (test_elastic.py), read at this process
+  // boundary: a member lost while the first generation connects, or once
+  // it connected and before it gave its initial model.
+  const char* stop_at = std::getenv("TENAX_TEST_SIGSTOP");
+  stop_before_first_agreement_ = all_new && stop_at && std::string(stop_at) == "before-first-agreement";
+  if (const char* v = stop_at; all_new && v && std::string(v) == "before-connect") {
     std::fprintf(stderr, "tenax: injected fault: stopping this member (SIGSTOP) before it connects to generation %llu\n",
                  static_cast<unsigned long long>(view.generation));
     ::raise(SIGSTOP);
@@ -208,9 +213,16 @@ Status ElasticMember::Reform(TenaxEngine& e, Boundary& out) {
 std::pair<int64_t, ElasticMember::Role> ElasticMember::AgreeState(int64_t applied) {
   Role role = kNone;
   Run("the state agreement", [&](TenaxEngine& e) -> Status {
+    if (std::exchange(stop_before_first_agreement_, false)) {
+      std::fprintf(stderr, "tenax: injected fault: stopping this member (SIGSTOP) before its first state agreement\n");
+      ::raise(SIGSTOP);
+    }
     const int w = e.group().world(), me = e.group().rank();
+    // Each member claims 2 x (steps applied + 1), 1 for an initial model
+    // of its own (unsettled), 0 for nothing; the highest claim gives the
+    // state (exact in float32 below 2^23 steps).
     std::vector<float> counts(static_cast<size_t>(w), 0.0f);
-    counts[static_cast<size_t>(me)] = applied >= 0 ? static_cast<float>(applied + 1) : 0.0f;
+    counts[static_cast<size_t>(me)] = applied >= 0 ? 2.0f * static_cast<float>(applied + 1) : initial_model_ ? 1.0f : 0.0f;
     TENAX_RETURN_IF_ERROR(e.FastSum(counts.data(), counts.size(), 1.0f));
     int64_t top = 0;
     std::vector<int64_t> c(static_cast<size_t>(w));
@@ -221,9 +233,15 @@ std::pair<int64_t, ElasticMember::Role> ElasticMember::AgreeState(int64_t applie
     }
     donors_.clear();
     receivers_.clear();
-    for (int r = 0; r < w; ++r) (c[static_cast<size_t>(r)] == top ? donors_ : receivers_).push_back(r);
-    top_ = top - 1;
-    if (!receivers_.empty()) role = c[static_cast<size_t>(me)] == top ? kDonor : kReceiver;
+    if (top == 1) {
+      // Only unsettled initial models: the lowest rank's becomes everyone's.
+      const int donor = static_cast<int>(std::find(c.begin(), c.end(), 1) - c.begin());
+      for (int r = 0; r < w; ++r) (r == donor ? donors_ : receivers_).push_back(r);
+    } else {
+      for (int r = 0; r < w; ++r) (c[static_cast<size_t>(r)] == top ? donors_ : receivers_).push_back(r);
+    }
+    top_ = top == 1 ? 0 : top / 2 - 1;
+    if (!receivers_.empty()) role = std::count(donors_.begin(), donors_.end(), me) > 0 ? kDonor : kReceiver;
     return Status();
   });
   return {top_, role};

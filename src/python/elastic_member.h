@@ -75,6 +75,11 @@ class ElasticMember {
   // The state transfer of a new generation: every member passes the steps
   // it applied (-1: it has no state); the members behind read the state of
   // one that has the most. Returns (that step count, this member's role).
+  // A first-generation member passing -1 still holds its own initial
+  // model: when no member has agreed state yet (the first generation's
+  // rank 0 was lost before it gave its model), the lowest-ranked of those
+  // gives its initial model to everyone (as the C++ workers' unsettled
+  // models, docs/elastic.md).
   std::pair<int64_t, Role> AgreeState(int64_t applied);
   void OfferState(const std::string& bytes);  // a donor: its serialized state
   std::string FetchState();                   // a receiver: the donor's bytes, checksummed
@@ -109,6 +114,8 @@ class ElasticMember {
   std::unique_ptr<CoordinatorMembership> membership_;  // engine thread only
   std::map<uint64_t, std::map<uint32_t, net::PeerId>> formed_;
   uint64_t failed_generation_ = 0;
+  bool initial_model_ = false;  // a first-generation member: it holds the script's initial model (engine thread)
+  bool stop_before_first_agreement_ = false;  // the chaos test's seam (test_elastic.py)
   // The state transfer in progress (engine thread).
   std::vector<int> donors_, receivers_;
   int64_t top_ = 0;

@@ -21,6 +21,7 @@ SCRIPT = SOURCE / "examples" / "python" / "elastic.py"
 TENAX = os.environ["TENAX_BINARY"]
 SECRET = "python-elastic-test-secret-0123456789"
 STEPS = 600
+FIRST_STEPS = 200  # the first-generation faults: what matters happens before step 0
 
 
 class Proc:
@@ -105,10 +106,10 @@ def start_coordinator(tmp_path, procs, workers=3):
     return "127.0.0.1:" + (tmp_path / "port").read_text().strip()
 
 
-def start_member(procs, coordinator, rank, name, extra=(), env_extra=None):
+def start_member(procs, coordinator, rank, name, extra=(), env_extra=None, steps=STEPS):
     env = dict(os.environ, TENAX_COORDINATOR=coordinator, TENAX_JOB_ID="python-elastic", TENAX_RANK=str(rank),
                TENAX_SECRET=SECRET, OMP_NUM_THREADS="1", **(env_extra or {}))
-    m = Proc([sys.executable, str(SCRIPT), "--steps", str(STEPS), "--train-limit", "8192", "--test-limit", "1000",
+    m = Proc([sys.executable, str(SCRIPT), "--steps", str(steps), "--train-limit", "8192", "--test-limit", "1000",
               "--log-every", "5", *extra], env, name)
     procs.append(m)
     return m
@@ -161,8 +162,9 @@ def test_a_member_lost_while_the_first_generation_connects_costs_only_that_membe
     # them gives its initial model to the other. Before, both failed with
     # "generation 1 was superseded while it formed" and the job ended.
     coordinator = start_coordinator(tmp_path, procs)
-    victim = start_member(procs, coordinator, 0, "rank 0", env_extra={"TENAX_TEST_SIGSTOP_BEFORE_CONNECT": "1"})
-    others = [start_member(procs, coordinator, r, f"rank {r}") for r in (1, 2)]
+    victim = start_member(procs, coordinator, 0, "rank 0", env_extra={"TENAX_TEST_SIGSTOP": "before-connect"},
+                          steps=FIRST_STEPS)
+    others = [start_member(procs, coordinator, r, f"rank {r}", steps=FIRST_STEPS) for r in (1, 2)]
     wait_until_stopped(victim)
     victim.p.send_signal(signal.SIGKILL)
     assert victim.wait() == -signal.SIGKILL
@@ -170,7 +172,28 @@ def test_a_member_lost_while_the_first_generation_connects_costs_only_that_membe
         assert m.wait() == 0, f"{m.name}:\n{m.text()}"
         assert "connecting the members of generation 1 failed" in m.text(), m.text()
     (steps_a, hash_a), (steps_b, hash_b) = (param_hash(m) for m in others)
-    assert steps_a == STEPS and steps_b == STEPS
+    assert steps_a == FIRST_STEPS and steps_b == FIRST_STEPS
+    assert hash_a == hash_b, "the survivors' parameters differ"
+    assert procs[0].wait(timeout=60) == 0, "the coordinator did not end the job well:\n" + procs[0].text()
+
+
+def test_rank_0_lost_before_it_gave_its_initial_model_costs_only_that_member(tmp_path, procs):
+    # Every pair connected, then rank 0 stops itself before the first state
+    # agreement (where the others would read its initial model) and is
+    # SIGKILLed: the survivors re-form without it, neither holds agreed
+    # state, so the lower rank's own initial model becomes both's. Before,
+    # they failed with "no member of generation 2 holds the state".
+    coordinator = start_coordinator(tmp_path, procs)
+    victim = start_member(procs, coordinator, 0, "rank 0", env_extra={"TENAX_TEST_SIGSTOP": "before-first-agreement"},
+                          steps=FIRST_STEPS)
+    others = [start_member(procs, coordinator, r, f"rank {r}", steps=FIRST_STEPS) for r in (1, 2)]
+    wait_until_stopped(victim)
+    victim.p.send_signal(signal.SIGKILL)
+    assert victim.wait() == -signal.SIGKILL
+    for m in others:
+        assert m.wait() == 0, f"{m.name}:\n{m.text()}"
+    (steps_a, hash_a), (steps_b, hash_b) = (param_hash(m) for m in others)
+    assert steps_a == FIRST_STEPS and steps_b == FIRST_STEPS
     assert hash_a == hash_b, "the survivors' parameters differ"
     assert procs[0].wait(timeout=60) == 0, "the coordinator did not end the job well:\n" + procs[0].text()
 
