@@ -23,8 +23,9 @@ PACKAGES=(
   # toolchain
   build-essential cmake pkg-config ccache
   # the Debian packages (CPack's DEB generator runs dpkg-shlibdeps from
-  # dpkg-dev; help2man renders the man pages from --help)
-  dpkg-dev help2man
+  # dpkg-dev and needs `file` to find the binaries; help2man renders the man
+  # pages from --help)
+  dpkg-dev file help2man
   # core
   libtomlplusplus-dev libcli11-dev libspdlog-dev nlohmann-json3-dev zlib1g-dev
   # train
