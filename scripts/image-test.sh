@@ -104,7 +104,7 @@ cp "$deb" "$ctx/debs/"
 image="tenax:$version"
 if [ "${FROM_SOURCE:-0}" = 1 ]; then
   # Every stage: the build stage compiles this commit (git archive HEAD) with
-  # scripts/release.sh inside the container (about 40 minutes on 2 cores).
+  # scripts/release.sh inside the container (19 minutes on 2 cores, 2026-11-29).
   src_ctx="$work/source"
   mkdir -p "$src_ctx"
   git archive HEAD | tar -x -C "$src_ctx"
