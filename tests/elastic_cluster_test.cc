@@ -287,6 +287,25 @@ TEST_F(ElasticClusterTest, AMemberLostWhileAJoinerSetsUpItsFirstAllreduceCostsOn
   EXPECT_EQ(h, summary.value("state_hash", ""));
 }
 
+// The end of a job whose first generation lost a member before step 0:
+// `donor` (rank 0 of the next generation) sent its initial model to
+// `receiver`, the job trained all `steps` with `members` in its last
+// generation, and both survivors and summary.json hold the same state.
+void ExpectOneInitialModelBecameBoth(ElasticCluster& c, Child& donor, Child& receiver, int64_t steps,
+                                     const std::vector<int>& members) {
+  EXPECT_NE(std::string::npos, donor.stderr_text().find("sending the state of step 0")) << donor.stderr_text();
+  EXPECT_NE(std::string::npos, receiver.stderr_text().find("read the state of step 0")) << receiver.stderr_text();
+  auto summary = c.Summary();
+  EXPECT_EQ(steps, summary.value("steps", int64_t{0}));
+  EXPECT_EQ(2, summary.value("workers", 0));
+  ASSERT_FALSE(summary["generations"].empty()) << summary.dump();
+  EXPECT_EQ(members, summary["generations"].back()["members"].get<std::vector<int>>()) << summary.dump();
+  const std::string h = StateHash(donor.stderr_text());
+  EXPECT_FALSE(h.empty());
+  EXPECT_EQ(h, StateHash(receiver.stderr_text()));
+  EXPECT_EQ(h, summary.value("state_hash", ""));
+}
+
 // A member lost while the first generation sets up its allreduce: w0 (rank
 // 0, whose initial model the broadcast would give everyone) SIGSTOPs itself
 // (TENAX_TEST_SIGSTOP_BEFORE_ALLREDUCE=first) before it offers its part,
@@ -316,18 +335,7 @@ TEST_F(ElasticClusterTest, AMemberLostWhileTheFirstGenerationSetsUpCostsOnlyThat
   EXPECT_EQ(0, c.coordinator().Wait()) << c.coordinator().stderr_text();
 
   // w1 (rank 0 of the next generation) gave its initial model to w2.
-  EXPECT_NE(std::string::npos, w1.stderr_text().find("sending the state of step 0")) << w1.stderr_text();
-  EXPECT_NE(std::string::npos, w2.stderr_text().find("read the state of step 0")) << w2.stderr_text();
-  auto summary = c.Summary();
-  EXPECT_EQ(1000, summary.value("steps", 0));
-  EXPECT_EQ(2, summary.value("workers", 0));
-  ASSERT_FALSE(summary["generations"].empty()) << summary.dump();
-  EXPECT_EQ((std::vector<int>{1, 2}), summary["generations"].back()["members"].get<std::vector<int>>())
-      << summary.dump();
-  const std::string h = StateHash(w1.stderr_text());
-  EXPECT_FALSE(h.empty());
-  EXPECT_EQ(h, StateHash(w2.stderr_text()));
-  EXPECT_EQ(h, summary.value("state_hash", ""));
+  ExpectOneInitialModelBecameBoth(c, w1, w2, 1000, {1, 2});
 }
 
 // A member lost while the first generation connects every pair: w1
@@ -360,18 +368,7 @@ TEST_F(ElasticClusterTest, AMemberLostWhileTheFirstGenerationConnectsCostsOnlyTh
         << w->stderr_text();
   }
   // w0 (rank 0 of the next generation) gave its initial model to w2.
-  EXPECT_NE(std::string::npos, w0.stderr_text().find("sending the state of step 0")) << w0.stderr_text();
-  EXPECT_NE(std::string::npos, w2.stderr_text().find("read the state of step 0")) << w2.stderr_text();
-  auto summary = c.Summary();
-  EXPECT_EQ(600, summary.value("steps", 0));
-  EXPECT_EQ(2, summary.value("workers", 0));
-  ASSERT_FALSE(summary["generations"].empty()) << summary.dump();
-  EXPECT_EQ((std::vector<int>{0, 2}), summary["generations"].back()["members"].get<std::vector<int>>())
-      << summary.dump();
-  const std::string h = StateHash(w0.stderr_text());
-  EXPECT_FALSE(h.empty());
-  EXPECT_EQ(h, StateHash(w2.stderr_text()));
-  EXPECT_EQ(h, summary.value("state_hash", ""));
+  ExpectOneInitialModelBecameBoth(c, w0, w2, 600, {0, 2});
 }
 
 // A join and a leave moments apart: the leave's generation is published
