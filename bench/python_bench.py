@@ -16,9 +16,11 @@ against Gloo, in the same run, on the same scripts.
 4. Elastic training from Python, 4 workers, one SIGKILLed at 1/3 of the
    steps and a new one started at 2/3: examples/python/elastic.py under a
    `tenax coordinator` against torchrun --max_restarts 3 of
-   bench/torchrun_elastic_train.py (stock DDP on Gloo, the cnn, a checkpoint
-   every 10% of the steps, as `tenax bench elastic` runs it; torchrun
-   restarts every worker from the checkpoint). Each side's lost seconds are
+   bench/torchrun_elastic_train.py (stock DDP on Gloo, a checkpoint every
+   10% of the steps, as `tenax bench elastic` runs it; torchrun
+   restarts every worker from the checkpoint). Both sides train the same
+   model (the Net of examples/python/ddp.py: --model example-cnn there),
+   global batch 96, lr 0.02, momentum 0.9. Each side's lost seconds are
    its faulty run's wall time minus its fault-free run's.
 3. The Manager's overhead: examples/python/elastic.py, 2 members of an
    elastic job under a real `tenax coordinator` (TENAX_BINARY), against the
@@ -276,7 +278,7 @@ def elastic_torchrun(a, steps, faulty):
                 "--max_restarts", "3", "--rdzv_backend", "c10d", "--rdzv_endpoint", f"127.0.0.1:{port}",
                 "--rdzv_id", "bench-python-elastic", "--monitor_interval", "1", "--redirects", "2", "--tee", "2",
                 "--log_dir", os.path.join(tmp, "logs"), script, "--run-dir", tmp, "--steps", str(steps),
-                "--model", "cnn", "--batch-size", "24", "--threads", "1", "--lr", "0.02", "--momentum", "0.9",
+                "--model", "example-cnn", "--batch-size", "24", "--threads", "1", "--lr", "0.02", "--momentum", "0.9",
                 "--seed", "1", "--data", a.data]
         env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
         start = time.time()

@@ -50,6 +50,20 @@ from pytorch_ddp_train import FIRST_EPOCH, evaluate, load  # noqa: E402
 from pytorch_train_single import Cnn, Mlp, derive_seed  # noqa: E402
 
 
+def example_net():
+    """The Net of examples/python/ddp.py: what examples/python/elastic.py
+    trains, so that `tenax bench python`'s elastic section runs the same
+    model on both sides. ddp.py sits beside this script in the build's
+    bench-files/, and in examples/python/ in the source tree."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for d in (here, os.path.join(here, "..", "examples", "python")):
+        if os.path.exists(os.path.join(d, "ddp.py")):
+            sys.path.insert(0, d)
+            break
+    from ddp import Net
+    return Net()
+
+
 def write_atomic(path, text):
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w") as f:
@@ -75,7 +89,9 @@ def main():
     p.add_argument("--run-dir", required=True, help="checkpoint, progress and pid files (shared by all ranks)")
     p.add_argument("--steps", type=int, required=True, help="optimizer steps in total")
     p.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints; 0 = 10%% of --steps")
-    p.add_argument("--model", choices=["mlp", "cnn"], default="cnn")
+    p.add_argument("--model", choices=["mlp", "cnn", "example-cnn"], default="cnn",
+                   help="cnn and mlp: tenax's models (tenax bench elastic); example-cnn: the Net of "
+                        "examples/python/ddp.py (tenax bench python)")
     p.add_argument("--batch-size", type=int, default=64, help="per worker")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per process")
     p.add_argument("--lr", type=float, default=0.02)
@@ -114,7 +130,7 @@ def main():
     if steps_per_epoch == 0:
         sys.exit(f"training set of {n} is smaller than one global batch ({world} x {b})")
 
-    net = Mlp() if a.model == "mlp" else Cnn()
+    net = {"mlp": Mlp, "cnn": Cnn, "example-cnn": example_net}[a.model]()
     opt = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=a.momentum)
     checkpoint_path = os.path.join(a.run_dir, "checkpoint.pt")
     step = 0
