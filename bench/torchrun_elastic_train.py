@@ -54,7 +54,10 @@ def example_net():
     """The Net of examples/python/ddp.py: what examples/python/elastic.py
     trains, so that `tenax bench python`'s elastic section runs the same
     model on both sides. ddp.py sits beside this script in the build's
-    bench-files/, and in examples/python/ in the source tree."""
+    bench-files/, and in examples/python/ in the source tree. ddp.py
+    imports tenax.torch (it registers the backend; this script still runs
+    on Gloo), so the tenax package must be importable, as `tenax bench
+    python` makes it."""
     here = os.path.dirname(os.path.abspath(__file__))
     for d in (here, os.path.join(here, "..", "examples", "python")):
         if os.path.exists(os.path.join(d, "ddp.py")):
