@@ -25,9 +25,12 @@ Files in --run-dir, for the benchmark that drives the faults:
   progress       the number of steps applied so far (rank 0, after every step)
   pid-<rank>     each worker's pid (rewritten on every restart)
   started        the time the first attempt's rank 0 started (for wall_seconds)
+  first-step     the time the first attempt's rank 0 began its first step
+                 (for loop_seconds)
 
 At the end rank 0 evaluates the model on the test set and prints one JSON line:
 final_test_accuracy, steps, wall_seconds (since the first attempt started),
+loop_seconds (from the first attempt's first step to the end of the last),
 restarts (torchrun's restart count), resumed_from_step, checkpoint_every, world.
 """
 import argparse
@@ -148,6 +151,9 @@ def main():
 
     progress_path = os.path.join(a.run_dir, "progress")
     perm_epoch, perm = None, None
+    first_step_path = os.path.join(a.run_dir, "first-step")
+    if rank == 0 and not os.path.exists(first_step_path):
+        write_atomic(first_step_path, f"{time.time()!r}\n")
     try:
         while step < a.steps:
             epoch = FIRST_EPOCH + step // steps_per_epoch
@@ -174,11 +180,14 @@ def main():
         sys.exit(f"rank {rank}: step {step + 1} failed: {str(e).splitlines()[0]}")
 
     if rank == 0:
+        with open(first_step_path) as f:
+            loop = time.time() - float(f.read())
         x_test, y_test = load(a.data, "t10k", a.test_limit)
         accuracy = evaluate(net, x_test, y_test)  # the bare module: evaluation is local
         with open(started_path) as f:
             wall = time.time() - float(f.read())
         sys.stdout.write(json.dumps({"final_test_accuracy": accuracy, "steps": step, "wall_seconds": wall,
+                                     "loop_seconds": loop,
                                      "restarts": restarts, "resumed_from_step": resumed_from,
                                      "checkpoint_every": every, "world": world}) + "\n")
         sys.stdout.flush()

@@ -118,7 +118,7 @@ def main():
           f"param-hash {digest.hexdigest()}", flush=True)
     if warm is not None:
         print(json.dumps({"steps_per_second": (manager.step - a.warmup_steps) / (time.time() - warm),
-                          "test_accuracy": summary.get("test_accuracy")}), flush=True)
+                          "test_accuracy": summary.get("test_accuracy"), "loop_seconds": seconds}), flush=True)
     manager.finish(summary)
 
 
