@@ -26,6 +26,7 @@ struct PythonArgs {
   int rounds = 0;
   bool keep_blas_core = false;
   bool keep_malloc = false;
+  bool no_elastic_spare = false;
 };
 
 // <build>/python: where the build puts the tenax package (src/python/CMakeLists.txt).
@@ -60,6 +61,7 @@ Status RunPython(const PythonArgs& a) {
   if (a.rounds > 0) args.insert(args.end(), {"--rounds", std::to_string(a.rounds)});
   if (a.keep_blas_core) args.push_back("--keep-blas-core");
   if (a.keep_malloc) args.push_back("--keep-malloc");
+  if (a.no_elastic_spare) args.push_back("--no-elastic-spare");
   return ExecPython(a.python, args);
 }
 
@@ -96,6 +98,9 @@ void AddPythonBenchmark(CLI::App& bench, int& exit_code) {
   cmd->add_flag("--keep-malloc", a->keep_malloc,
                 "Keep glibc malloc's defaults (by default both sides run with mmap and trimming off, so that tensors "
                 "above 32 MiB are not unmapped and faulted in again every step)");
+  cmd->add_flag("--no-elastic-spare", a->no_elastic_spare,
+                "The elastic section without its third side, tenax with a warm spare (TENAX_SPARE=1) that takes "
+                "the lost member's place (never run with --quick)");
 }
 
 }  // namespace tenax::bench

@@ -525,13 +525,9 @@ void ParseWorker(const ConfigDoc& doc, ConfigReader& r, TrainConfig& c) {
                              "program with tenax.torch.Manager, which joins an elastic job; docs/python.md)");
     return;
   }
-  if (c.cluster.spares > 0) {
-    r.Fail("cluster.spares", "needs tenax's own worker, not [worker] command (a spare of the user's program would "
-                             "have to wait outside tenax.torch.Manager's group; not built yet)");
-  }
   if (c.placement.migrate) {
-    r.Fail("placement.migrate", "needs tenax's own worker, not [worker] command (a move starts a warm spare, which "
-                                "the user's program cannot be yet)");
+    r.Fail("placement.migrate", "needs tenax's own worker, not [worker] command (moving a member of the user's "
+                                "program to a good host is not built yet; cluster.spares works with both)");
   }
   if (c.storage.nodes > 0) {
     r.Fail("worker.command", "cannot read the store tenax run builds ([storage]): a worker command reads its own data");

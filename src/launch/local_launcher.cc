@@ -251,6 +251,17 @@ class LocalLaunch {
     argv.insert(argv.end(), command.begin(), command.end());
     return argv;
   }
+  // A warm spare's command line: `tenax worker --spare`, or the job's own
+  // program with TENAX_SPARE=1 (tenax.torch.Manager then waits as a spare).
+  std::vector<std::string> SpareArgv() const {
+    std::vector<std::string> argv = WorkerArgv(-1);
+    if (job_.config.worker.command.empty()) {
+      argv.push_back("--spare");
+    } else {
+      argv.insert(argv.begin() + 3, "TENAX_SPARE=1");  // after "env -u TENAX_RANK": options come first
+    }
+    return argv;
+  }
   // Process `slot` of the placement runs on its emulated host (as is, without a topology).
   std::vector<std::string> OnSlot(int slot, std::vector<std::string> argv) const {
     return topology_ ? topology_->OnSlot(slot, argv) : argv;
@@ -612,8 +623,7 @@ class LocalLaunch {
         return;
       }
       const std::string id = std::to_string(spares_.size() + 1);
-      std::vector<std::string> argv = WorkerArgv(-1);
-      argv.push_back("--spare");
+      std::vector<std::string> argv = SpareArgv();
       std::string host;
       auto index = StartUnranked("spare " + id, "spare-" + id, argv, &host);
       if (!index.ok()) {
@@ -667,11 +677,7 @@ class LocalLaunch {
     mo.coordinator_host = hp_.host;
     mo.coordinator_port = port_;
     mo.secret = secret_;
-    mo.migrant_argv = [this] {
-      std::vector<std::string> argv = WorkerArgv(-1);
-      argv.push_back("--spare");
-      return argv;
-    };
+    mo.migrant_argv = [this] { return SpareArgv(); };
     mo.log_path = [this](const std::string& name) { return run_.log(name); };
     mo.on_started = [this](size_t) { roles_.push_back("worker"); };  // priced as a worker while it runs
     mo.on_left_as_spare = [this](size_t child) { spares_.push_back(child); };

@@ -53,28 +53,97 @@ Status ElasticMember::Join(TenaxEngine& e) {
   if (const char* t = std::getenv("TENAX_TCP_STREAMS")) no.tcp_streams = std::atoi(t);  // Node::Create checks it
   TENAX_ASSIGN_OR_RETURN(auto node, net::Node::Create(no));
   TENAX_ASSIGN_OR_RETURN(uint16_t port, node->Listen(host, 0));
-  net::Node& n = *node;
   e.SetNode(std::move(node));
 
-  const Deadline deadline = Deadline::After(options_.join_timeout);
-  wire::JoinRequest req;
-  req.set_job_id(options_.job_id);
-  req.set_name(host + "/" + std::to_string(::getpid()));
-  req.set_host(host);
-  req.set_port(port);
-  req.set_requested_rank(options_.requested_rank);
-  req.set_pid(static_cast<uint64_t>(::getpid()));
-  req.set_plan_fingerprint(options_.fingerprint);
-  TENAX_ASSIGN_OR_RETURN(client_, coord::CoordinatorClient::Join(n, hp.host, hp.port, req, deadline));
-  config_toml_ = client_->info().config_toml;
-  const int member_id = client_->info().rank;
-  membership_ = std::make_unique<CoordinatorMembership>(*client_, options_.job_id, member_id);
-  TENAX_ASSIGN_OR_RETURN(wire::Roster roster, client_->WaitRoster(deadline));
-  TENAX_ASSIGN_OR_RETURN(MembershipView view, ViewOf(roster, member_id, false));
+  join_deadline_ = Deadline::After(options_.join_timeout);
+  coordinator_ = hp;
+  join_request_.set_job_id(options_.job_id);
+  join_request_.set_name(host + "/" + std::to_string(::getpid()));
+  join_request_.set_host(host);
+  join_request_.set_port(port);
+  join_request_.set_requested_rank(options_.requested_rank);
+  join_request_.set_pid(static_cast<uint64_t>(::getpid()));
+  join_request_.set_plan_fingerprint(options_.fingerprint);
+  join_request_.set_spare(options_.spare);
+  if (options_.spare) {
+    // A spare joins and waits in AwaitAdmission's slices, so that its
+    // caller can stop it at any time (a SIGTERM), even while the
+    // coordinator is not there.
+    std::lock_guard<std::mutex> lock(mu_);
+    view_.spare = true;
+    return Status();
+  }
+  TENAX_RETURN_IF_ERROR(JoinCoordinator(e.node(), join_deadline_));
+  TENAX_ASSIGN_OR_RETURN(wire::Roster roster, client_->WaitRoster(join_deadline_));
   // The first generation connects every pair; a joiner of a running job
   // dials the members, stops waiting once a newer generation is out, and
   // then joins that one (worker_role.cc does the same).
-  const bool all_new = client_->info().generation == 0;
+  return Enter(e, roster, client_->info().generation == 0, join_deadline_);
+}
+
+Status ElasticMember::JoinCoordinator(net::Node& node, Deadline deadline) {
+  TENAX_ASSIGN_OR_RETURN(client_,
+                         coord::CoordinatorClient::Join(node, coordinator_.host, coordinator_.port, join_request_, deadline));
+  config_toml_ = client_->info().config_toml;
+  const int member_id = client_->info().rank;
+  membership_ = std::make_unique<CoordinatorMembership>(*client_, options_.job_id, member_id);
+  std::lock_guard<std::mutex> lock(mu_);
+  view_.member_id = member_id;
+  return Status();
+}
+
+ElasticMember::Admission ElasticMember::AwaitAdmission(std::chrono::milliseconds slice) {
+  Admission out = kWaiting;
+  Run("waiting as a spare", [&](TenaxEngine& e) -> Status {
+    if (!view().spare) {
+      out = kAdmitted;  // a member already
+      return Status();
+    }
+    if (!client_) {
+      if (join_deadline_.Expired()) {
+        return DeadlineExceeded("this spare could not join the coordinator " + options_.coordinator + " within " +
+                                std::to_string(options_.join_timeout.count() / 1000) + " s");
+      }
+      // One attempt of at most a few seconds (nobody there: it is tried again at the next slice).
+      Status st = JoinCoordinator(
+          e.node(), Deadline::After(std::max(slice, std::chrono::milliseconds(2000))).Earlier(join_deadline_));
+      if (st.code() == StatusCode::kDeadlineExceeded || st.code() == StatusCode::kUnavailable) {
+        out = kJoining;
+        return Status();
+      }
+      // The job ended before this spare came: it was not needed (the
+      // coordinator's refusal, JobStateMachine::OnJoin).
+      if (st.code() == StatusCode::kRefused && st.message().find("has already finished") != std::string::npos) {
+        out = kJobOver;
+        return Status();
+      }
+      return st;
+    }
+    // The coordinator may restart (a spare waits for as long as the job
+    // runs), but one gone for join_timeout is taken for the job's end.
+    if (client_->Connected()) {
+      unreachable_since_.reset();
+    } else if (!unreachable_since_) {
+      unreachable_since_ = SteadyClock::now();
+    } else if (SteadyClock::now() - *unreachable_since_ > options_.join_timeout) {
+      return PeerLost("the coordinator " + options_.coordinator + " was unreachable for " +
+                      std::to_string(options_.join_timeout.count() / 1000) + " s while this spare waited");
+    }
+    auto roster = client_->WaitRoster(Deadline::After(slice));
+    if (!roster.ok()) return roster.status().code() == StatusCode::kDeadlineExceeded ? Status() : roster.status();
+    // Admitted: a spare always joins a running job (even one that had not
+    // formed when it came), with the usual join time from now.
+    TENAX_RETURN_IF_ERROR(Enter(e, *roster, false, Deadline::After(options_.join_timeout)));
+    out = kAdmitted;
+    return Status();
+  });
+  return out;
+}
+
+Status ElasticMember::Enter(TenaxEngine& e, const wire::Roster& roster, bool all_new, Deadline deadline) {
+  net::Node& n = e.node();
+  const int member_id = client_->info().rank;
+  TENAX_ASSIGN_OR_RETURN(MembershipView view, ViewOf(roster, member_id, false));
   initial_model_ = all_new;
   // The chaos test's seams (test_elastic.py), read at this process
   // boundary: a member lost while the first generation connects, or once
@@ -115,10 +184,10 @@ Status ElasticMember::Join(TenaxEngine& e) {
   e.SetGroup(std::move(*group));
   {
     std::lock_guard<std::mutex> lock(mu_);
-    view_.member_id = member_id;
     view_.joined_late = !all_new;
+    view_.spare = false;
   }
-  UpdateView(e, all_new ? "first generation" : "joined a running job");
+  UpdateView(e, all_new ? "first generation" : options_.spare ? "a spare admitted" : "joined a running job");
   return Status();
 }
 

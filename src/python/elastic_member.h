@@ -23,12 +23,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "engine.h"
 #include "tenax/coord/coordinator_client.h"
+#include "tenax/net/host_port.h"
 #include "tenax/train/exchange/coordinator_membership.h"
 
 namespace tenax::python {
@@ -44,6 +46,10 @@ struct ElasticMemberOptions {
   std::string host;          // advertised to the other members (empty: 127.0.0.1)
   std::string fingerprint;   // the state's schema: a joiner with another one is refused
   int requested_rank = -1;   // -1: a joiner, the coordinator picks its id
+  // A warm spare: joins the coordinator and waits outside the group
+  // (AwaitAdmission) until a loss or a leave frees a place; it then
+  // enters as a joiner. Never part of a first generation.
+  bool spare = false;
   std::chrono::milliseconds timeout{60000};         // every collective, the state transfer
   std::chrono::milliseconds join_timeout{120000};   // join and first roster
   std::chrono::milliseconds reform_timeout{60000};  // a boundary's wait for the next generation
@@ -62,10 +68,21 @@ class ElasticMember {
     uint64_t generation = 0;
     int member_id = -1;
     bool joined_late = false;  // admitted to a running job (it has no state yet)
+    bool spare = false;        // waiting as a spare: not a member yet (rank -1)
     std::string why;
   };
   View view() const;
   std::string config_toml() const { return config_toml_; }
+  // A spare's join and wait, one slice at a time (so that the caller,
+  // Python, can run its signal handlers in between): kJoining while the
+  // coordinator has not taken its join yet (nobody there: tried again),
+  // kWaiting once it waits warm, kAdmitted once it is a member of the
+  // current generation (view() has its rank; a member returns it at once),
+  // kJobOver when the job had finished before it joined. Throws when the
+  // coordinator refused it otherwise, failed the job, or could not be
+  // reached for join_timeout.
+  enum Admission { kJoining = 0, kWaiting = 1, kAdmitted = 2, kJobOver = 3 };
+  Admission AwaitAdmission(std::chrono::milliseconds slice);
 
   // A step boundary: leaves when `leave` (a preemption notice), re-forms
   // when `failed` (the last step's collectives failed), when a member
@@ -104,6 +121,10 @@ class ElasticMember {
  private:
   void Run(const std::string& what, TenaxEngine::Job job);  // throws as above
   Status Join(TenaxEngine& e);
+  Status JoinCoordinator(net::Node& node, Deadline deadline);  // sends join_request_; sets client_, membership_
+  // Forms this member's first group from `roster`: every pair afresh
+  // (`all_new`, the job's first generation) or as a joiner.
+  Status Enter(TenaxEngine& e, const wire::Roster& roster, bool all_new, Deadline deadline);
   Status Reform(TenaxEngine& e, Boundary& out);
   void ReportSuspects(TenaxEngine& e, const Status& why);
   void UpdateView(TenaxEngine& e, const std::string& why);
@@ -114,6 +135,10 @@ class ElasticMember {
   std::unique_ptr<CoordinatorMembership> membership_;  // engine thread only
   std::map<uint64_t, std::map<uint32_t, net::PeerId>> formed_;
   uint64_t failed_generation_ = 0;
+  net::HostPort coordinator_;
+  wire::JoinRequest join_request_;
+  Deadline join_deadline_ = Deadline::After(std::chrono::milliseconds(0));
+  std::optional<SteadyClock::time_point> unreachable_since_;  // a spare's coordinator (engine thread)
   bool initial_model_ = false;  // a first-generation member: it holds the script's initial model (engine thread)
   bool stop_before_first_agreement_ = false;  // the chaos test's seam (test_elastic.py)
   // The state transfer in progress (engine thread).

@@ -28,7 +28,7 @@ PYBIND11_MODULE(_tenax, m) {
                             "One member of an elastic job (the C++ half of tenax.torch.Manager; use that).")
       .def(py::init([](const std::string& coordinator, const std::string& job_id, int rank, const std::string& secret,
                        const std::string& host, const std::string& fingerprint, std::chrono::milliseconds timeout,
-                       std::chrono::milliseconds join_timeout) {
+                       std::chrono::milliseconds join_timeout, bool spare) {
              ElasticMemberOptions o;
              o.coordinator = coordinator;
              o.job_id = job_id;
@@ -39,17 +39,22 @@ PYBIND11_MODULE(_tenax, m) {
              o.timeout = timeout;
              o.reform_timeout = timeout;
              o.join_timeout = join_timeout;
+             o.spare = spare;
              return std::make_unique<ElasticMember>(std::move(o));
            }),
            py::arg("coordinator"), py::arg("job_id"), py::arg("rank"), py::arg("secret"), py::arg("host"),
-           py::arg("fingerprint"), py::arg("timeout"), py::arg("join_timeout"), py::call_guard<py::gil_scoped_release>())
+           py::arg("fingerprint"), py::arg("timeout"), py::arg("join_timeout"), py::arg("spare") = false,
+           py::call_guard<py::gil_scoped_release>())
       .def("view",
            [](const ElasticMember& e) {
              auto v = e.view();
              return py::dict(py::arg("rank") = v.rank, py::arg("world") = v.world, py::arg("generation") = v.generation,
                              py::arg("member_id") = v.member_id, py::arg("joined_late") = v.joined_late,
-                             py::arg("why") = v.why);
+                             py::arg("why") = v.why, py::arg("spare") = v.spare);
            })
+      .def("await_admission",
+           [](ElasticMember& e, std::chrono::milliseconds slice) { return static_cast<int>(e.AwaitAdmission(slice)); },
+           py::arg("slice"), py::call_guard<py::gil_scoped_release>())
       .def("config_toml", &ElasticMember::config_toml)
       .def("start_step", [](ElasticMember& e, bool failed, bool leave) { return static_cast<int>(e.StartStep(failed, leave)); },
            py::arg("failed"), py::arg("leave"), py::call_guard<py::gil_scoped_release>())

@@ -92,12 +92,14 @@ def procs():
         p.kill()
 
 
-def start_coordinator(tmp_path, procs, workers=3):
+def start_coordinator(tmp_path, procs, workers=3, max_workers=4):
     job = tmp_path / "job.toml"
     # The example's [cluster], without its fault plan (tenax run's; these
     # tests are their own fault plan).
     text = (SOURCE / "examples" / "python" / "elastic.toml").read_text().split("[[faults]]")[0]
-    job.write_text(text.replace("workers = 3", f"workers = {workers}"))
+    assert "max_workers = 4" in text
+    job.write_text(text.replace("max_workers = 4", f"max_workers = {max_workers}")
+                   .replace("\nworkers = 3", f"\nworkers = {workers}"))
     env = dict(os.environ, TENAX_SECRET=SECRET)
     c = Proc([TENAX, "coordinator", "--job", str(job), "--state", str(tmp_path / "state.db"),
               "--port-file", str(tmp_path / "port")], env, "coordinator")
@@ -141,6 +143,70 @@ def test_a_kill_a_joiner_and_a_preemption_leave_the_finishers_bit_identical(tmp_
     acc = float(re.search(r"test accuracy ([0-9.]+)", members[0].text() + joiner.text()).group(1))
     assert acc > 0.70, f"the model did not learn: accuracy {acc}"
     assert procs[0].wait(timeout=60) == 0, "the coordinator did not end the job well:\n" + procs[0].text()
+
+
+def test_a_warm_spare_takes_a_lost_members_place_and_one_not_needed_exits_cleanly(tmp_path, procs):
+    """A job of 3 (max_workers = 3) with two warm spares (TENAX_SPARE=1):
+    they wait outside the group while the job is full. Member 1 is
+    SIGKILLed: one spare is admitted in its place, receives the live state
+    and finishes bit-identical to rank 0 after exactly the configured
+    steps; the other stays waiting and ends with exit code 0 on SIGTERM
+    (SpareNotNeeded), and the coordinator ends the job well."""
+    coordinator = start_coordinator(tmp_path, procs, workers=3, max_workers=3)
+    members = {r: start_member(procs, coordinator, r, f"rank {r}") for r in range(3)}
+    spares = [start_member(procs, coordinator, -1, f"spare {i}", env_extra={"TENAX_SPARE": "1"}) for i in (1, 2)]
+    ids = [int(s.wait_for(r"spare (\d+): warm, waiting").group(1)) for s in spares]
+    members[0].wait_for(r"step (3\d|[4-9]\d|\d{3,})/")
+    assert not any("step " in s.text() for s in spares), "a spare trained while the job was full"
+    members[1].p.send_signal(signal.SIGKILL)
+    # Exactly one spare is admitted, as the loss generation's third member.
+    admitted = None
+    deadline = time.monotonic() + 120
+    while admitted is None:
+        admitted = next((i for i, s in enumerate(spares) if "admitted after" in s.text()), None)
+        if time.monotonic() > deadline:
+            pytest.fail("no spare was admitted:\n" + "\n".join(s.text() for s in spares))
+        time.sleep(0.05)  # polling two outputs, with a deadline
+    spare, waiting = spares[admitted], spares[1 - admitted]
+    assert re.search(rf"spare {ids[admitted]}: admitted after [0-9.]+ s as rank \d of 3 in generation \d+",
+                     spare.text()), spare.text()
+    spare.wait_for(r"step \d+/\d+ rank \d/3")  # it read the state and trains
+    for name, m in (("rank 0", members[0]), ("rank 2", members[2]), ("spare", spare)):
+        assert m.wait() == 0, f"{name}:\n{m.text()}"
+    steps0, hash0 = param_hash(members[0])
+    for m in (members[2], spare):
+        assert param_hash(m) == (STEPS, hash0), f"{m.name} differs from rank 0:\n{m.text()}"
+    assert steps0 == STEPS
+    assert "admitted" not in waiting.text() and "step " not in waiting.text(), waiting.text()
+    waiting.p.send_signal(signal.SIGTERM)
+    assert waiting.wait(timeout=60) == 0, waiting.text()
+    assert re.search(rf"spare {ids[1 - admitted]}: stopped by SIGTERM after waiting [0-9.]+ s; the job did not "
+                     "need it", waiting.text()), waiting.text()
+    assert "Traceback" not in waiting.text(), waiting.text()
+    assert procs[0].wait(timeout=60) == 0, "the coordinator did not end the job well:\n" + procs[0].text()
+
+
+def test_a_spare_whose_coordinator_is_not_there_yet_stops_at_once_on_sigterm(tmp_path, procs):
+    """A spare tries to join for up to join_timeout; a SIGTERM in that time
+    ends it within a slice (exit code 0, saying so), not at the timeout."""
+    import socket
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        nobody = f"127.0.0.1:{s.getsockname()[1]}"
+    spare = start_member(procs, nobody, -1, "spare", env_extra={"TENAX_SPARE": "1"})
+    spare.wait_for(rf"spare: joining job 'python-elastic' at {nobody} as a spare")
+    sent = time.monotonic()
+    spare.p.send_signal(signal.SIGTERM)
+    assert spare.wait(timeout=60) == 0, spare.text()
+    assert time.monotonic() - sent < 10, "the SIGTERM was not seen until the join gave up"
+    assert re.search(r"spare: stopped by SIGTERM after waiting [0-9.]+ s; the job did not need it", spare.text()), \
+        spare.text()
+
+
+def test_a_spare_asking_for_a_rank_is_refused_before_it_joins():
+    import tenax.torch
+    with pytest.raises(ValueError, match=r"a spare has no rank to ask for \(rank=2\)"):
+        tenax.torch.Manager(dict, lambda s: None, coordinator="127.0.0.1:9", job_id="j", rank=2, spare=True)
 
 
 def wait_until_stopped(proc, timeout=120):

@@ -159,6 +159,36 @@ def test_the_job_files_faults_run_on_python_workers_and_the_outputs_are_the_scri
         assert "OPENBLAS_CORETYPE" not in text, text
 
 
+def test_a_warm_spare_of_the_users_program_takes_a_killed_workers_place(tmp_path):
+    """cluster.spares = 1 with a worker command: tenax run starts the script
+    as a spare too (TENAX_SPARE=1). Worker 1 is SIGKILLed: the spare is
+    admitted in its place at once (the loss generation has 3 members, no
+    generation of 2) and finishes bit-identical to worker 0; the launcher
+    starts the next spare, which the job never needs and which ends
+    cleanly when the job is done."""
+    command = [sys.executable, str(SCRIPT), "--train-limit", "8192", "--test-limit", "1000",
+               "--log-every", str(LOG_EVERY)]
+    job = elastic_job(command, "\n[[faults]]\naction = \"kill\"\nworker = 1\nat_step = 60\n")
+    job = job.replace("max_workers = 4", "max_workers = 3\nspares = 1")
+    code, text, out = run(job, tmp_path)
+    assert code == 0, text
+    logs = {p.name: p.read_text() for p in (out / "logs").iterdir()}
+    assert {"worker-0.log", "worker-1.log", "worker-2.log", "spare-1.log", "spare-2.log"} <= set(logs), sorted(logs)
+    assert re.search(r"spare \d+: admitted after [0-9.]+ s as rank \d of 3", logs["spare-1.log"]), logs["spare-1.log"]
+    finishers = {name: final_line(logs[name]) for name in ("worker-0.log", "worker-2.log", "spare-1.log")}
+    assert set(finishers.values()) == {(STEPS, finishers["worker-0.log"][1])}, finishers
+    assert "the job did not need it" in logs["spare-2.log"] and "Traceback" not in logs["spare-2.log"], logs["spare-2.log"]
+
+    s = json.loads((out / "summary.json").read_text())
+    assert s["state_hash"] == finishers["worker-0.log"][1]
+    assert s["spares"] == {"configured": 1, "started": 2, "admitted": 1, "exited_on_their_own": 0}, s["spares"]
+    # The kill's generation took the spare in: 3 members before and after.
+    gens = s["generations"]
+    assert len(gens) == 2 and [len(g["members"]) for g in gens] == [3, 3], gens
+    assert "rank 1 lost" in gens[1]["why"] and gens[1]["first_step"] >= 59, gens
+    assert [f["action"] for f in s["faults"]] == ["kill"] and s["faults"][0].get("recovered") is True, s["faults"]
+
+
 def test_a_script_that_fails_is_named_with_its_logs_last_line(tmp_path):
     command = [sys.executable, "-c",
                "import sys; print('loading', flush=True); "

@@ -76,6 +76,6 @@ def counters(group: Optional[_dist.ProcessGroup] = None) -> Dict[str, Union[int,
 
 __all__ = ["BACKEND", "counters"]
 
-from .elastic import DistributedDataParallel, Manager, MembershipChanged, allreduce_hook, report  # noqa: E402
+from .elastic import DistributedDataParallel, Manager, MembershipChanged, SpareNotNeeded, allreduce_hook, report  # noqa: E402
 
-__all__ += ["DistributedDataParallel", "Manager", "MembershipChanged", "allreduce_hook", "report"]
+__all__ += ["DistributedDataParallel", "Manager", "MembershipChanged", "SpareNotNeeded", "allreduce_hook", "report"]

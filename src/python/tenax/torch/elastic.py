@@ -51,6 +51,17 @@ from .run import RunOutputs
 
 MembershipChanged = _tenax.MembershipChanged
 
+
+class SpareNotNeeded(SystemExit):
+    """Raised by a spare's Manager() when a SIGTERM ended its wait (the job
+    finished, or ``tenax run`` no longer needs it). A SystemExit with code
+    0: uncaught, the script ends quietly and successfully; catch it to
+    clean up first."""
+
+    def __init__(self, message: str):
+        super().__init__(0)
+        self.message = message
+
 _CONTINUE, _REFORMED, _LEFT = 0, 1, 2
 _NONE, _DONOR, _RECEIVER = 0, 1, 2
 
@@ -95,6 +106,14 @@ class Manager:
         total_steps: the steps the job will run, for the progress the
             coordinator shows (default: ``TENAX_TOTAL_STEPS``, which ``tenax
             run`` sets from the job file's ``train.max_steps``; else unknown).
+        spare: wait as a warm spare (default: ``TENAX_SPARE=1``, which
+            ``tenax run`` sets for ``cluster.spares``): the constructor joins
+            the coordinator and returns only once a member was lost or left
+            and the coordinator admitted this process in its place (it then
+            receives the state as any joiner). The model, data and
+            connections are ready before, so the place is taken at the next
+            generation instead of after a process start. A SIGTERM while
+            waiting raises SpareNotNeeded (exit code 0).
 
     Raises RuntimeError when the coordinator refuses the join (another job,
     another state schema, a rank taken) or does not answer in time.
@@ -104,15 +123,21 @@ class Manager:
                  *, coordinator: Optional[str] = None, job_id: Optional[str] = None, rank: Optional[int] = None,
                  secret: Optional[str] = None, timeout: timedelta = timedelta(seconds=60),
                  join_timeout: timedelta = timedelta(seconds=120), handle_sigterm: bool = True,
-                 total_steps: Optional[int] = None):
+                 total_steps: Optional[int] = None, spare: Optional[bool] = None):
         coordinator = coordinator or os.environ.get("TENAX_COORDINATOR", "")
         job_id = job_id or os.environ.get("TENAX_JOB_ID", "")
         if not coordinator:
             raise ValueError("tenax.torch.Manager: no coordinator (pass coordinator='host:port' or set TENAX_COORDINATOR)")
         if not job_id:
             raise ValueError("tenax.torch.Manager: no job id (pass job_id=... or set TENAX_JOB_ID)")
+        if spare is None:
+            spare = os.environ.get("TENAX_SPARE", "") == "1"
         if rank is None:
-            rank = int(os.environ.get("TENAX_RANK", "-1"))
+            rank = -1 if spare else int(os.environ.get("TENAX_RANK", "-1"))
+        if spare and rank >= 0:
+            raise ValueError(f"tenax.torch.Manager: a spare has no rank to ask for (rank={rank}); "
+                             "the coordinator gives it one when it is admitted")
+        self._coordinator, self._job_id = coordinator, job_id
         self._state_dict = state_dict
         self._load_state_dict = load_state_dict
         self._stop_requested = False
@@ -136,14 +161,52 @@ class Manager:
         if handle_sigterm:
             signal.signal(signal.SIGTERM, self._on_sigterm)
         self._member = _tenax.ElasticMember(coordinator, job_id, rank, secret or "", os.environ.get("TENAX_HOST", ""),
-                                            _fingerprint(state_dict()), timeout, join_timeout)
+                                            _fingerprint(state_dict()), timeout, join_timeout, spare)
         global _current
         _current = self
+        if spare:
+            self._wait_as_spare()
         view = self._member.view()
         # The first generation starts from rank 0's state; a joiner from a
         # member's. Both run the state transfer at the first start_step.
         self._has_state = not view["joined_late"] and view["rank"] == 0
         self._sync_pending = True
+
+    def _wait_as_spare(self):
+        """Joins and waits, in slices that let Python's signal handlers run,
+        until the coordinator admits this spare; tells ``tenax run`` once it
+        is warm. A SIGTERM, or a job that had finished before this spare
+        could join, raises SpareNotNeeded."""
+        started = time.monotonic()
+        joining, waiting, admitted, job_over = 0, 1, 2, 3
+        state, said_warm = joining, False
+        print(f"tenax: spare: joining job '{self._job_id}' at {self._coordinator} as a spare", file=sys.stderr,
+              flush=True)
+        while state != admitted:
+            state = self._member.await_admission(timedelta(milliseconds=250))
+            member_id = self._member.view()["member_id"]
+            if state == waiting and not said_warm:
+                said_warm = True
+                print(f"tenax: spare {member_id}: warm, waiting until a member is lost or leaves", file=sys.stderr,
+                      flush=True)
+                # What the launcher's live view and migrations wait for (the C++ workers' record).
+                self._outputs.append({"event": "spare_waiting", "rank": member_id, "pid": os.getpid()})
+            why = None
+            if state == job_over:
+                why = "the job had finished before it could join"
+            elif state != admitted and self._stop_requested:
+                why = f"stopped by SIGTERM after waiting {time.monotonic() - started:.1f} s"
+            if why:
+                message = f"tenax: spare {member_id if member_id >= 0 else ''}: {why}; the job did not need it"
+                print(message.replace("spare : ", "spare: "), file=sys.stderr, flush=True)
+                self.close()
+                raise SpareNotNeeded(message)
+        view = self._member.view()
+        print(f"tenax: spare {view['member_id']}: admitted after {time.monotonic() - started:.1f} s as rank "
+              f"{view['rank']} of {view['world']} in generation {view['generation']}", file=sys.stderr, flush=True)
+        # Progress is counted from its first step as a member.
+        self._started = self._boundary_started = time.monotonic()
+        self._last_report = (self._started, 0)
 
     # --- what the script reads ---------------------------------------------
     @property
@@ -416,4 +479,4 @@ def DistributedDataParallel(module: torch.nn.Module, manager: Manager, **kwargs)
     return ddp
 
 
-__all__ = ["Manager", "MembershipChanged", "allreduce_hook", "DistributedDataParallel", "report"]
+__all__ = ["Manager", "MembershipChanged", "SpareNotNeeded", "allreduce_hook", "DistributedDataParallel", "report"]
