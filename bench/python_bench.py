@@ -329,6 +329,10 @@ def elastic_torchrun(a, steps, faulty):
     return wall, last.get("final_test_accuracy"), last.get("loop_seconds")
 
 
+# What follows the kill on each side of the elastic section.
+AFTER_THE_KILL = {"tenax": "a join", "tenax_spare": "a spare admitted", "torchrun": "restarts"}
+
+
 def run_ranks_env(argv_of_rank, world, timeout, env_of_rank):
     """Starts `world` processes (rank r with env_of_rank(r), None: this one's),
     waits (bounded), returns the first rank's last JSON line."""
@@ -436,7 +440,7 @@ def main():
                          "lost_seconds": loop_faulty - loop_clean,
                          "accuracy_fault_free": acc_clean, "accuracy_faulty": acc_faulty}
             print(f"[bench] elastic {side} round {rnd + 1}/{a.rounds}: training loop fault-free {loop_clean:.1f} s, "
-                  f"with a kill and a join {loop_faulty:.1f} s, lost {loop_faulty - loop_clean:.1f} s (whole runs "
+                  f"with a kill and {AFTER_THE_KILL[side]} {loop_faulty:.1f} s, lost {loop_faulty - loop_clean:.1f} s (whole runs "
                   f"{clean:.1f} / {faulty:.1f} s, {faulty - clean:.1f} s); accuracy {acc_clean} -> {acc_faulty}",
                   flush=True)
         report["elastic"]["rounds"].append(row)
