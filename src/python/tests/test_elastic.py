@@ -203,6 +203,27 @@ def test_a_spare_whose_coordinator_is_not_there_yet_stops_at_once_on_sigterm(tmp
         spare.text()
 
 
+def cpu_seconds(pid):
+    """utime + stime of a process, all threads (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_waiting_spare_leaves_the_cores_to_the_members(tmp_path, procs):
+    """A warm spare beside members on shared cores must not spin: waiting,
+    it uses under 5% of a core (one look every 5 ms, asleep between; a
+    blocking wait per 250 ms slice spun through 50 ms of each, 17-29%)."""
+    coordinator = start_coordinator(tmp_path, procs, workers=3, max_workers=3)  # forming: the spare waits
+    spare = start_member(procs, coordinator, -1, "spare", env_extra={"TENAX_SPARE": "1"})
+    spare.wait_for(r"spare \d+: warm, waiting")
+    before, at = cpu_seconds(spare.p.pid), time.monotonic()
+    time.sleep(3)  # the measurement's window, not synchronisation
+    used = (cpu_seconds(spare.p.pid) - before) / (time.monotonic() - at)
+    assert used < 0.05, f"a waiting spare used {used:.0%} of a core"
+    spare.p.send_signal(signal.SIGTERM)
+    assert spare.wait(timeout=60) == 0, spare.text()
+
+
 def test_a_spare_asking_for_a_rank_is_refused_before_it_joins():
     import tenax.torch
     with pytest.raises(ValueError, match=r"a spare has no rank to ask for \(rank=2\)"):
