@@ -197,8 +197,9 @@ class Manager:
             elif state != admitted and self._stop_requested:
                 why = f"stopped by SIGTERM after waiting {time.monotonic() - started:.1f} s"
             if why:
-                message = f"tenax: spare {member_id if member_id >= 0 else ''}: {why}; the job did not need it"
-                print(message.replace("spare : ", "spare: "), file=sys.stderr, flush=True)
+                who = f"spare {member_id}" if member_id >= 0 else "spare"  # no id before the coordinator took the join
+                message = f"tenax: {who}: {why}; the job did not need it"
+                print(message, file=sys.stderr, flush=True)
                 self.close()
                 raise SpareNotNeeded(message)
         view = self._member.view()
