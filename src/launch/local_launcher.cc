@@ -258,7 +258,11 @@ class LocalLaunch {
     if (job_.config.worker.command.empty()) {
       argv.push_back("--spare");
     } else {
-      argv.insert(argv.begin() + 3, "TENAX_SPARE=1");  // after "env -u TENAX_RANK": options come first
+      // Among env's assignments, after its options ("-u TENAX_RANK"): env reads options first.
+      const auto first_assignment = std::find_if(argv.begin() + 1, argv.end(), [](const std::string& a) {
+        return a.find('=') != std::string::npos;
+      });
+      argv.insert(first_assignment, "TENAX_SPARE=1");
     }
     return argv;
   }
