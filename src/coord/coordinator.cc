@@ -276,9 +276,12 @@ Actions Coordinator::Handle(const net::ControlMessage& m) {
       return machine_.OnDone(m.from, d->summary_json());
     }
     case kFailureKind: {
-      if (!member) return {};
+      const bool watcher = machine_.watchers().count(m.from) > 0;
+      if (!member && !watcher) return {};
       auto f = DecodeFailure(m.payload, label);
       if (!f.ok()) return refuse(f.status());
+      // From the launcher (a watcher): a worker's process ended.
+      if (watcher) return machine_.OnWorkerExited(static_cast<int>(f->rank()), f->reason());
       return machine_.OnFailureReport(m.from, f->reason(), Now());
     }
     case kLeaveKind: {

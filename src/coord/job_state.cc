@@ -196,7 +196,7 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
       return out;
     }
     if (rank < 0) {
-      for (rank = 0; rank < job_.world && members_.count(rank); ++rank) {
+      for (rank = 0; rank < job_.world && (members_.count(rank) || replaced_by_.count(rank)); ++rank) {
       }
       if (rank == job_.world) {
         Refuse(from, job + " is full", out);
@@ -206,6 +206,14 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
       Refuse(from, "rank " + std::to_string(rank) + " is already taken by " + existing->second.name, out);
       return out;
     }
+    if (auto by = replaced_by_.find(rank); by != replaced_by_.end()) {
+      Refuse(from,
+             "rank " + std::to_string(rank) + " of " + job + " was lost before the job formed and spare " +
+                 std::to_string(by->second) + " took its place; start this worker without a rank to join as a spare",
+             out);
+      return out;
+    }
+    vacated_.erase(rank);
   }
   const int active = ActiveCount();
   MemberState state = j.rejoin ? existing->second.state : MemberState::kJoined;
@@ -245,11 +253,38 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
                        "; its generation was lost with the old coordinator)",
                    out);
   }
-  if (job_.phase == JobPhase::kJoining && RankedCount() == job_.world) {
-    job_.phase = JobPhase::kRunning;
-    NextGeneration("all " + std::to_string(job_.world) + " workers joined", out);
+  if (early_spare) {
+    FillVacatedPlaces(out);  // a member was lost before this spare came
+  } else {
+    FormWhenFull(out);
   }
   return out;
+}
+
+void JobStateMachine::FormWhenFull(Actions& out) {
+  if (job_.phase != JobPhase::kJoining || RankedCount() < job_.world) return;
+  job_.phase = JobPhase::kRunning;
+  std::string why = "all " + std::to_string(job_.world) + " workers joined";
+  for (auto it = replaced_by_.begin(); it != replaced_by_.end(); ++it) {
+    why += (it == replaced_by_.begin() ? " (" : ", ") + std::string("spare ") + std::to_string(it->second) +
+           " in place of rank " + std::to_string(it->first) + ", lost before the job formed";
+  }
+  NextGeneration(why + (replaced_by_.empty() ? "" : ")"), out);
+}
+
+void JobStateMachine::FillVacatedPlaces(Actions& out) {
+  for (auto& [id, m] : members_) {
+    if (vacated_.empty()) break;
+    if (m.state != MemberState::kSpare || !links_[id].connected) continue;
+    const int place = *vacated_.begin();
+    vacated_.erase(vacated_.begin());
+    replaced_by_[place] = id;
+    m.state = MemberState::kJoined;
+    out.push_back(action::PutMember{m});
+    spdlog::info("job {}: spare rank {} ({}) takes the place of rank {}, lost before the job formed", job_.job_id, id,
+                 m.name, place);
+  }
+  FormWhenFull(out);
 }
 
 void JobStateMachine::NextGeneration(const std::string& why, Actions& out) {
@@ -396,6 +431,16 @@ Actions JobStateMachine::OnFailureReport(ConnId from, const std::string& reason,
   return {};
 }
 
+Actions JobStateMachine::OnWorkerExited(int rank, const std::string& reason) {
+  Actions out;
+  if (!o_.elastic || job_.phase != JobPhase::kJoining || rank < 0 || rank >= job_.world) return out;
+  if (members_.count(rank) || replaced_by_.count(rank) || vacated_.count(rank)) return out;
+  spdlog::warn("job {}: the launcher says rank {} ended before the job formed ({})", job_.job_id, rank, reason);
+  vacated_.insert(rank);
+  FillVacatedPlaces(out);
+  return out;
+}
+
 Actions JobStateMachine::OnJobFailure(const std::string& reason) {
   Actions out;
   Fail(-1, o_.listen_host, reason, out);
@@ -437,11 +482,28 @@ void JobStateMachine::OnMemberLost(int rank, const std::string& why, Actions& ou
     return;
   }
   if (job_.phase == JobPhase::kJoining) {
-    // Not started yet: the rank is free again.
-    spdlog::warn("job {}: rank {} ({}) left before the job started: {}", job_.job_id, rank, m.name, why);
+    // Not started yet: the rank is free again. In an elastic job a spare
+    // waiting beside the forming job takes the place (FillVacatedPlaces),
+    // as it would a member's lost later: a preemptible machine is as
+    // likely to go in the job's first seconds as in any others.
+    const bool spare = m.state == MemberState::kSpare;
+    int place = rank < job_.world ? rank : -1;
+    for (auto it = replaced_by_.begin(); it != replaced_by_.end(); ++it) {
+      if (it->second == rank) {  // a spare that had taken a lost member's place
+        place = it->first;
+        replaced_by_.erase(it);
+        break;
+      }
+    }
+    spdlog::warn("job {}: {} {} ({}) left before the job started: {}", job_.job_id, spare ? "spare rank" : "rank", rank,
+                 m.name, why);
     out.push_back(action::RemoveMember{rank});
     members_.erase(rank);
     EraseLink(rank);
+    if (o_.elastic && !spare && place >= 0) {
+      vacated_.insert(place);
+      FillVacatedPlaces(out);
+    }
     return;
   }
   Fail(rank, m.host, "lost its connection (" + m.name + "): " + why, out);
@@ -476,7 +538,7 @@ Actions JobStateMachine::OnTimer(CoordTime now) {
   if (job_.phase == JobPhase::kJoining && timed_out) {
     std::vector<int> missing;
     for (int r = 0; r < job_.world; ++r) {
-      if (!members_.count(r)) missing.push_back(r);
+      if (!members_.count(r) && !replaced_by_.count(r)) missing.push_back(r);
     }
     std::string names = missing.size() == 1 ? "rank " : "ranks ";
     for (size_t i = 0; i < missing.size(); ++i) names += (i ? ", " : "") + std::to_string(missing[i]);

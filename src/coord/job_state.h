@@ -230,6 +230,13 @@ class JobStateMachine {
   // The job failed for a reason no member is to blame for (an async job's
   // unit that failed every attempt): `reason` is the whole failure.
   Actions OnJobFailure(const std::string& reason);
+  // The launcher (a watcher) saw the process of worker `rank` end. Only
+  // an elastic job that has not formed acts on it: a rank that is not a
+  // member (it may never have joined, so there was no connection to lose)
+  // is vacated, and a waiting spare takes its place (FillVacatedPlaces).
+  // A member's own lost connection says the same, so that one is left to
+  // OnConnectionLost.
+  Actions OnWorkerExited(int rank, const std::string& reason);
   // Timers: held-back reports, lease renewal (every second), the join
   // timeout, members of a resumed job that never came back, the end of the
   // job, and the linger after it (up to 3 s while anyone is connected, so
@@ -266,8 +273,9 @@ class JobStateMachine {
   bool Active(const MemberRecord& m) const {
     return m.state == MemberState::kJoined || m.state == MemberState::kDone;
   }
-  // Workers that joined with a rank below the world (not the spares): the
-  // job forms when they are all there.
+  // Members that are not waiting spares: those that joined with a rank
+  // below the world, and spares that took the place of one lost before the
+  // job formed. The job forms when there are `world` of them.
   int RankedCount() const {
     int n = 0;
     for (const auto& [rank, m] : members_) n += m.state != MemberState::kSpare ? 1 : 0;
@@ -280,6 +288,12 @@ class JobStateMachine {
   }
   int max_workers() const { return o_.max_workers > 0 ? o_.max_workers : job_.world; }
   void OnMemberLost(int rank, const std::string& why, Actions& out);
+  // Elastic, while the job forms: connected spares take the places of
+  // members lost before it formed (vacated_), and the job forms once every
+  // place is filled.
+  void FillVacatedPlaces(Actions& out);
+  // The first generation, once `world` members are there (RankedCount).
+  void FormWhenFull(Actions& out);
   void Refuse(ConnId to, std::string reason, Actions& out) const;
   std::vector<ConnId> ConnectedMembers() const;
   bool Ended() const { return job_.phase == JobPhase::kFinished || job_.phase == JobPhase::kFailed; }
@@ -313,6 +327,12 @@ class JobStateMachine {
   std::optional<SteadyClock::time_point> paused_since_;
   std::vector<std::string> lost_since_pause_;  // "rank 1 on host"
   int first_lost_ = -1;
+  // Elastic, before the first generation: ranks whose member was lost and
+  // that no worker or spare has taken yet, and the spare (member id) that
+  // took each filled one. Not persisted: a coordinator restarted before the
+  // job formed counts members only (a spare it recorded as joined counts).
+  std::set<int> vacated_;
+  std::map<int, int> replaced_by_;
   // The job failed in this machine's life because a member was lost or hung
   // (exit 3: "a worker failed"), not for a job-level reason or a state file
   // that already said so (exit 2).

@@ -527,6 +527,122 @@ TEST(JobStateMachineElastic, ASpareThatLeavesWhileTheJobFormsIsForgotten) {
   EXPECT_EQ((std::vector<int>{0, 1}), Ids(One<action::PublishRoster>(actions).members));
 }
 
+// A member lost before the job formed, with a spare waiting: the spare
+// takes its place at once and the first generation forms with it (it used
+// to wait the join timeout and fail: "only 2 of 3 workers joined"). The
+// roster's stable generation is 0: nobody trained yet, so the spare enters
+// as a first-generation member (its initial model, not a state copy).
+TEST(JobStateMachineElastic, ASpareTakesThePlaceOfAMemberLostBeforeTheJobFormed) {
+  FakeClock clock;
+  JobStateMachine m(ElasticOptions(2, 3), NewJob(3), {}, clock.now());
+  EXPECT_EQ(3, AdmittedRank(m.OnJoin(300, SpareAsk(), clock.now())));
+  EXPECT_EQ(0, AdmittedRank(m.OnJoin(100, Ask(0, "w0"), clock.now())));
+  EXPECT_EQ(1, AdmittedRank(m.OnJoin(101, Ask(1, "w1"), clock.now())));
+  auto actions = m.OnConnectionLost(101, "reset");  // rank 1 lost: the spare fills its place; rank 2 not there yet
+  EXPECT_EQ(MemberState::kJoined, m.members().at(3).state);
+  EXPECT_EQ(0u, m.members().count(1));
+  EXPECT_EQ(JobPhase::kJoining, m.job().phase) << "rank 2 is still to come";
+  // Rank 1 again (a restarted worker asking for it): refused, naming the spare.
+  EXPECT_EQ("rank 1 of job 'job-x' was lost before the job formed and spare 3 took its place; start this worker "
+            "without a rank to join as a spare",
+            Refusal(m.OnJoin(102, Ask(1, "w1-again"), clock.now())));
+  // An unranked worker gets rank 2, not the filled rank 1.
+  actions = m.OnJoin(103, Ask(-1, "w2"), clock.now());
+  EXPECT_EQ(2, AdmittedRank(actions));
+  EXPECT_EQ(JobPhase::kRunning, m.job().phase);
+  auto roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ(1u, roster.generation);
+  EXPECT_EQ((std::vector<int>{0, 2, 3}), Ids(roster.members));
+  EXPECT_EQ(0u, roster.stable) << "the first generation: every member enters with its initial model";
+  EXPECT_EQ((std::set<int>{0, 2, 3}), roster.joining);
+  EXPECT_EQ("all 3 workers joined (spare 3 in place of rank 1, lost before the job formed)", roster.why);
+}
+
+// A worker whose process ended before it ever joined left no connection to
+// lose: the launcher (a watcher) says so, and the waiting spare takes the
+// place. Ignored where it cannot apply: a rank that is a member (its own
+// lost connection will say it), out of range, or a job that already formed.
+TEST(JobStateMachineElastic, TheLauncherSayingAWorkerEndedBeforeJoiningLetsASpareTakeItsPlace) {
+  FakeClock clock;
+  JobStateMachine m(ElasticOptions(1, 2), NewJob(2), {}, clock.now());
+  (void)m.OnWatch(900, "job-x");
+  EXPECT_EQ(2, AdmittedRank(m.OnJoin(300, SpareAsk(), clock.now())));
+  EXPECT_EQ(0, AdmittedRank(m.OnJoin(100, Ask(0, "w0"), clock.now())));
+  EXPECT_TRUE(m.OnWorkerExited(0, "worker 0 ended").empty()) << "rank 0 is a member";
+  EXPECT_TRUE(m.OnWorkerExited(7, "?").empty());
+  EXPECT_TRUE(m.OnWorkerExited(-1, "?").empty());
+  EXPECT_EQ(MemberState::kSpare, m.members().at(2).state);
+  auto actions = m.OnWorkerExited(1, "worker 1 ended before the job formed");
+  EXPECT_EQ(MemberState::kJoined, m.members().at(2).state);
+  EXPECT_EQ(JobPhase::kRunning, m.job().phase);
+  EXPECT_EQ((std::vector<int>{0, 2}), Ids(One<action::PublishRoster>(actions).members));
+  EXPECT_TRUE(m.OnWorkerExited(0, "late").empty()) << "the job formed: losses are the running job's";
+}
+
+// Without a spare, the launcher's word frees the rank for a new worker
+// and changes nothing else.
+TEST(JobStateMachineElastic, AWorkerEndedBeforeJoiningWithoutASpareLeavesItsRankFree) {
+  FakeClock clock;
+  JobStateMachine m(ElasticOptions(1, 2), NewJob(2), {}, clock.now());
+  EXPECT_EQ(0, AdmittedRank(m.OnJoin(100, Ask(0, "w0"), clock.now())));
+  EXPECT_TRUE(m.OnWorkerExited(1, "worker 1 ended").empty());
+  EXPECT_EQ(JobPhase::kJoining, m.job().phase);
+  auto actions = m.OnJoin(101, Ask(-1, "w1-again"), clock.now());
+  EXPECT_EQ(1, AdmittedRank(actions));
+  EXPECT_EQ(JobPhase::kRunning, m.job().phase);
+  EXPECT_EQ("all 2 workers joined", One<action::PublishRoster>(actions).why);
+}
+
+// The other order: the member is lost before any spare is there; the
+// spare, joining later while the job forms, takes the place at once. Its
+// own loss before the job formed frees the place again, and the next spare
+// takes it; without one, the job waits (and its join timeout names rank 1).
+TEST(JobStateMachineElastic, ASpareComingAfterAMemberLostBeforeTheJobFormedFillsThePlace) {
+  FakeClock clock2;
+  JobStateMachine n(ElasticOptions(1, 2), NewJob(2), {}, clock2.now());
+  EXPECT_EQ(0, AdmittedRank(n.OnJoin(100, Ask(0, "w0"), clock2.now())));
+  (void)n.OnConnectionLost(100, "reset");  // rank 0 lost; no spare yet
+  EXPECT_EQ(1, AdmittedRank(n.OnJoin(101, Ask(1, "w1"), clock2.now())));
+  EXPECT_EQ(JobPhase::kJoining, n.job().phase);
+  auto actions = n.OnJoin(300, SpareAsk(), clock2.now());
+  EXPECT_EQ(2, AdmittedRank(actions));
+  EXPECT_EQ(MemberState::kJoined, n.members().at(2).state);
+  EXPECT_EQ(JobPhase::kRunning, n.job().phase);
+  EXPECT_EQ((std::vector<int>{1, 2}), Ids(One<action::PublishRoster>(actions).members));
+
+  FakeClock clock3;
+  JobStateMachine o(ElasticOptions(1, 2), NewJob(2), {}, clock3.now());
+  EXPECT_EQ(2, AdmittedRank(o.OnJoin(300, SpareAsk(), clock3.now())));
+  EXPECT_EQ(3, AdmittedRank(o.OnJoin(301, SpareAsk(), clock3.now())));
+  EXPECT_EQ(0, AdmittedRank(o.OnJoin(100, Ask(0, "w0"), clock3.now())));
+  (void)o.OnConnectionLost(100, "reset");
+  EXPECT_EQ(MemberState::kJoined, o.members().at(2).state) << "the lowest spare took rank 0's place";
+  (void)o.OnConnectionLost(300, "reset");  // that spare lost too, before the job formed
+  EXPECT_EQ(0u, o.members().count(2));
+  EXPECT_EQ(MemberState::kJoined, o.members().at(3).state) << "the next spare took rank 0's place";
+  (void)o.OnConnectionLost(301, "reset");
+  EXPECT_EQ(0u, o.members().count(3));
+  EXPECT_EQ(0, AdmittedRank(o.OnJoin(102, Ask(-1, "w0-again"), clock3.now())))
+      << "with no spare left, rank 0 is free again for a worker";
+  EXPECT_EQ(JobPhase::kJoining, o.job().phase) << "rank 1 never came";
+  actions = o.OnTimer(clock3.Advance(std::chrono::seconds(3600)));
+  EXPECT_EQ(JobPhase::kFailed, o.job().phase);
+  EXPECT_NE(std::string::npos, o.job().failure.find("(missing: rank 1)")) << o.job().failure;
+}
+
+// A sync job that is not elastic has no spares: a member lost before the
+// job formed frees its rank, and nothing else changes.
+TEST(JobStateMachine, AMemberLostBeforeAFixedJobFormedFreesItsRankOnly) {
+  FakeClock clock;
+  JobStateMachine m(Options(), NewJob(2), {}, clock.now());
+  EXPECT_EQ(0, AdmittedRank(m.OnJoin(100, Ask(0, "w0"), clock.now())));
+  (void)m.OnConnectionLost(100, "reset");
+  EXPECT_EQ(0u, m.members().count(0));
+  EXPECT_EQ(0, AdmittedRank(m.OnJoin(101, Ask(-1, "w0-again"), clock.now())));
+  EXPECT_EQ(1, AdmittedRank(m.OnJoin(102, Ask(-1, "w1"), clock.now())));
+  EXPECT_EQ(JobPhase::kRunning, m.job().phase);
+}
+
 // A join (generation 2) superseded by a leave before every member formed
 // it (generation 3): a member that skipped generation 2 never connected to
 // the joiner, so the joiner stays joining (every pair with it is new) and

@@ -75,6 +75,13 @@ Result<std::unique_ptr<JobWatcher>> JobWatcher::Connect(const JobWatcherOptions&
   return std::unique_ptr<JobWatcher>(new JobWatcher(std::move(state)));
 }
 
+Status JobWatcher::TellWorkerExited(int rank, const std::string& reason, Deadline deadline) {
+  wire::Failure f;  // from a watcher: a worker's process ended (JobStateMachine::OnWorkerExited)
+  f.set_rank(static_cast<uint32_t>(rank));
+  f.set_reason(reason);
+  return state_->node->SendControl(state_->coordinator, kFailureKind, f.SerializeAsString(), deadline);
+}
+
 Result<std::optional<JobEvent>> JobWatcher::Next(Deadline deadline) {
   State& s = *state_;
   while (true) {

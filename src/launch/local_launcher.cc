@@ -759,7 +759,11 @@ class LocalLaunch {
         }
         std::optional<ChildFailure> report = children_->ExitReport(i);
         const std::string why = report && !report->last_lines.empty() ? report->last_lines.back() : "";
-        if (monitor_->OnExit(children_->pid(i), *code, why) && report && !first_own_failure_) first_own_failure_ = report;
+        if (!monitor_->OnExit(children_->pid(i), *code, why) || !report) continue;
+        if (!first_own_failure_) first_own_failure_ = report;
+        if (!job_started_ && std::find(workers_.begin(), workers_.end(), i) != workers_.end()) {
+          ranked_failures_before_start_.push_back(*report);
+        }
       }
     }
   }
@@ -773,15 +777,39 @@ class LocalLaunch {
   // its own by then means the job cannot start, and waiting out the
   // coordinator's join timeout would only hide why. (An async job's workers
   // come and go; a worker a fault was aimed at is the plan's business.)
+  // An elastic job's warm spares take the places of members lost before it
+  // formed (the coordinator's FillVacatedPlaces): up to cluster.spares such
+  // failures are theirs to cover, and a spare's own failure is KeepSpares'
+  // business (it starts another).
   std::optional<ChildFailure> FailureBeforeStart() const {
     if (job_started_ || async_) return std::nullopt;
-    if (first_own_failure_) return first_own_failure_;
+    const bool spares_cover = elastic_ && !spares_given_up_ &&
+                              static_cast<int64_t>(ranked_failures_before_start_.size()) <= cluster().spares;
+    if (!ranked_failures_before_start_.empty() && !spares_cover) return ranked_failures_before_start_.front();
+    if (first_own_failure_ && !elastic_) return first_own_failure_;
     if (decoder_index_) {
       if (auto code = children_->exit_code(*decoder_index_); code && *code != 0) {
         return children_->ExitReport(*decoder_index_);
       }
     }
     return std::nullopt;
+  }
+
+  // An elastic job's worker that ended before the job formed, killed by
+  // the plan or on its own, may never have joined: the coordinator, which
+  // had no connection of it to lose, hears it from here, and a waiting
+  // spare takes its place (JobStateMachine::OnWorkerExited). Once per
+  // worker; a message lost with the connection costs the join timeout, as
+  // before.
+  void TellExitsBeforeStart(coord::JobWatcher& watcher) {
+    if (!elastic_ || job_started_ || cluster().spares <= 0) return;
+    for (size_t r = 0; r < workers_.size(); ++r) {
+      const size_t i = workers_[r];
+      if (!children_->exit_code(i) || !told_exit_before_start_.insert(i).second) continue;
+      Status st = watcher.TellWorkerExited(static_cast<int>(r), children_->name(i) + " ended before the job formed",
+                                           Deadline::After(std::chrono::seconds(1)));
+      if (!st.ok()) spdlog::warn("could not tell the coordinator that {} ended: {}", children_->name(i), st.message());
+    }
   }
 
   // Follows the job as a watcher of the coordinator until it is done;
@@ -817,6 +845,7 @@ class LocalLaunch {
       children_->Poll();  // notes exits as they happen, so the first failure is the first one
       faults_->Poll(max_step_);
       WatchExits();
+      TellExitsBeforeStart(*watcher);
       if (std::optional<ChildFailure> early = FailureBeforeStart()) {
         return StopAll(PeerLost("job " + k.job_id + " cannot start, a worker failed before every worker had joined: " +
                                 early->Describe()));
@@ -1135,6 +1164,8 @@ class LocalLaunch {
   std::optional<coord::WorkQueueCounts> queue_counts_;  // async: the coordinator's latest
   std::vector<bool> exit_seen_;
   std::optional<ChildFailure> first_own_failure_;
+  std::set<size_t> told_exit_before_start_;  // TellExitsBeforeStart
+  std::vector<ChildFailure> ranked_failures_before_start_;  // workers (not spares) that failed on their own
   bool job_started_ = false;
 };
 

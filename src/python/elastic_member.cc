@@ -146,9 +146,13 @@ ElasticMember::Admission ElasticMember::AwaitAdmission(std::chrono::milliseconds
       std::this_thread::sleep_for(kSpareLookEvery);  // pacing the looks, not synchronisation
     }
     if (!roster.ok()) return roster.status().code() == StatusCode::kDeadlineExceeded ? Status() : roster.status();
-    // Admitted: a spare always joins a running job (even one that had not
-    // formed when it came), with the usual join time from now.
-    TENAX_RETURN_IF_ERROR(Enter(e, *roster, false, Deadline::After(options_.join_timeout)));
+    // Admitted, with the usual join time from now: into a running job (even
+    // one that had not formed when it came), or, in the place of a member
+    // lost before the job formed, into its first generation (no generation
+    // formed yet: stable generation 0), where it enters with its initial
+    // model as the others do (worker_role.cc decides the same).
+    TENAX_RETURN_IF_ERROR(
+        Enter(e, *roster, roster->stable_generation() == 0, Deadline::After(options_.join_timeout)));
     out = kAdmitted;
     return Status();
   });
@@ -202,7 +206,9 @@ Status ElasticMember::Enter(TenaxEngine& e, const wire::Roster& roster, bool all
     view_.joined_late = !all_new;
     view_.spare = false;
   }
-  UpdateView(e, all_new ? "first generation" : options_.spare ? "a spare admitted" : "joined a running job");
+  UpdateView(e, !view.why.empty() ? view.why
+                : all_new        ? "first generation"
+                                 : "joined a running job");
   return Status();
 }
 
@@ -212,6 +218,8 @@ void ElasticMember::UpdateView(TenaxEngine& e, const std::string& why) {
   view_.world = e.group().world();
   view_.generation = e.group().generation();
   view_.why = why;
+  view_.member_ids.clear();
+  for (const comm::GroupMember& m : e.group().members()) view_.member_ids.push_back(static_cast<int>(m.id));
 }
 
 ElasticMember::View ElasticMember::view() const {

@@ -69,7 +69,8 @@ class ElasticMember {
     int member_id = -1;
     bool joined_late = false;  // admitted to a running job (it has no state yet)
     bool spare = false;        // waiting as a spare: not a member yet (rank -1)
-    std::string why;
+    std::string why;           // the coordinator's reason for the generation ("all 3 workers joined", ...)
+    std::vector<int> member_ids;  // the coordinator's ids of the generation's members, by rank
   };
   View view() const;
   std::string config_toml() const { return config_toml_; }

@@ -50,7 +50,8 @@ PYBIND11_MODULE(_tenax, m) {
              auto v = e.view();
              return py::dict(py::arg("rank") = v.rank, py::arg("world") = v.world, py::arg("generation") = v.generation,
                              py::arg("member_id") = v.member_id, py::arg("joined_late") = v.joined_late,
-                             py::arg("why") = v.why, py::arg("spare") = v.spare);
+                             py::arg("why") = v.why, py::arg("spare") = v.spare,
+                             py::arg("member_ids") = v.member_ids);
            })
       .def("await_admission",
            [](ElasticMember& e, std::chrono::milliseconds slice) { return static_cast<int>(e.AwaitAdmission(slice)); },

@@ -242,9 +242,13 @@ Result<WorkerOutcome> RunElasticWorker(const SyncJob& job, const coord::ClusterC
   TENAX_ASSIGN_OR_RETURN(MembershipView view, ViewOf(roster, rank, false));
   // The first generation connects every pair; a joiner of a running job
   // dials the members (the roster's joining flags say who dials whom).
-  // A spare always joins a running job, even one that waited since before
-  // the first generation (its join reply then said generation 0).
-  const bool all_new = client.info().generation == 0 && !admitted_spare;
+  // A spare admitted into a running job joins it (even one that waited
+  // since before the first generation: its join reply then said generation
+  // 0). One that takes the place of a member lost before the job formed is
+  // in the first generation: no generation formed yet (the roster's stable
+  // generation is 0), nobody trained, and it enters with its initial model
+  // as the others do.
+  const bool all_new = admitted_spare ? roster.stable_generation() == 0 : client.info().generation == 0;
   opts.joined_running_job = !all_new;
   if (all_new && injected.sigstop_before_connect) {
     spdlog::warn("injected fault: stopping this member (SIGSTOP) before it connects to generation {}", view.generation);

@@ -189,9 +189,39 @@ def test_a_warm_spare_of_the_users_program_takes_a_killed_workers_place(tmp_path
     assert s["spares"] == {"configured": 1, "started": 2, "admitted": 1, "exited_on_their_own": 0}, s["spares"]
     # The kill's generation took the spare in: 3 members before and after.
     gens = s["generations"]
-    assert len(gens) == 2 and [len(g["members"]) for g in gens] == [3, 3], gens
+    assert len(gens) == 2 and [g["members"] for g in gens] == [[0, 1, 2], [0, 2, 3]], gens  # coordinator ids
     assert "rank 1 lost" in gens[1]["why"] and gens[1]["first_step"] >= 59, gens
     assert [f["action"] for f in s["faults"]] == ["kill"] and s["faults"][0].get("recovered") is True, s["faults"]
+
+
+def test_a_warm_spare_takes_the_place_of_a_worker_that_failed_before_the_job_formed(tmp_path):
+    """A worker that fails on its own before the job formed (worker 1's
+    script exits 1 at once: a machine without what the script needs) used
+    to fail the whole run ("cannot start, a worker failed before every
+    worker had joined"), spare or not. With cluster.spares = 1 the launcher
+    tells the coordinator, the spare waiting beside the forming job takes
+    the place in the first generation, entering with its initial model, and
+    all three finish bit-identical."""
+    python = [sys.executable, str(SCRIPT), "--train-limit", "8192", "--test-limit", "1000",
+              "--log-every", str(LOG_EVERY)]
+    wrapper = ('if [ "$TENAX_RANK" = 1 ]; then echo "worker 1: no usable accelerator on this machine" >&2; exit 1; '
+               'fi; exec "$@"')
+    job = elastic_job(["/bin/sh", "-c", wrapper, "sh"] + python)
+    job = job.replace("max_workers = 4", "max_workers = 3\nspares = 1")
+    code, text, out = run(job, tmp_path)
+    assert code == 0, text
+    assert "worker 1: starting -> failed (exited with code 1: worker 1: no usable accelerator on this machine)" in text, text
+    assert ("all 3 workers joined (spare 3 in place of rank 1, lost before the job formed)" in text), text
+    logs = {p.name: p.read_text() for p in (out / "logs").iterdir()}
+    assert re.search(r"spare 3: admitted after [0-9.]+ s as rank 2 of 3 in generation 1", logs["spare-1.log"]), \
+        logs["spare-1.log"]
+    finishers = {name: final_line(logs[name]) for name in ("worker-0.log", "worker-2.log", "spare-1.log")}
+    assert set(finishers.values()) == {(STEPS, finishers["worker-0.log"][1])}, finishers
+    s = json.loads((out / "summary.json").read_text())
+    assert s["state_hash"] == finishers["worker-0.log"][1]
+    assert [g["members"] for g in s["generations"]] == [[0, 2, 3]], s["generations"]
+    assert "spare 3 in place of rank 1" in s["generations"][0]["why"], s["generations"]
+    assert s["spares"]["admitted"] == 1, s["spares"]
 
 
 def test_a_script_that_fails_is_named_with_its_logs_last_line(tmp_path):

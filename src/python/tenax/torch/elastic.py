@@ -296,7 +296,7 @@ class Manager:
             # What this boundary cost the member that records it (the
             # summary's writer, rank 0): re-forming, then moving the state.
             done = time.monotonic()
-            g = {"number": view["generation"], "first_step": top, "members": list(range(view["world"])),
+            g = {"number": view["generation"], "first_step": top, "members": list(view["member_ids"]),
                  "why": view["why"], "reform_ms": (reformed - self._boundary_started) * 1e3}
             if role != _NONE:
                 g["join_transfer_ms"] = (done - reformed) * 1e3
