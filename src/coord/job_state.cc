@@ -266,7 +266,7 @@ void JobStateMachine::FormWhenFull(Actions& out) {
   job_.phase = JobPhase::kRunning;
   std::string why = "all " + std::to_string(job_.world) + " workers joined";
   for (auto it = replaced_by_.begin(); it != replaced_by_.end(); ++it) {
-    why += (it == replaced_by_.begin() ? " (" : ", ") + std::string("spare ") + std::to_string(it->second) +
+    why += (it == replaced_by_.begin() ? " (" : "; ") + std::string("spare ") + std::to_string(it->second) +
            " in place of rank " + std::to_string(it->first) + ", lost before the job formed";
   }
   NextGeneration(why + (replaced_by_.empty() ? "" : ")"), out);
