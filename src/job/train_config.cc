@@ -525,10 +525,6 @@ void ParseWorker(const ConfigDoc& doc, ConfigReader& r, TrainConfig& c) {
                              "program with tenax.torch.Manager, which joins an elastic job; docs/python.md)");
     return;
   }
-  if (c.placement.migrate) {
-    r.Fail("placement.migrate", "needs tenax's own worker, not [worker] command (moving a member of the user's "
-                                "program to a good host is not built yet; cluster.spares works with both)");
-  }
   if (c.storage.nodes > 0) {
     r.Fail("worker.command", "cannot read the store tenax run builds ([storage]): a worker command reads its own data");
   }

@@ -279,3 +279,70 @@ cross_zone = { delay_ms = 1.0, bandwidth_gbps = 1 }
     # The lost member is named by the address it advertised: its host's.
     why = s["generations"][1]["why"]
     assert re.search(r"rank 1 lost \(10\.\d+\.\d+\.\d+/", why) and "127.0.0.1" not in why, why
+
+
+def test_a_python_member_moves_live_off_a_host_whose_links_degrade(tmp_path):
+    """placement.migrate with a worker command: 2 members of the user's
+    program on three one-slot hosts of one zone (loopback emulation); at
+    step 40 worker 1's host gets a bad NIC (every link 10x slower, 20 ms
+    more each way, at the transport seam). The probes see it, the launcher
+    starts the program as a migrant spare on the free host, and once it is
+    warm worker 1 leaves at a step boundary (SIGTERM) and the migrant takes
+    its place with the live state. Every step is trained, and the survivor
+    and the migrant end bit-identical."""
+    command = [sys.executable, str(SCRIPT), "--train-limit", "4096", "--test-limit", "500", "--model", "linear",
+               "--log-every", "50"]
+    job = f"""mode = "sync"
+[cluster]
+workers = 2
+job_id = "python-migrate"
+elastic = true
+min_workers = 1
+peer_timeout_seconds = 5
+join_timeout_seconds = 60
+step_timeout_seconds = 30
+[worker]
+command = {json.dumps(command)}
+[train]
+max_steps = 1500
+[report]
+html = false
+[topology]
+mode = "loopback"
+hosts = [ {{ name = "a1", zone = "za" }}, {{ name = "a2", zone = "za" }}, {{ name = "a3", zone = "za" }} ]
+same_zone = {{ delay_ms = 0.0, bandwidth_gbps = 10 }}
+[placement]
+probe_seconds = 2
+migrate = true
+link_half_life_seconds = 2
+migrate_max_rtt_ms = 10
+migrate_min_gbps = 0
+[[faults]]
+action = "slow_host"
+factor = 10
+delay_ms = 20
+seconds = 3600
+worker = 1
+at_step = 40
+"""
+    code, text, out = run(job, tmp_path)
+    assert code == 0, text
+    s = json.loads((out / "summary.json").read_text())
+    assert s["steps"] == 1500, s
+    w1_host = next(slot["host"] for slot in s["placement"]["slots"] if slot["index"] == 1)
+    free_host = ({"a1", "a2", "a3"} - {slot["host"] for slot in s["placement"]["slots"]}).pop()
+    moves = [m for m in s["migrations"] if m["outcome"] != "skipped"]  # a noisy probe round may skip one
+    assert len(moves) == 1 and moves[0]["outcome"] == "moved", s["migrations"]
+    assert moves[0]["member"] == "worker 1" and moves[0]["from"] == f"{w1_host} (za)", moves
+    assert moves[0]["to"] == f"{free_host} (za)" and "rtt" in moves[0]["reason"], moves
+    assert f"migration done: worker 1 moved from {w1_host}" in text, text
+    logs = {p.name: p.read_text() for p in (out / "logs").iterdir()}
+    assert "is 10x slower" in logs["worker-1.log"], logs["worker-1.log"]
+    assert re.search(r"spare \d+: admitted after [0-9.]+ s as rank \d of 2 in generation 2", logs["migrant-1.log"]), \
+        logs["migrant-1.log"]
+    assert "leaving" in logs["worker-1.log"] or "left the job" in logs["worker-1.log"], logs["worker-1.log"]
+    finishers = {name: final_line(logs[name]) for name in ("worker-0.log", "migrant-1.log")}
+    assert set(finishers.values()) == {(1500, finishers["worker-0.log"][1])}, finishers
+    assert s["state_hash"] == finishers["worker-0.log"][1]
+    gens = s["generations"]
+    assert len(gens) == 2 and "rank 1 left" in gens[1]["why"], gens
