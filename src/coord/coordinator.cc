@@ -409,6 +409,7 @@ Status RunCoordinator(const CoordinatorOptions& o) {
   JobStateOptions so{o.listen_host, o.join_timeout, o.peer_timeout, o.elastic || o.async,
                      o.async ? 1 : o.min_workers, o.max_workers};
   so.rosters = !o.async;  // async workers ask for units and never read a roster
+  so.spares = o.async ? 0 : o.spares;
   std::unique_ptr<AsyncUnits> async;
   if (o.async) {
     WorkQueueOptions wo;

@@ -262,14 +262,35 @@ Actions JobStateMachine::OnJoin(ConnId from, const JoinAsk& j, CoordTime now) {
 }
 
 void JobStateMachine::FormWhenFull(Actions& out) {
-  if (job_.phase != JobPhase::kJoining || RankedCount() < job_.world) return;
+  if (job_.phase != JobPhase::kJoining) return;
+  const int ranked = RankedCount();
+  // An elastic job without spares does not wait for members that are
+  // gone: once every other place is taken, it starts short of them if
+  // min_workers allows, as it would go on without them a moment later. (A
+  // worker of that rank started again joins the running job.) With spares
+  // it waits for one to take each place (FillVacatedPlaces): they start
+  // with the job, and the launcher replaces one that fails.
+  const bool short_of_the_lost = o_.elastic && o_.spares <= 0 && !vacated_.empty() &&
+                                 ranked + static_cast<int>(vacated_.size()) >= job_.world &&
+                                 ranked >= std::max(o_.min_workers, 1);
+  if (ranked < job_.world && !short_of_the_lost) return;
   job_.phase = JobPhase::kRunning;
-  std::string why = "all " + std::to_string(job_.world) + " workers joined";
-  for (auto it = replaced_by_.begin(); it != replaced_by_.end(); ++it) {
-    why += (it == replaced_by_.begin() ? " (" : "; ") + std::string("spare ") + std::to_string(it->second) +
-           " in place of rank " + std::to_string(it->first) + ", lost before the job formed";
+  std::string why = ranked >= job_.world
+                        ? "all " + std::to_string(job_.world) + " workers joined"
+                        : std::to_string(ranked) + " of " + std::to_string(job_.world) + " workers joined";
+  std::vector<std::string> notes;
+  for (const auto& [place, spare] : replaced_by_) {
+    notes.push_back("spare " + std::to_string(spare) + " in place of rank " + std::to_string(place) +
+                    ", lost before the job formed");
   }
-  NextGeneration(why + (replaced_by_.empty() ? "" : ")"), out);
+  if (ranked < job_.world) {
+    std::string lost = vacated_.size() == 1 ? "rank " : "ranks ";
+    for (auto it = vacated_.begin(); it != vacated_.end(); ++it) lost += (it == vacated_.begin() ? "" : ", ") + std::to_string(*it);
+    notes.push_back(lost + " lost before the job formed; no spare to take " + (vacated_.size() == 1 ? "its" : "their") +
+                    " place");
+  }
+  for (size_t i = 0; i < notes.size(); ++i) why += (i == 0 ? " (" : "; ") + notes[i];
+  NextGeneration(why + (notes.empty() ? "" : ")"), out);
 }
 
 void JobStateMachine::FillVacatedPlaces(Actions& out) {

@@ -189,6 +189,10 @@ struct JobStateOptions {
   bool elastic = false;
   int min_workers = 1;
   int max_workers = 0;  // 0 = the job's world
+  // cluster.spares: warm spares are started with the job, so a member lost
+  // before the job formed waits for one (FillVacatedPlaces); without any,
+  // the job forms short of it (min_workers permitting) instead of waiting.
+  int spares = 0;
   // Whether members are sent each generation's roster. An asynchronous job
   // (elastic membership, but its workers ask for units and never read a
   // roster) records its generations without sending them: every join sent

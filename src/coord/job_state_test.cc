@@ -384,6 +384,13 @@ JobStateOptions ElasticOptions(int min_workers, int max_workers) {
   return o;
 }
 
+// An elastic job with `spares` warm spares started with it (cluster.spares).
+JobStateOptions SpareOptions(int min_workers, int max_workers, int spares = 1) {
+  JobStateOptions o = ElasticOptions(min_workers, max_workers);
+  o.spares = spares;
+  return o;
+}
+
 std::vector<int> Ids(const std::vector<MemberRecord>& members) {
   std::vector<int> ids;
   for (const auto& m : members) ids.push_back(m.rank);
@@ -534,7 +541,7 @@ TEST(JobStateMachineElastic, ASpareThatLeavesWhileTheJobFormsIsForgotten) {
 // as a first-generation member (its initial model, not a state copy).
 TEST(JobStateMachineElastic, ASpareTakesThePlaceOfAMemberLostBeforeTheJobFormed) {
   FakeClock clock;
-  JobStateMachine m(ElasticOptions(2, 3), NewJob(3), {}, clock.now());
+  JobStateMachine m(SpareOptions(2, 3), NewJob(3), {}, clock.now());
   EXPECT_EQ(3, AdmittedRank(m.OnJoin(300, SpareAsk(), clock.now())));
   EXPECT_EQ(0, AdmittedRank(m.OnJoin(100, Ask(0, "w0"), clock.now())));
   EXPECT_EQ(1, AdmittedRank(m.OnJoin(101, Ask(1, "w1"), clock.now())));
@@ -564,7 +571,7 @@ TEST(JobStateMachineElastic, ASpareTakesThePlaceOfAMemberLostBeforeTheJobFormed)
 // lost connection will say it), out of range, or a job that already formed.
 TEST(JobStateMachineElastic, TheLauncherSayingAWorkerEndedBeforeJoiningLetsASpareTakeItsPlace) {
   FakeClock clock;
-  JobStateMachine m(ElasticOptions(1, 2), NewJob(2), {}, clock.now());
+  JobStateMachine m(SpareOptions(1, 2), NewJob(2), {}, clock.now());
   (void)m.OnWatch(900, "job-x");
   EXPECT_EQ(2, AdmittedRank(m.OnJoin(300, SpareAsk(), clock.now())));
   EXPECT_EQ(0, AdmittedRank(m.OnJoin(100, Ask(0, "w0"), clock.now())));
@@ -579,17 +586,33 @@ TEST(JobStateMachineElastic, TheLauncherSayingAWorkerEndedBeforeJoiningLetsASpar
   EXPECT_TRUE(m.OnWorkerExited(0, "late").empty()) << "the job formed: losses are the running job's";
 }
 
-// Without a spare, the launcher's word frees the rank for a new worker
-// and changes nothing else.
-TEST(JobStateMachineElastic, AWorkerEndedBeforeJoiningWithoutASpareLeavesItsRankFree) {
+// Without spares, an elastic job does not wait for a member that is gone:
+// once every other place is taken it starts short of it, min_workers
+// permitting ("2 of 3 workers joined (rank 1 lost before the job formed;
+// no spare to take its place)"); a worker started again for that rank
+// joins the running job. Below min_workers the rank stays free for a new
+// worker and the job waits.
+TEST(JobStateMachineElastic, WithoutSparesAnElasticJobStartsShortOfAMemberLostBeforeItFormed) {
   FakeClock clock;
-  JobStateMachine m(ElasticOptions(1, 2), NewJob(2), {}, clock.now());
+  JobStateMachine m(ElasticOptions(2, 3), NewJob(3), {}, clock.now());
   EXPECT_EQ(0, AdmittedRank(m.OnJoin(100, Ask(0, "w0"), clock.now())));
-  EXPECT_TRUE(m.OnWorkerExited(1, "worker 1 ended").empty());
-  EXPECT_EQ(JobPhase::kJoining, m.job().phase);
-  auto actions = m.OnJoin(101, Ask(-1, "w1-again"), clock.now());
-  EXPECT_EQ(1, AdmittedRank(actions));
+  EXPECT_TRUE(m.OnWorkerExited(1, "worker 1 ended").empty()) << "rank 2 is still to come";
+  auto actions = m.OnJoin(102, Ask(2, "w2"), clock.now());
   EXPECT_EQ(JobPhase::kRunning, m.job().phase);
+  auto roster = One<action::PublishRoster>(actions);
+  EXPECT_EQ((std::vector<int>{0, 2}), Ids(roster.members));
+  EXPECT_EQ("2 of 3 workers joined (rank 1 lost before the job formed; no spare to take its place)", roster.why);
+  actions = m.OnJoin(101, Ask(1, "w1-again"), clock.now());
+  EXPECT_EQ(3, AdmittedRank(actions)) << "a joiner of the running job, under a new id";
+  EXPECT_EQ((std::vector<int>{0, 2, 3}), Ids(One<action::PublishRoster>(actions).members));
+
+  FakeClock clock2;
+  JobStateMachine n(ElasticOptions(2, 2), NewJob(2), {}, clock2.now());
+  EXPECT_EQ(0, AdmittedRank(n.OnJoin(100, Ask(0, "w0"), clock2.now())));
+  EXPECT_TRUE(n.OnWorkerExited(1, "worker 1 ended").empty()) << "1 member is below min_workers 2";
+  EXPECT_EQ(JobPhase::kJoining, n.job().phase);
+  actions = n.OnJoin(101, Ask(-1, "w1-again"), clock2.now());
+  EXPECT_EQ(1, AdmittedRank(actions)) << "the free rank, for a new worker";
   EXPECT_EQ("all 2 workers joined", One<action::PublishRoster>(actions).why);
 }
 
@@ -599,7 +622,7 @@ TEST(JobStateMachineElastic, AWorkerEndedBeforeJoiningWithoutASpareLeavesItsRank
 // takes it; without one, the job waits (and its join timeout names rank 1).
 TEST(JobStateMachineElastic, ASpareComingAfterAMemberLostBeforeTheJobFormedFillsThePlace) {
   FakeClock clock2;
-  JobStateMachine n(ElasticOptions(1, 2), NewJob(2), {}, clock2.now());
+  JobStateMachine n(SpareOptions(1, 2), NewJob(2), {}, clock2.now());
   EXPECT_EQ(0, AdmittedRank(n.OnJoin(100, Ask(0, "w0"), clock2.now())));
   (void)n.OnConnectionLost(100, "reset");  // rank 0 lost; no spare yet
   EXPECT_EQ(1, AdmittedRank(n.OnJoin(101, Ask(1, "w1"), clock2.now())));
@@ -611,7 +634,7 @@ TEST(JobStateMachineElastic, ASpareComingAfterAMemberLostBeforeTheJobFormedFills
   EXPECT_EQ((std::vector<int>{1, 2}), Ids(One<action::PublishRoster>(actions).members));
 
   FakeClock clock3;
-  JobStateMachine o(ElasticOptions(1, 2), NewJob(2), {}, clock3.now());
+  JobStateMachine o(SpareOptions(1, 2, 2), NewJob(2), {}, clock3.now());
   EXPECT_EQ(2, AdmittedRank(o.OnJoin(300, SpareAsk(), clock3.now())));
   EXPECT_EQ(3, AdmittedRank(o.OnJoin(301, SpareAsk(), clock3.now())));
   EXPECT_EQ(0, AdmittedRank(o.OnJoin(100, Ask(0, "w0"), clock3.now())));

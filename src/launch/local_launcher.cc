@@ -777,15 +777,19 @@ class LocalLaunch {
   // its own by then means the job cannot start, and waiting out the
   // coordinator's join timeout would only hide why. (An async job's workers
   // come and go; a worker a fault was aimed at is the plan's business.)
-  // An elastic job's warm spares take the places of members lost before it
-  // formed (the coordinator's FillVacatedPlaces): up to cluster.spares such
-  // failures are theirs to cover, and a spare's own failure is KeepSpares'
+  // An elastic job does without members lost before it formed: its warm
+  // spares take their places (the coordinator's FillVacatedPlaces), or,
+  // without spares, it starts short of them while min_workers remain. So
+  // it fails at once only when more workers failed than that allows (every
+  // worker of a broken program fails within seconds, and its error should
+  // not wait for the join timeout); a spare's own failure is KeepSpares'
   // business (it starts another).
   std::optional<ChildFailure> FailureBeforeStart() const {
     if (job_started_ || async_) return std::nullopt;
-    const bool spares_cover = elastic_ && !spares_given_up_ &&
-                              static_cast<int64_t>(ranked_failures_before_start_.size()) <= cluster().spares;
-    if (!ranked_failures_before_start_.empty() && !spares_cover) return ranked_failures_before_start_.front();
+    const int64_t failed = static_cast<int64_t>(ranked_failures_before_start_.size());
+    const bool elastic_can_do_without = elastic_ && (cluster().spares > 0 ? !spares_given_up_ && failed <= cluster().spares
+                                                                          : failed <= cluster().workers - cluster().min_workers);
+    if (failed > 0 && !elastic_can_do_without) return ranked_failures_before_start_.front();
     if (first_own_failure_ && !elastic_) return first_own_failure_;
     if (decoder_index_) {
       if (auto code = children_->exit_code(*decoder_index_); code && *code != 0) {
@@ -802,7 +806,7 @@ class LocalLaunch {
   // worker; a message lost with the connection costs the join timeout, as
   // before.
   void TellExitsBeforeStart(coord::JobWatcher& watcher) {
-    if (!elastic_ || job_started_ || cluster().spares <= 0) return;
+    if (!elastic_ || job_started_) return;
     for (size_t r = 0; r < workers_.size(); ++r) {
       const size_t i = workers_[r];
       if (!children_->exit_code(i) || !told_exit_before_start_.insert(i).second) continue;

@@ -40,6 +40,7 @@ Status RunCoordinatorRole(const CoordinatorRoleOptions& a) {
   o.peer_timeout = k.peer_timeout();
   o.elastic = k.elastic;
   o.min_workers = static_cast<int>(k.min_workers);
+  o.spares = static_cast<int>(k.spares);
   o.max_workers = static_cast<int>(k.max_workers);
   if (job.config.mode == "async") {
     TENAX_ASSIGN_OR_RETURN(int64_t total, AsyncTotalSteps(job.config));

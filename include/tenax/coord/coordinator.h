@@ -52,6 +52,7 @@ struct CoordinatorOptions {
   bool elastic = false;
   int min_workers = 1;
   int max_workers = 0;  // 0 = world
+  int spares = 0;       // cluster.spares (JobStateOptions::spares)
   // Asynchronous jobs (mode "async", docs/async.md): the work queue lives
   // in the same state file; membership is elastic (workers come and go).
   bool async = false;
