@@ -537,8 +537,9 @@ TEST(JobStateMachineElastic, ASpareThatLeavesWhileTheJobFormsIsForgotten) {
 // A member lost before the job formed, with a spare waiting: the spare
 // takes its place at once and the first generation forms with it (it used
 // to wait the join timeout and fail: "only 2 of 3 workers joined"). The
-// roster's stable generation is 0: nobody trained yet, so the spare enters
-// as a first-generation member (its initial model, not a state copy).
+// roster is generation 1, the job's first: nobody trained yet, so the spare
+// enters as a first-generation member (its initial model, not a state
+// copy; worker_role.cc and elastic_member.cc decide on the generation).
 TEST(JobStateMachineElastic, ASpareTakesThePlaceOfAMemberLostBeforeTheJobFormed) {
   FakeClock clock;
   JobStateMachine m(SpareOptions(2, 3), NewJob(3), {}, clock.now());

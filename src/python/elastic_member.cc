@@ -148,11 +148,11 @@ ElasticMember::Admission ElasticMember::AwaitAdmission(std::chrono::milliseconds
     if (!roster.ok()) return roster.status().code() == StatusCode::kDeadlineExceeded ? Status() : roster.status();
     // Admitted, with the usual join time from now: into a running job (even
     // one that had not formed when it came), or, in the place of a member
-    // lost before the job formed, into its first generation (no generation
-    // formed yet: stable generation 0), where it enters with its initial
-    // model as the others do (worker_role.cc decides the same).
-    TENAX_RETURN_IF_ERROR(
-        Enter(e, *roster, roster->stable_generation() == 0, Deadline::After(options_.join_timeout)));
+    // lost before the job formed, into the job's first generation
+    // (generation 1), where it enters with its initial model as the others
+    // do (worker_role.cc decides the same, and says why not "no stable
+    // generation yet").
+    TENAX_RETURN_IF_ERROR(Enter(e, *roster, roster->generation() == 1, Deadline::After(options_.join_timeout)));
     out = kAdmitted;
     return Status();
   });

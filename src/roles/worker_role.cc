@@ -245,10 +245,12 @@ Result<WorkerOutcome> RunElasticWorker(const SyncJob& job, const coord::ClusterC
   // A spare admitted into a running job joins it (even one that waited
   // since before the first generation: its join reply then said generation
   // 0). One that takes the place of a member lost before the job formed is
-  // in the first generation: no generation formed yet (the roster's stable
-  // generation is 0), nobody trained, and it enters with its initial model
-  // as the others do.
-  const bool all_new = admitted_spare ? roster.stable_generation() == 0 : client.info().generation == 0;
+  // in the job's first generation, generation 1 (the coordinator admits a
+  // spare there only then): nobody trained, and it enters with its initial
+  // model as the others do. Not "no stable generation yet": a generation
+  // after a first one that some member never reported formed may follow
+  // steps already trained, and its joiners must take the live state.
+  const bool all_new = admitted_spare ? roster.generation() == 1 : client.info().generation == 0;
   opts.joined_running_job = !all_new;
   if (all_new && injected.sigstop_before_connect) {
     spdlog::warn("injected fault: stopping this member (SIGSTOP) before it connects to generation {}", view.generation);
