@@ -237,8 +237,9 @@ class JobStateMachine {
   // The launcher (a watcher) saw the process of worker `rank` end. Only
   // an elastic job that has not formed acts on it: a rank that is not a
   // member (it may never have joined, so there was no connection to lose)
-  // is vacated, and a waiting spare takes its place (FillVacatedPlaces).
-  // A member's own lost connection says the same, so that one is left to
+  // is vacated, and a waiting spare takes its place (FillVacatedPlaces), or
+  // without spares the job may start short of it (FormWhenFull). A
+  // member's own lost connection says the same, so that one is left to
   // OnConnectionLost.
   Actions OnWorkerExited(int rank, const std::string& reason);
   // Timers: held-back reports, lease renewal (every second), the join
@@ -296,7 +297,9 @@ class JobStateMachine {
   // members lost before it formed (vacated_), and the job forms once every
   // place is filled.
   void FillVacatedPlaces(Actions& out);
-  // The first generation, once `world` members are there (RankedCount).
+  // The first generation, once `world` members are there (RankedCount),
+  // or, in an elastic job without spares, once every place not vacated is
+  // taken and at least min_workers members are there.
   void FormWhenFull(Actions& out);
   void Refuse(ConnId to, std::string reason, Actions& out) const;
   std::vector<ConnId> ConnectedMembers() const;

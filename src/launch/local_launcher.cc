@@ -802,7 +802,8 @@ class LocalLaunch {
   // An elastic job's worker that ended before the job formed, killed by
   // the plan or on its own, may never have joined: the coordinator, which
   // had no connection of it to lose, hears it from here, and a waiting
-  // spare takes its place (JobStateMachine::OnWorkerExited). Once per
+  // spare takes its place or, without spares, the job starts short of it
+  // (JobStateMachine::OnWorkerExited). Once per
   // worker; a message lost with the connection costs the join timeout, as
   // before.
   void TellExitsBeforeStart(coord::JobWatcher& watcher) {

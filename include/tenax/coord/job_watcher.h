@@ -110,8 +110,9 @@ class JobWatcher {
   // Tells the coordinator that the process of worker `rank` ended before
   // the job formed (`reason`: how). An elastic job's coordinator then lets a
   // waiting spare take the place of a worker that may never have joined
-  // (the coordinator saw no connection of it to lose); other jobs ignore
-  // it. Best effort: the transport's status if it could not be sent.
+  // (the coordinator saw no connection of it to lose), or without spares
+  // starts short of it; other jobs ignore it. Best effort: the transport's
+  // status if it could not be sent.
   Status TellWorkerExited(int rank, const std::string& reason, Deadline deadline);
 
  private:
