@@ -768,25 +768,54 @@ TEST_F(ElasticClusterTest, AWarmSpareTakesAKilledAndAPreemptedMembersPlaceInTheG
   EXPECT_NE(std::string::npos, spare3.find("the job did not need it")) << spare3;
 }
 
-// A preemptible machine is as likely to go in a job's first seconds as
-// later. With cluster.spares = 1, worker 1 SIGKILLed by the plan at 0 s,
-// before it could join (a worker needs most of a second to load libtorch):
-// the coordinator never saw it, the launcher tells it the worker ended, and
-// the spare waiting beside the forming job takes its place in the first
-// generation, entering with its initial model as the others do. Before,
-// the job waited its join timeout and failed ("only 2 of 3 workers joined
-// ... (missing: rank 1)").
-TEST_F(ElasticClusterTest, AWarmSpareTakesThePlaceOfAWorkerLostBeforeTheJobFormed) {
-  ScratchDir dir;
-  std::string job_text = ReadText(WriteElasticJob(dir, "early", 3, 2, 3, 600));
-  job_text.replace(job_text.find("elastic = true\n"), 15, "elastic = true\nspares = 1\n");
+// `tenax run` of a 3-worker elastic job of 600 steps (min_workers 2) with
+// `spares` warm spares, whose plan SIGKILLs worker 1 at 0 s: before it can
+// join (a worker needs most of a second to load libtorch), so the
+// coordinator never sees it and only the launcher can say it ended.
+ProcessResult RunWithWorker1LostBeforeTheJobForms(const ScratchDir& dir, const std::string& name, int spares) {
+  std::string job_text = ReadText(WriteElasticJob(dir, name, 3, 2, 3, 600));
+  if (spares > 0) {
+    job_text.replace(job_text.find("elastic = true\n"), 15,
+                     "elastic = true\nspares = " + std::to_string(spares) + "\n");
+  }
   job_text += "[[faults]]\naction = \"kill\"\nworker = 1\nat_seconds = 0\n";
-  const std::string job = dir / "early-spare.toml";
+  const std::string job = dir / (name + "-early-kill.toml");
   {
     std::ofstream out(job);
     out << job_text;
   }
-  auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "run"});
+  return RunProcess({TenaxBinary(), "run", job, "--out", dir / "run"});
+}
+
+// What both early-loss runs must end with: all 600 steps in one generation
+// of `members`, and worker 0, worker 2, `also_log` (the spare's, if any)
+// and summary.json holding the same model and momentum. No child left.
+void ExpectOneGenerationOfTrainedBitIdentical(const ScratchDir& dir, const std::vector<int>& members,
+                                              const std::string& also_log) {
+  auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
+  ASSERT_FALSE(summary.is_discarded());
+  EXPECT_EQ(600, summary.value("steps", 0));
+  ASSERT_EQ(1u, summary["generations"].size()) << summary["generations"].dump();
+  EXPECT_EQ(members, summary["generations"][0]["members"].get<std::vector<int>>());
+  const std::string h = StateHash(ReadText(dir / "run/logs/worker-0.log"));
+  EXPECT_FALSE(h.empty());
+  EXPECT_EQ(h, StateHash(ReadText(dir / "run/logs/worker-2.log")));
+  if (!also_log.empty()) {
+    EXPECT_EQ(h, StateHash(ReadText(dir / ("run/logs/" + also_log))));
+  }
+  EXPECT_EQ(h, summary.value("state_hash", ""));
+  EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "children left running";
+}
+
+// A preemptible machine is as likely to go in a job's first seconds as
+// later. With cluster.spares = 1 and worker 1 lost before it joined, the
+// launcher tells the coordinator the worker ended, and the spare waiting
+// beside the forming job takes its place in the first generation, entering
+// with its initial model as the others do. Before, the job waited its join
+// timeout and failed ("only 2 of 3 workers joined ... (missing: rank 1)").
+TEST_F(ElasticClusterTest, AWarmSpareTakesThePlaceOfAWorkerLostBeforeTheJobFormed) {
+  ScratchDir dir;
+  auto r = RunWithWorker1LostBeforeTheJobForms(dir, "early", 1);
   ASSERT_EQ(0, r.exit_code) << r.err;
   EXPECT_NE(std::string::npos, r.err.find("generation 1: 3 workers (ranks 0, 2, 3): all 3 workers joined "
                                           "(spare 3 in place of rank 1, lost before the job formed)"))
@@ -794,48 +823,23 @@ TEST_F(ElasticClusterTest, AWarmSpareTakesThePlaceOfAWorkerLostBeforeTheJobForme
   EXPECT_NE(std::string::npos, r.err.find("spare 1: spare -> active (member 3 of generation 1)")) << r.err;
   auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
   ASSERT_FALSE(summary.is_discarded());
-  EXPECT_EQ(600, summary.value("steps", 0));
-  ASSERT_EQ(1u, summary["generations"].size()) << summary["generations"].dump();
-  EXPECT_EQ((std::vector<int>{0, 2, 3}), summary["generations"][0]["members"].get<std::vector<int>>());
   EXPECT_EQ(1, summary["spares"].value("admitted", 0)) << summary["spares"].dump();
   EXPECT_EQ(2, summary["spares"].value("started", 0)) << summary["spares"].dump();
-  // Every member, the spare too, ends with the same model and momentum.
-  const std::string h = StateHash(ReadText(dir / "run/logs/worker-0.log"));
-  EXPECT_FALSE(h.empty());
-  EXPECT_EQ(h, StateHash(ReadText(dir / "run/logs/worker-2.log")));
-  EXPECT_EQ(h, StateHash(ReadText(dir / "run/logs/spare-1.log")));
-  EXPECT_EQ(h, summary.value("state_hash", ""));
-  EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "children left running";
+  ExpectOneGenerationOfTrainedBitIdentical(dir, {0, 2, 3}, "spare-1.log");
 }
 
 // The same loss without spares: an elastic job does not wait for a member
-// that is gone. Worker 1 SIGKILLed by the plan at 0 s, before it joined:
-// once workers 0 and 2 are there the job starts with them (min_workers 2)
-// and trains to its end. Before, it waited its join timeout and failed.
+// that is gone. Once workers 0 and 2 are there the job starts with them
+// (min_workers 2) and trains to its end. Before, it waited its join
+// timeout and failed.
 TEST_F(ElasticClusterTest, WithoutSparesAnElasticJobStartsShortOfAWorkerLostBeforeItFormed) {
   ScratchDir dir;
-  std::string job_text = ReadText(WriteElasticJob(dir, "short", 3, 2, 3, 600));
-  job_text += "[[faults]]\naction = \"kill\"\nworker = 1\nat_seconds = 0\n";
-  const std::string job = dir / "short-start.toml";
-  {
-    std::ofstream out(job);
-    out << job_text;
-  }
-  auto r = RunProcess({TenaxBinary(), "run", job, "--out", dir / "run"});
+  auto r = RunWithWorker1LostBeforeTheJobForms(dir, "short", 0);
   ASSERT_EQ(0, r.exit_code) << r.err;
   EXPECT_NE(std::string::npos, r.err.find("generation 1: 2 workers (ranks 0, 2): 2 of 3 workers joined (rank 1 lost "
                                           "before the job formed; no spare to take its place)"))
       << r.err;
-  auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
-  ASSERT_FALSE(summary.is_discarded());
-  EXPECT_EQ(600, summary.value("steps", 0));
-  ASSERT_EQ(1u, summary["generations"].size()) << summary["generations"].dump();
-  EXPECT_EQ((std::vector<int>{0, 2}), summary["generations"][0]["members"].get<std::vector<int>>());
-  const std::string h = StateHash(ReadText(dir / "run/logs/worker-0.log"));
-  EXPECT_FALSE(h.empty());
-  EXPECT_EQ(h, StateHash(ReadText(dir / "run/logs/worker-2.log")));
-  EXPECT_EQ(h, summary.value("state_hash", ""));
-  EXPECT_TRUE(ProcessesMentioning(dir / "run").empty()) << "children left running";
+  ExpectOneGenerationOfTrainedBitIdentical(dir, {0, 2}, "");
 }
 
 // A replacement started as the job ends finds no job to join (it may still

@@ -42,20 +42,23 @@ def run(job_text, tmp_path, timeout=300):
     return p.returncode, text, out
 
 
-def elastic_job(command, faults=""):
+def elastic_job(command, faults="", workers=3, steps=STEPS, job_id="python-run-test", max_workers=4):
+    """An elastic job of `workers` members of `command` (1 to `max_workers`),
+    trained for `steps`; `faults` is appended (a fault plan, or any tables
+    that follow [report])."""
     return f"""mode = "sync"
 [cluster]
-workers = 3
-job_id = "python-run-test"
+workers = {workers}
+job_id = "{job_id}"
 elastic = true
 min_workers = 1
-max_workers = 4
+max_workers = {max_workers}
 peer_timeout_seconds = 4
 join_timeout_seconds = 60
 [worker]
 command = {json.dumps(command)}
 [train]
-max_steps = {STEPS}
+max_steps = {steps}
 [report]
 html = false
 {faults}"""
@@ -292,25 +295,10 @@ def test_a_python_member_moves_live_off_a_host_whose_links_degrade(tmp_path):
     and the migrant end bit-identical."""
     command = [sys.executable, str(SCRIPT), "--train-limit", "4096", "--test-limit", "500", "--model", "linear",
                "--log-every", "50"]
-    job = f"""mode = "sync"
-[cluster]
-workers = 2
-job_id = "python-migrate"
-elastic = true
-min_workers = 1
-peer_timeout_seconds = 5
-join_timeout_seconds = 60
-step_timeout_seconds = 30
-[worker]
-command = {json.dumps(command)}
-[train]
-max_steps = 1500
-[report]
-html = false
-[topology]
+    job = elastic_job(command, workers=2, max_workers=2, steps=1500, job_id="python-migrate", faults="""[topology]
 mode = "loopback"
-hosts = [ {{ name = "a1", zone = "za" }}, {{ name = "a2", zone = "za" }}, {{ name = "a3", zone = "za" }} ]
-same_zone = {{ delay_ms = 0.0, bandwidth_gbps = 10 }}
+hosts = [ { name = "a1", zone = "za" }, { name = "a2", zone = "za" }, { name = "a3", zone = "za" } ]
+same_zone = { delay_ms = 0.0, bandwidth_gbps = 10 }
 [placement]
 probe_seconds = 2
 migrate = true
@@ -324,7 +312,7 @@ delay_ms = 20
 seconds = 3600
 worker = 1
 at_step = 40
-"""
+""")
     code, text, out = run(job, tmp_path)
     assert code == 0, text
     s = json.loads((out / "summary.json").read_text())
