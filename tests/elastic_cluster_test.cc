@@ -772,13 +772,15 @@ TEST_F(ElasticClusterTest, AWarmSpareTakesAKilledAndAPreemptedMembersPlaceInTheG
 // `spares` warm spares, whose plan SIGKILLs worker 1 at 0 s: before it can
 // join (a worker needs most of a second to load libtorch), so the
 // coordinator never sees it and only the launcher can say it ended.
-ProcessResult RunWithWorker1LostBeforeTheJobForms(const ScratchDir& dir, const std::string& name, int spares) {
+// `more_faults` (TOML) is appended to the plan.
+ProcessResult RunWithWorker1LostBeforeTheJobForms(const ScratchDir& dir, const std::string& name, int spares,
+                                                  const std::string& more_faults = "") {
   std::string job_text = ReadText(WriteElasticJob(dir, name, 3, 2, 3, 600));
   if (spares > 0) {
     job_text.replace(job_text.find("elastic = true\n"), 15,
                      "elastic = true\nspares = " + std::to_string(spares) + "\n");
   }
-  job_text += "[[faults]]\naction = \"kill\"\nworker = 1\nat_seconds = 0\n";
+  job_text += "[[faults]]\naction = \"kill\"\nworker = 1\nat_seconds = 0\n" + more_faults;
   const std::string job = dir / (name + "-early-kill.toml");
   {
     std::ofstream out(job);
@@ -840,6 +842,26 @@ TEST_F(ElasticClusterTest, WithoutSparesAnElasticJobStartsShortOfAWorkerLostBefo
                                           "before the job formed; no spare to take its place)"))
       << r.err;
   ExpectOneGenerationOfTrainedBitIdentical(dir, {0, 2}, "");
+}
+
+// The coordinator SIGKILLed after the launcher told it of worker 1's
+// loss, and restarted on its state file, all before the job formed (the
+// workers are still loading libtorch at 0.4 s): the restarted coordinator
+// must learn the lost place again, or it waits its join timeout for rank
+// 1 and fails the job ("only 2 of 3 workers joined within 30 s (missing:
+// rank 1)"), as it did before the launcher told it again.
+TEST_F(ElasticClusterTest, ACoordinatorRestartedBeforeTheJobFormsLearnsAgainOfAWorkerLostBeforeIt) {
+  ScratchDir dir;
+  auto r = RunWithWorker1LostBeforeTheJobForms(dir, "restarted", 1,
+                                               "[[faults]]\naction = \"kill\"\ncoordinator = true\nat_seconds = 0.4\n"
+                                               "[[faults]]\naction = \"restart\"\ncoordinator = true\n"
+                                               "at_seconds = 0.4\ndelay_seconds = 0.3\n");
+  ASSERT_EQ(0, r.exit_code) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("fault: restarted the coordinator")) << r.err;
+  EXPECT_NE(std::string::npos, r.err.find("generation 1: 3 workers (ranks 0, 2, 3): all 3 workers joined "
+                                          "(spare 3 in place of rank 1, lost before the job formed)"))
+      << r.err;
+  ExpectOneGenerationOfTrainedBitIdentical(dir, {0, 2, 3}, "spare-1.log");
 }
 
 // A replacement started as the job ends finds no job to join (it may still

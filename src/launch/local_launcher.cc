@@ -873,6 +873,10 @@ class LocalLaunch {
         }
         watcher = std::move(*again);
         watched_restart = faults_->coordinator_restarts();
+        // A restarted coordinator resumes from its state file, which holds
+        // no place lost before the job formed: tell it those exits again
+        // (it ignores one it knows, and any once the job has formed).
+        told_exit_before_start_.clear();
         continue;
       }
       if (!event.ok() && !children_->exit_code(coordinator_index_) && watcher_reconnects < kMaxWatcherReconnects) {
