@@ -4,7 +4,8 @@
 // from the round's seed:
 //  - elastic: sync elastic, 4 workers, the data in an erasure-coded store of
 //    6 nodes (RS 4+2); workers SIGKILLed, preempted, SIGSTOPped then
-//    SIGCONTed, each replaced by a joiner; a data node SIGKILLed (its disk
+//    SIGCONTed, each replaced by a joiner (in a quarter of the rounds a
+//    third worker SIGKILLed at 0 s, before the job forms); a data node SIGKILLed (its disk
 //    wiped or not; at most the code's 2 at once); the coordinator SIGKILLed
 //    and restarted, sometimes at the step a joiner is started (inside its
 //    join's window);
@@ -148,7 +149,19 @@ Plan ElasticPlan(std::mt19937_64& rng, const Kind& k) {
   Plan p;
   std::vector<int64_t> workers = {0, 1, 2, 3};
   std::shuffle(workers.begin(), workers.end(), rng);
-  std::uniform_int_distribution<int> what(0, 2), coin(0, 1);
+  std::uniform_int_distribution<int> what(0, 2), coin(0, 1), one_in_four(0, 3);
+  // A quarter of the rounds lose a worker before the job forms (a Spot
+  // machine reclaimed in the job's first second): SIGKILLed at 0 s, while
+  // it still loads libtorch; a spare takes its place in the first
+  // generation, or the job starts short of it and the joiner started 1 s
+  // later takes the place (docs/elastic.md, "A member lost before the job
+  // formed").
+  if (one_in_four(rng) == 0) {
+    p.text += Entry(fmt::format("action = \"kill\"\nworker = {}\nat_seconds = 0\n", workers[3]));
+    p.text += Entry("action = \"restart\"\nat_seconds = 0\ndelay_seconds = 1\n");
+    ++p.planned["worker kill before the job formed"];
+    ++p.planned["joiner start"];
+  }
   // Two worker faults, each replaced by a joiner; the second keeps at least
   // min_workers (2) running.
   std::vector<int64_t> restart_steps;
@@ -287,6 +300,8 @@ std::string FaultKind(const nlohmann::json& f) {
     kind = "server " + action;
   } else if (action == "restart") {
     kind = "joiner start";  // a new worker
+  } else if (action == "kill" && f.contains("at_seconds")) {
+    kind = "worker kill before the job formed";  // the only worker fault planned by time
   } else {
     kind = "worker " + action;  // one of the launcher's workers or a joiner
   }

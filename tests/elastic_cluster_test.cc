@@ -827,6 +827,12 @@ TEST_F(ElasticClusterTest, AWarmSpareTakesThePlaceOfAWorkerLostBeforeTheJobForme
   ASSERT_FALSE(summary.is_discarded());
   EXPECT_EQ(1, summary["spares"].value("admitted", 0)) << summary["spares"].dump();
   EXPECT_EQ(2, summary["spares"].value("started", 0)) << summary["spares"].dump();
+  // The report says what the kill cost: nothing re-formed, the job formed without it.
+  ASSERT_FALSE(summary["faults"].empty()) << summary.dump();
+  EXPECT_EQ("the job formed without it as generation 1 of 3 workers (all 3 workers joined (spare 3 in place of rank 1, "
+            "lost before the job formed))",
+            summary["faults"][0].value("reaction", ""))
+      << summary["faults"].dump();
   ExpectOneGenerationOfTrainedBitIdentical(dir, {0, 2, 3}, "spare-1.log");
 }
 

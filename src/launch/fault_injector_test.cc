@@ -452,6 +452,83 @@ TEST(FaultInjectorTest, AWorkerThatFailsOnItsOwnIsFailedWithItsLogNotKilled) {
   EXPECT_EQ(record.value("detail", ""), "exited with code 2: tenax worker: error: the catalog is locked");
 }
 
+// A worker the plan SIGSTOPs hangs; the others drop it (a new generation
+// without it) and go on. SIGCONTed later, it learns it was removed and
+// exits 2 ("rank 0 was removed from job ..."). That exit is the plan's
+// doing: it "left", and summary.json lists no failure of its own (the
+// soak's rounds listed one for every stop and cont). A stopped worker that
+// no generation dropped, continued and then failing, still failed on its
+// own.
+TEST(FaultInjectorTest, AStoppedWorkerDroppedByTheGroupLeavesOnWakingWithoutFailingOnItsOwn) {
+  testing::ScratchDir dir;
+  std::map<std::string, std::string> last;
+  RunMonitor monitor(dir / "metrics.jsonl", {{}, [&](const std::vector<WorkerStatus>& ws) {
+                       for (const auto& w : ws) last[w.name] = w.state + ": " + w.detail;
+                     }});
+  const pid_t p0 = 4000001, p1 = 4000002, p2 = 4000003;  // no such processes: the monitor only reads records
+  monitor.AddWorker("worker 0", p0, "");
+  monitor.AddWorker("worker 1", p1, "");
+  monitor.AddWorker("worker 2", p2, "");
+  auto name = [](pid_t p) { return "h/" + std::to_string(p); };
+  monitor.OnGeneration({1, {0, 1, 2}, {{0, name(p0)}, {1, name(p1)}, {2, name(p2)}}, "first generation: 3 workers"});
+  for (auto [w, p] : {std::pair{0, p0}, std::pair{1, p1}}) {
+    monitor.OnFaultRecord(
+        nlohmann::json{{"event", "fault"}, {"action", "stop"}, {"worker", w}, {"pid", p}, {"step", 5 + w}});
+  }
+  // Worker 0 is dropped while it hangs; worker 1 is woken before anyone noticed.
+  monitor.OnGeneration({2, {1, 2}, {{1, name(p1)}, {2, name(p2)}}, "rank 0 lost: silent for 3000 ms"});
+  EXPECT_EQ("stopped: SIGSTOP: hangs; not in generation 2", last["worker 0"]);
+  for (auto [w, p] : {std::pair{0, p0}, std::pair{1, p1}}) {
+    monitor.OnFaultRecord(
+        nlohmann::json{{"event", "fault"}, {"action", "cont"}, {"worker", w}, {"pid", p}, {"step", 40}});
+  }
+  EXPECT_EQ("left: SIGCONT: generation 2 dropped it while it was stopped; it leaves", last["worker 0"]);
+  EXPECT_EQ("active: SIGCONT", last["worker 1"]);
+  EXPECT_FALSE(monitor.OnExit(p0, 2, "tenax worker: error: rank 0 was removed from job 'j' (failed)"));
+  EXPECT_TRUE(monitor.OnExit(p1, 3, "tenax worker: error: the catalog is locked"));
+  EXPECT_EQ("failed: exited with code 3: tenax worker: error: the catalog is locked", last["worker 1"]);
+  const nlohmann::json faults = monitor.FaultsWithReactions();
+  std::vector<std::string> unplanned;
+  for (const auto& f : faults) {
+    if (f.value("source", "") == "unplanned") unplanned.push_back(f.value("fault", ""));
+  }
+  EXPECT_EQ((std::vector<std::string>{"worker 1 failed on its own (exit code 3)"}), unplanned) << faults.dump(2);
+}
+
+// The coordinator SIGKILLed and restarted by the plan: its members keep
+// their generation meanwhile, so the generation that forms next (here a
+// worker's kill, later) is not the coordinator's reaction; the launcher
+// following the restarted coordinator is. Before, summary.json answered
+// "kill the coordinator" with "the other 2 workers re-formed as generation
+// 2 ... (rank 0 lost)".
+TEST(FaultInjectorTest, ACoordinatorKillIsAnsweredByItsRestartNotByAnotherFaultsGeneration) {
+  testing::ScratchDir dir;
+  RunMonitor monitor(dir / "metrics.jsonl", {});
+  const pid_t p0 = 4000001, p1 = 4000002, p2 = 4000003, coordinator = 4000009, restarted = 4000010;
+  monitor.AddWorker("worker 0", p0, "");
+  monitor.AddWorker("worker 1", p1, "");
+  monitor.AddWorker("worker 2", p2, "");
+  auto name = [](pid_t p) { return "h/" + std::to_string(p); };
+  monitor.OnGeneration({1, {0, 1, 2}, {{0, name(p0)}, {1, name(p1)}, {2, name(p2)}}, "first generation: 3 workers"});
+  monitor.OnFaultRecord(nlohmann::json{
+      {"event", "fault"}, {"action", "kill"}, {"coordinator", true}, {"pid", coordinator}, {"step", 100}});
+  monitor.OnFaultRecord(nlohmann::json{
+      {"event", "fault"}, {"action", "restart"}, {"coordinator", true}, {"pid", restarted}, {"step", 100}});
+  monitor.OnCoordinatorFollowed();
+  monitor.OnFaultRecord(nlohmann::json{{"event", "fault"}, {"action", "kill"}, {"worker", 0}, {"pid", p0}, {"step", 150}});
+  monitor.OnGeneration({2, {1, 2}, {{1, name(p1)}, {2, name(p2)}}, "rank 0 lost"});
+  const nlohmann::json faults = monitor.FaultsWithReactions();
+  ASSERT_EQ(3u, faults.size()) << faults.dump(2);
+  EXPECT_EQ("kill the coordinator", faults[0].value("fault", ""));
+  EXPECT_EQ(0u, faults[0].value("reaction", "").find("restarted on its state file; the launcher followed it "))
+      << faults[0].dump(2);
+  EXPECT_TRUE(faults[0].value("recovered", false));
+  EXPECT_EQ("restart the coordinator", faults[1].value("fault", ""));
+  EXPECT_EQ("it resumed the job from its state file; the launcher followed it", faults[1].value("reaction", ""));
+  EXPECT_EQ("kill worker 0", faults[2].value("fault", ""));
+  EXPECT_EQ("the other 2 workers re-formed as generation 2 and went on (rank 0 lost)", faults[2].value("reaction", ""));
+}
+
 // summary.json's faults: the injector's records with their reactions, and
 // past them the reactions alone (a worker's own failure, with no step).
 // Every entry is valid JSON with the reaction's fields; nothing is made up

@@ -977,6 +977,7 @@ class LocalLaunch {
       auto watcher = coord::JobWatcher::Connect(wo, Deadline::After(1s).Earlier(deadline));
       if (watcher.ok()) {
         Notice("following the restarted coordinator on " + coordinator_);
+        monitor_->OnCoordinatorFollowed();
         return watcher;
       }
       last = watcher.status();

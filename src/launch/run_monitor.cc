@@ -147,7 +147,13 @@ void RunMonitor::OnFaultRecord(nlohmann::json record) {
   if (action == "kill") SetState(*w, "killed", "SIGKILL at step " + std::to_string(fault->step));
   if (action == "preempt") SetState(*w, "preempted", "notice (SIGTERM): leaves at the next step boundary");
   if (action == "stop") SetState(*w, "stopped", "SIGSTOP: hangs");
-  if (action == "cont") SetState(*w, "active", "SIGCONT");
+  if (action == "cont" && w->dropped_while_stopped > 0) {
+    // Woken, it learns that it was removed and exits (OnExit: not a failure).
+    SetState(*w, "left", fmt::format("SIGCONT: generation {} dropped it while it was stopped; it leaves",
+                                     w->dropped_while_stopped));
+  } else if (action == "cont") {
+    SetState(*w, "active", "SIGCONT");
+  }
 }
 
 void RunMonitor::OnGeneration(const coord::JobGeneration& g) {
@@ -172,8 +178,16 @@ void RunMonitor::OnGeneration(const coord::JobGeneration& g) {
     if (!member && (w.status.state == "active" || w.status.state == "slow" || w.status.state == "preempted")) {
       SetState(w, "left", "not in generation " + std::to_string(g.generation));
     }
+    // Stopped by the plan while a member, and dropped by this generation.
+    const bool was_member = generations_.size() >= 2 && HasMember(generations_[generations_.size() - 2].record, w.pid);
+    if (!member && was_member && w.status.state == "stopped" && w.dropped_while_stopped == 0) {
+      w.dropped_while_stopped = g.generation;
+      SetState(w, "stopped", "SIGSTOP: hangs; not in generation " + std::to_string(g.generation));
+    }
   }
 }
+
+void RunMonitor::OnCoordinatorFollowed() { coordinator_followed_.push_back(Now()); }
 
 void RunMonitor::OnProgress() {
   if (!generations_.empty()) return;
@@ -203,6 +217,11 @@ bool RunMonitor::OnExit(pid_t pid, int code, const std::string& why) {
   if (!w || w->status.state == "killed" || w->status.state == "left" || w->status.state == "done") return false;
   if (w->status.state == "preempted") {
     SetState(*w, "left", "exited with code " + std::to_string(code) + " after its notice");
+    return false;
+  }
+  if (w->dropped_while_stopped > 0) {
+    SetState(*w, "left", fmt::format("exited with code {} on waking: generation {} dropped it while it was stopped{}",
+                                     code, w->dropped_while_stopped, why.empty() ? "" : " (" + why + ")"));
     return false;
   }
   if (code == 0) return false;
@@ -314,6 +333,19 @@ nlohmann::json RunMonitor::ReactionToFault(const Timed<records::Fault>& f) const
     } else {
       entry["reaction"] = "training read around the lost chunks (degraded reads); no recovery finished";
     }
+  } else if (r.coordinator) {
+    // Its members keep their generation while it is away (a restart
+    // resumes from its state file), so no generation is its reaction: a
+    // later one is some other fault's. The launcher following the
+    // restarted coordinator is.
+    auto back = std::find_if(coordinator_followed_.begin(), coordinator_followed_.end(),
+                             [&](double t) { return t >= f.time; });
+    if (back != coordinator_followed_.end() && action == "kill") {
+      recovered(*back, fmt::format("restarted on its state file; the launcher followed it {:.1f} s after the kill",
+                                   *back - f.time));
+    } else if (back != coordinator_followed_.end()) {
+      recovered(*back, "it resumed the job from its state file; the launcher followed it");
+    }
   } else if (action == "restart") {
     const Event* g = FirstGenerationAfter(f.time, [&](const nlohmann::json& gen) { return HasMember(gen, pid); });
     if (g) {
@@ -322,7 +354,14 @@ nlohmann::json RunMonitor::ReactionToFault(const Timed<records::Fault>& f) const
     }
   } else if (action == "kill" || action == "preempt" || action == "stop") {
     const Event* g = FirstGenerationAfter(f.time, [&](const nlohmann::json& gen) { return !HasMember(gen, pid); });
-    if (g) recovered(g->time, Reformed(g->record));
+    if (g && g->record.value("number", 0) == 1 && !r.coordinator) {
+      // Lost before the job formed: nothing re-formed, the job formed without it.
+      const size_t n = g->record["members"].size();
+      recovered(g->time, fmt::format("the job formed without it as generation 1 of {} worker{} ({})", n,
+                                     n == 1 ? "" : "s", g->record.value("why", std::string())));
+    } else if (g) {
+      recovered(g->time, Reformed(g->record));
+    }
   } else if (action == "cont") {
     recovered(f.time, "resumed");
   } else if (action == "drop_link" || action == "slow_link" || action == "partition") {

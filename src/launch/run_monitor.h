@@ -63,10 +63,15 @@ class RunMonitor {
   // An async job's work-queue counts (polled by the launcher): a line per
   // lease that expired, unit re-issued and result rejected since the last.
   void OnQueueCounts(const coord::WorkQueueCounts& counts);
+  // The launcher follows the job's coordinator again after the plan
+  // restarted it: the reaction to that kill and that restart.
+  void OnCoordinatorFollowed();
   // A child exited with `code`. A worker no fault was aimed at that exits
   // non-zero failed on its own: state "failed", with `why` (the end of its
   // log) as the detail, and true is returned so the launcher can name it
-  // if the job then fails. False for planned exits and other children.
+  // if the job then fails. False for planned exits and other children,
+  // and for a worker the plan stopped that a generation dropped while it
+  // hung: it "left" (exiting on waking is how it leaves).
   bool OnExit(pid_t pid, int code, const std::string& why = "");
   // Reads the job's new events from metrics.jsonl (at most every 200 ms).
   void Poll();
@@ -89,6 +94,10 @@ class RunMonitor {
     WorkerStatus status;
     pid_t pid = 0;
     bool spare_ready = false;  // a spare's "spare_waiting" record was read
+    // The plan SIGSTOPped it and a generation formed without it: woken
+    // (SIGCONT), it learns it was removed and exits; that exit is the
+    // plan's doing, not a failure of its own.
+    int64_t dropped_while_stopped = 0;  // the generation that dropped it; 0: none
   };
   struct Event {  // what the reactions are computed from
     double time = 0;
@@ -128,6 +137,7 @@ class RunMonitor {
   double last_poll_ = 0;
   std::vector<Timed<records::Fault>> faults_;  // the injector's fired faults
   std::vector<Event> generations_;  // {"number", "members", "why", "names"}
+  std::vector<double> coordinator_followed_;  // OnCoordinatorFollowed's times (unix seconds)
   std::vector<Timed<records::Straggler>> stragglers_;  // the job's straggler records
   std::vector<Timed<records::Recovery>> recoveries_;   // the job's recovery records
   std::vector<Event> own_failures_;  // {"worker", "pid", "code", "why"}: OnExit's failures
