@@ -547,6 +547,37 @@ TEST_F(ElasticClusterTest, TheCoordinatorKilledWithAWorkerIsRestartedAndTheSurvi
   EXPECT_EQ(StateHash(c.worker("w0").stderr_text()), StateHash(c.worker("w2").stderr_text()));
 }
 
+// The coordinator lost as the job ends: SIGKILLed (TENAX_TEST_SIGKILL_ON_DONE)
+// when the first Done arrives, before it stored it. The workers, done
+// training, wait for its acknowledgement, rejoin the restarted coordinator
+// and tell it again, so it ends the job (exit 0). Before, they exited as
+// soon as the Done was sent, and the restarted coordinator waited its join
+// timeout for ranks that were gone and failed the job ("did not reconnect
+// to the restarted coordinator within the join timeout"), as a soak round
+// of a fixed sync job did.
+TEST_F(ElasticClusterTest, ACoordinatorLostAsTheWorkersReportDoneIsToldAgainOnceRestarted) {
+  ScratchDir dir;
+  setenv("TENAX_TEST_SIGKILL_ON_DONE", "1", 1);
+  ElasticCluster c(dir, WriteElasticJob(dir, "done", 2, 1, 2, 300));
+  unsetenv("TENAX_TEST_SIGKILL_ON_DONE");
+  ASSERT_TRUE(c.ok()) << c.coordinator().stderr_text();
+  Child& w0 = c.Start("w0", 0);
+  Child& w1 = c.Start("w1", 1);
+  EXPECT_EQ(128 + SIGKILL, c.coordinator().Wait()) << c.coordinator().stderr_text();
+  ASSERT_TRUE(c.RestartCoordinator()) << c.coordinator().stderr_text();
+  EXPECT_EQ(0, w0.Wait()) << w0.stderr_text();
+  EXPECT_EQ(0, w1.Wait()) << w1.stderr_text();
+  EXPECT_EQ(0, c.coordinator().Wait()) << c.coordinator().stderr_text();
+  const std::string log = c.coordinator().stderr_text();
+  EXPECT_NE(std::string::npos, log.find("rank 0 finished")) << log;
+  EXPECT_NE(std::string::npos, log.find("rank 1 finished")) << log;
+  auto summary = c.Summary();
+  EXPECT_EQ(300, summary.value("steps", 0)) << summary.dump();
+  const std::string h = StateHash(w0.stderr_text());
+  EXPECT_FALSE(h.empty());
+  EXPECT_EQ(h, StateHash(w1.stderr_text()));
+}
+
 // Inside a join's window: the coordinator is SIGKILLed right after it
 // admitted a joiner and published the generation that takes it in, while
 // the members re-form and the joiner reads its state. The restarted

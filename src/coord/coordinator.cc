@@ -1,6 +1,7 @@
 #include "tenax/coord/coordinator.h"
 
 #include <spdlog/spdlog.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include <optional>
@@ -87,6 +88,9 @@ class Coordinator {
   MetricsEndpoint* metrics_;  // nullptr: metrics off
   SteadyClock::time_point next_publish_{}, next_counts_{};
   std::optional<WorkQueueCounts> counts_, sent_counts_;
+
+ public:
+  bool sigkill_on_first_done = false;  // CoordinatorOptions' test seam
 };
 
 void Coordinator::PublishMetrics(bool now) {
@@ -212,6 +216,10 @@ std::optional<Status> Coordinator::Apply(const Actions& actions, const net::Cont
       d.set_summary_json(a.summary_json);
       if (async_) async_->TellShards(kDoneKind, d.SerializeAsString());
       SendAll(a.to, kDoneKind, d.SerializeAsString());
+    } else if constexpr (std::is_same_v<T, action::AckDone>) {
+      wire::Done d;
+      d.set_rank(static_cast<uint32_t>(a.rank));  // its own rank: "your Done is recorded"
+      Send(a.to, kDoneKind, d.SerializeAsString());
     } else if constexpr (std::is_same_v<T, action::Stop>) {
       return a.verdict;
     } else {
@@ -272,6 +280,7 @@ Actions Coordinator::Handle(const net::ControlMessage& m) {
       if (!member) return {};
       auto d = DecodeDone(m.payload, label);
       if (!d.ok()) return refuse(d.status());
+      if (sigkill_on_first_done) ::raise(SIGKILL);  // test seam (CoordinatorOptions)
       if (async_) async_->OnMemberDone(MemberLabel(m.from));
       return machine_.OnDone(m.from, d->summary_json());
     }
@@ -427,6 +436,7 @@ Status RunCoordinator(const CoordinatorOptions& o) {
   ProgressBook book(job.job_id, o.async, o.async ? o.total_steps : 0);
   JobStateMachine machine(so, std::move(job), std::move(members), Now());
   Coordinator c(*node, *store, std::move(machine), std::move(async), o.services, std::move(book), metrics.get());
+  c.sigkill_on_first_done = o.sigkill_on_first_done;
   return c.Serve();
 }
 

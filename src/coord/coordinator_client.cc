@@ -189,9 +189,26 @@ Status CoordinatorClient::ReportDone(const std::string& summary_json, Deadline d
   wire::Done d;
   d.set_rank(static_cast<uint32_t>(info_.rank));
   d.set_summary_json(summary_json);
+  const std::string what = "could not tell the coordinator that rank " + std::to_string(info_.rank) + " finished";
   while (true) {
-    if (Usable() && node_.SendControl(peer_, kDoneKind, d.SerializeAsString(), deadline).ok()) return Status::Ok();
-    if (deadline.Expired()) return DeadlineExceeded("could not tell the coordinator that rank " + std::to_string(info_.rank) + " finished");
+    // Sent is not recorded: a coordinator SIGKILLed before it stored the
+    // Done would resume, restarted, waiting for this rank until its join
+    // timeout and fail the job. So wait for its acknowledgement (a Done
+    // naming this rank, sent once stored), and tell a restarted one again.
+    if (Usable() && node_.SendControl(peer_, kDoneKind, d.SerializeAsString(), deadline).ok()) {
+      while (!deadline.Expired() && node_.PeerStatus(peer_).ok()) {
+        auto ack = node_.ReceiveControl(Deadline::After(100ms).Earlier(deadline), peer_, kDoneKind);
+        if (!ack.ok()) continue;
+        auto a = DecodeDone(ack->payload, "coordinator");
+        if (!a.ok()) return a.status();
+        if (a->rank() == static_cast<uint32_t>(info_.rank)) return Status::Ok();  // recorded
+      }
+    }
+    // A restarted coordinator that finished the job refuses the rejoin: it
+    // had every Done, this one included.
+    if (!failure_.ok() && failure_.message().find(kJobFinishedRefusal) != std::string::npos) return Status::Ok();
+    if (!failure_.ok()) return Status(failure_.code(), what + ": " + failure_.message());
+    if (deadline.Expired()) return DeadlineExceeded(what);
     node_.Progress();
     std::this_thread::sleep_for(50ms);  // pacing reconnect attempts
   }

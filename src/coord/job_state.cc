@@ -439,6 +439,7 @@ Actions JobStateMachine::OnDone(ConnId from, const std::string& summary_json) {
   MemberRecord& m = members_[*rank];
   m.state = MemberState::kDone;
   out.push_back(action::PutMember{m});
+  out.push_back(action::AckDone{from, *rank});  // after the PutMember: once it is stored
   if (!summary_json.empty()) done_summary_ = summary_json;
   spdlog::info("job {}: rank {} finished", job_.job_id, *rank);
   return out;

@@ -164,6 +164,13 @@ struct AnnounceDone {
   std::vector<ConnId> to;
   std::string summary_json;
 };
+// Tell member `rank` (on `to`) that its Done is recorded: sent after the
+// PutMember that stores it, so a member that has this may exit; one whose
+// coordinator was lost before sending it tells the restarted one again.
+struct AckDone {
+  ConnId to = 0;
+  int rank = 0;
+};
 // Serving is over: return `verdict` (OK, or FailedPrecondition naming the
 // failed rank).
 struct Stop {
@@ -174,7 +181,7 @@ struct Stop {
 using Action = std::variant<action::PutMember, action::RemoveMember, action::SetJobState, action::RenewLeases,
                             action::PutGeneration, action::SetStableGeneration,
                             action::Refuse, action::Admit, action::PublishRoster, action::AnnounceFailure,
-                            action::RelayProgress, action::AnnounceDone, action::Stop>;
+                            action::RelayProgress, action::AnnounceDone, action::AckDone, action::Stop>;
 using Actions = std::vector<Action>;
 
 struct JobStateOptions {

@@ -4,6 +4,7 @@
 #include "job_state.h"
 
 #include "tenax/coord/coord_codec.h"
+#include "tenax/coord/coordinator_client.h"
 
 #include <gtest/gtest.h>
 
@@ -246,6 +247,10 @@ TEST(JobStateMachine, DoneByEveryRankFinishesTheJobAndStopsOnceAllLeft) {
   EXPECT_TRUE(job.m.OnProgress(77).empty()) << "not a member";
   auto actions = job.m.OnDone(101, "{\"steps\": 60}");
   EXPECT_EQ(MemberState::kDone, One<action::PutMember>(actions).member.state);
+  // The member hears that its Done is recorded only after it is stored.
+  EXPECT_EQ(101u, One<action::AckDone>(actions).to);
+  EXPECT_EQ(1, One<action::AckDone>(actions).rank);
+  EXPECT_LT(IndexOf<action::PutMember>(actions), IndexOf<action::AckDone>(actions));
   EXPECT_TRUE(job.m.OnConnectionLost(101, "closed").empty()) << "done and gone is expected";
   actions = job.m.OnTimer(job.clock.Advance(10ms));
   EXPECT_TRUE(All<action::SetJobState>(actions).empty()) << "rank 0 is not done yet";
@@ -259,6 +264,11 @@ TEST(JobStateMachine, DoneByEveryRankFinishesTheJobAndStopsOnceAllLeft) {
   EXPECT_EQ("{\"steps\": 60}", done.summary_json);  // the last non-empty summary
   EXPECT_LT(IndexOf<action::SetJobState>(actions), IndexOf<action::AnnounceDone>(actions));
   EXPECT_TRUE(All<action::Stop>(actions).empty()) << "lingers while rank 0 and the watcher are connected";
+  // A rank rejoining it now (its Done was stored before a restart) hears
+  // that the job finished, in the words its client knows to mean "done".
+  const std::string finished = Refusal(job.m.OnJoin(9, Ask(-1, "z"), job.clock.now()));
+  EXPECT_EQ("job 'job-x' has already finished", finished);
+  EXPECT_NE(std::string::npos, finished.find(kJobFinishedRefusal));
   job.m.OnConnectionLost(100, "closed");
   EXPECT_TRUE(All<action::Stop>(job.m.OnTimer(job.clock.Advance(10ms))).empty()) << "the watcher";
   job.m.OnConnectionLost(50, "closed");

@@ -354,7 +354,7 @@ nlohmann::json RunMonitor::ReactionToFault(const Timed<records::Fault>& f) const
     }
   } else if (action == "kill" || action == "preempt" || action == "stop") {
     const Event* g = FirstGenerationAfter(f.time, [&](const nlohmann::json& gen) { return !HasMember(gen, pid); });
-    if (g && g->record.value("number", 0) == 1 && !r.coordinator) {
+    if (g && g->record.value("number", 0) == 1) {
       // Lost before the job formed: nothing re-formed, the job formed without it.
       const size_t n = g->record["members"].size();
       recovered(g->time, fmt::format("the job formed without it as generation 1 of {} worker{} ({})", n,

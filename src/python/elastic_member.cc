@@ -114,7 +114,7 @@ ElasticMember::Admission ElasticMember::AwaitAdmission(std::chrono::milliseconds
       }
       // The job ended before this spare came: it was not needed (the
       // coordinator's refusal, JobStateMachine::OnJoin).
-      if (st.code() == StatusCode::kRefused && st.message().find("has already finished") != std::string::npos) {
+      if (st.code() == StatusCode::kRefused && st.message().find(coord::kJobFinishedRefusal) != std::string::npos) {
         out = kJobOver;
         return Status();
       }

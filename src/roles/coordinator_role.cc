@@ -1,5 +1,8 @@
 #include "tenax/roles/coordinator_role.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "tenax/coord/coordinator.h"
 #include "tenax/core/log.h"
 #include "tenax/core/signals.h"
@@ -41,6 +44,7 @@ Status RunCoordinatorRole(const CoordinatorRoleOptions& a) {
   o.elastic = k.elastic;
   o.min_workers = static_cast<int>(k.min_workers);
   o.spares = static_cast<int>(k.spares);
+  if (const char* v = std::getenv("TENAX_TEST_SIGKILL_ON_DONE")) o.sigkill_on_first_done = std::string(v) == "1";
   o.max_workers = static_cast<int>(k.max_workers);
   if (job.config.mode == "async") {
     TENAX_ASSIGN_OR_RETURN(int64_t total, AsyncTotalSteps(job.config));

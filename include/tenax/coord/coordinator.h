@@ -53,6 +53,10 @@ struct CoordinatorOptions {
   int min_workers = 1;
   int max_workers = 0;  // 0 = world
   int spares = 0;       // cluster.spares (JobStateOptions::spares)
+  // Test seam (TENAX_TEST_SIGKILL_ON_DONE=1, `tenax coordinator`): SIGKILL
+  // this process when a member's first Done arrives, before it is stored or
+  // acknowledged: a coordinator lost as the job ends.
+  bool sigkill_on_first_done = false;
   // Asynchronous jobs (mode "async", docs/async.md): the work queue lives
   // in the same state file; membership is elastic (workers come and go).
   bool async = false;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "coord_wire.pb.h"
 #include "tenax/net/node.h"
@@ -24,6 +25,12 @@ struct JoinInfo {
   // gathering its first members, above 0 for a joiner of a running job.
   uint64_t generation = 0;
 };
+
+// What the coordinator's refusal of a join says when the job it serves
+// has finished (JobStateMachine::OnJoin: "job 'X' has already finished"):
+// a late spare or a rank whose Done was stored before a restart is not
+// needed, not failed.
+inline constexpr std::string_view kJobFinishedRefusal = "has already finished";
 
 class CoordinatorClient {
  public:
@@ -63,7 +70,11 @@ class CoordinatorClient {
   // Best effort: the coordinator may be restarting.
   void ReportProgress(const wire::Progress& progress);
   void ReportFailure(const std::string& reason);
-  // Delivered or DeadlineExceeded (retries a restarting coordinator).
+  // OK once the coordinator acknowledged it (a Done naming this rank, sent
+  // after it stored the rank as done), or refused a rejoin because the job
+  // has finished; a coordinator lost before acknowledging is rejoined
+  // when restarted and told again. DeadlineExceeded when neither came;
+  // the refusal of a rejoin otherwise.
   Status ReportDone(const std::string& summary_json, Deadline deadline);
   // Non-blocking: FailedPrecondition naming the failed rank if the
   // coordinator announced a failure; OK otherwise.
