@@ -327,8 +327,11 @@ Result<WorkerOutcome> RunFixedWorker(const SyncJob& job, const coord::ClusterCon
 
   // Nobody leaves while others may still address it.
   TENAX_RETURN_IF_ERROR(group->Barrier(Deadline::After(job.config.cluster.step_timeout())));
+  // A deadline of its own: the join deadline has long passed in a job that
+  // trained for longer (ReportDone waits for the coordinator's
+  // acknowledgement, and would give up at once).
   TENAX_RETURN_IF_ERROR(client.ReportDone(rank == 0 ? outcome.train.summary.dump() : "",
-                                          join_deadline.Earlier(Deadline::After(std::chrono::seconds(30)))));
+                                          Deadline::After(std::chrono::seconds(30))));
   return outcome;
 }
 
