@@ -25,9 +25,14 @@ std::string TargetOf(const records::Fault& f) {
 }
 
 // The reaction to a member lost: "the other 3 workers re-formed as
-// generation 4 and went on (rank 2 lost ...)".
+// generation 4 and went on (rank 2 lost ...)"; lost before the job formed
+// (generation 1), nothing re-formed: "the job formed without it as ...".
 std::string Reformed(const nlohmann::json& generation) {
   const size_t n = generation["members"].size();
+  if (generation.value("number", 0) == 1) {
+    return fmt::format("the job formed without it as generation 1 of {} worker{} ({})", n, n == 1 ? "" : "s",
+                       generation.value("why", std::string()));
+  }
   return fmt::format("the other {} worker{} re-formed as generation {} and went on ({})", n, n == 1 ? "" : "s",
                      generation.value("number", 0), generation.value("why", std::string()));
 }
@@ -354,14 +359,7 @@ nlohmann::json RunMonitor::ReactionToFault(const Timed<records::Fault>& f) const
     }
   } else if (action == "kill" || action == "preempt" || action == "stop") {
     const Event* g = FirstGenerationAfter(f.time, [&](const nlohmann::json& gen) { return !HasMember(gen, pid); });
-    if (g && g->record.value("number", 0) == 1) {
-      // Lost before the job formed: nothing re-formed, the job formed without it.
-      const size_t n = g->record["members"].size();
-      recovered(g->time, fmt::format("the job formed without it as generation 1 of {} worker{} ({})", n,
-                                     n == 1 ? "" : "s", g->record.value("why", std::string())));
-    } else if (g) {
-      recovered(g->time, Reformed(g->record));
-    }
+    if (g) recovered(g->time, Reformed(g->record));
   } else if (action == "cont") {
     recovered(f.time, "resumed");
   } else if (action == "drop_link" || action == "slow_link" || action == "partition") {
