@@ -189,19 +189,20 @@ TEST_F(AsyncClusterTest, TwoShardsMergeEveryUnitExactlyOnceAndTheModelLearns) {
   }
 }
 
-// async.average_tail = 0.5 with one worker: the finisher evaluates the mean
-// of the models it pulled for the units that start in the second half of
-// the job (steps 50, 60, 70, 80, 90 of 100) and the final one, six models,
-// and saves that model; with 0 it evaluates the final model alone.
-TEST_F(AsyncClusterTest, TailAveragingEvaluatesTheMeanOfTheModelsPulledInTheJobsTail) {
+// async.average_tail = 0.5: the finisher evaluates, and saves, each shard's
+// mean of its model after every merge of a unit that starts in the second
+// half of the job (steps 50, 60, 70, 80 and 90 of 100: five merges on each
+// shard), whichever of the two workers trained them and whichever
+// finishes; with 0 it evaluates the final model alone.
+TEST_F(AsyncClusterTest, TailAveragingEvaluatesTheShardsMeanOverEveryMergeOfTheJobsTail) {
   ScratchDir dir;
-  AsyncJob j{.name = "tail", .workers = 1, .max_steps = 100, .unit_steps = 10};
+  AsyncJob j{.name = "tail", .workers = 2, .max_steps = 100, .unit_steps = 10};
   j.async_keys = "average_tail = 0.5\n";
   auto r = RunAsyncJob(dir, j);
   ASSERT_EQ(0, r.exit_code) << r.out << r.err;
   auto summary = Summary(dir);
   EXPECT_EQ(100, summary.value("steps", 0));
-  EXPECT_EQ(6, summary.value("tail_models_averaged", 0)) << summary.dump();
+  EXPECT_EQ(nlohmann::json::array({5, 5}), summary["tail_merges_averaged"]) << summary.dump();
   EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.5) << summary.dump();
   EXPECT_TRUE(std::filesystem::exists(dir / "run/model.pt"));
 
@@ -210,7 +211,7 @@ TEST_F(AsyncClusterTest, TailAveragingEvaluatesTheMeanOfTheModelsPulledInTheJobs
   plain.async_keys = "average_tail = 0\n";
   auto p = RunAsyncJob(plain_dir, plain);
   ASSERT_EQ(0, p.exit_code) << p.out << p.err;
-  EXPECT_FALSE(Summary(plain_dir).contains("tail_models_averaged")) << Summary(plain_dir).dump();
+  EXPECT_FALSE(Summary(plain_dir).contains("tail_merges_averaged")) << Summary(plain_dir).dump();
 }
 
 // The pid of the worker an "issued" event names: "to worker 3
@@ -461,6 +462,50 @@ TEST_F(AsyncClusterTest, ASigkilledServerRestartedOnItsDirectoryContinuesFromIts
   auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
   ASSERT_FALSE(summary.is_discarded());
   EXPECT_EQ(400, summary.value("steps", 0));
+  EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.6) << summary.dump();
+}
+
+// Shard 1 SIGKILLed right after writing its checkpoint of 36 merges (the
+// TENAX_TEST_SIGKILL_AFTER_CHECKPOINT seam), inside the job's tail, and
+// restarted on its directory. Two things must hold:
+// - no unit is merged into the model twice. Before the fix, the checkpoint
+//   was written before the merge's report was sent: the coordinator still
+//   had the 36th merge's unit "accepted", re-opened it for the restarted
+//   shard, and it was merged again into a model that already held it (the
+//   coordinator's log showed it once). Seen here as 31 tail merges on
+//   shard 1;
+// - tail averaging goes on from the sums the checkpoint held: each shard's
+//   average covers exactly the 30 units that start in the tail (steps
+//   300-590 of 600), not fewer (sums lost with the process).
+TEST_F(AsyncClusterTest, AShardKilledRightAfterACheckpointMergesNoUnitTwiceAndKeepsItsTailAverage) {
+  ScratchDir dir;
+  AsyncJob j{.name = "tail-restart", .max_steps = 600, .unit_steps = 10};
+  j.async_keys = "average_tail = 0.5\n";
+  AsyncRoles roles(dir, WriteAsyncJob(dir, j));
+  ASSERT_TRUE(roles.ok()) << roles.coordinator().stderr_text();
+  auto s0 = roles.Server(0);
+  setenv("TENAX_TEST_SIGKILL_AFTER_CHECKPOINT", "36", 1);
+  auto s1 = roles.Server(1);
+  unsetenv("TENAX_TEST_SIGKILL_AFTER_CHECKPOINT");
+  ASSERT_TRUE(s1->WaitForStderrLine("registered with the coordinator")) << s1->stderr_text();
+  std::vector<std::unique_ptr<Child>> workers;
+  for (int w = 0; w < 2; ++w) workers.push_back(roles.Worker());
+  EXPECT_EQ(128 + SIGKILL, s1->Wait()) << s1->stderr_text();
+  auto restarted = roles.Server(1);
+  ASSERT_TRUE(restarted->WaitForStderrLine("continuing from")) << restarted->stderr_text();
+  for (auto& w : workers) EXPECT_EQ(0, w->Wait()) << w->stderr_text();
+  EXPECT_EQ(0, roles.coordinator().Wait()) << roles.coordinator().stderr_text();
+  EXPECT_EQ(0, s0->Wait()) << s0->stderr_text();
+  EXPECT_EQ(0, restarted->Wait()) << restarted->stderr_text();
+  EXPECT_NE(std::string::npos, restarted->stderr_text().find("36 merges)")) << restarted->stderr_text();
+  MergeLog log;
+  ASSERT_TRUE(ReadMergeLog(dir / "state.db", j, log));
+  ExpectEveryUnitMergedOnce(log, 2);
+  auto summary = nlohmann::json::parse(ReadText(dir / "run/summary.json"), nullptr, false);
+  ASSERT_FALSE(summary.is_discarded());
+  EXPECT_EQ(600, summary.value("steps", 0));
+  EXPECT_EQ(nlohmann::json::array({30, 30}), summary["tail_merges_averaged"])
+      << summary.dump() << "\nrestarted shard 1:\n" << restarted->stderr_text();
   EXPECT_GT(summary.value("final_test_accuracy", 0.0), 0.6) << summary.dump();
 }
 

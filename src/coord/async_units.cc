@@ -126,6 +126,7 @@ Status AsyncUnits::OnShardHello(const net::ControlMessage& m) {
   }
   links_[s] = ShardLink{m.from, h->host(), h->port()};
   w.set_reopened_units(reopened.size());
+  w.set_total_steps(total_steps_);
   Send(m.from, kShardWelcomeKind, w.SerializeAsString());
   if (!h->first_hello()) {
     // A reconnect (this coordinator restarted, or the link broke): a

@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <csignal>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "coord_wire.pb.h"
@@ -42,6 +44,7 @@ struct PendingResult {
   net::PeerId worker = 0;
   uint64_t base_version = 0;
   int64_t steps_done = 0, unit_steps = 0;
+  int64_t start_step = 0;  // the unit's first step (tail averaging)
   bool valid = false;
   std::string reason;
   double norm = 0;
@@ -69,11 +72,18 @@ class Shard {
   Status Merge(uint64_t unit, uint64_t attempt, PendingResult& p);
   void TellWorker(net::PeerId worker, uint64_t unit, uint64_t attempt, const std::string& verdict,
                   const std::string& reason);
+  // Writes a checkpoint unless a merge's report may not have reached the
+  // coordinator (then it waits for a later call).
   Status Checkpoint(const char* why);
+  Status WriteCheckpoint(const char* why);
   // The fields that say which job, model and range a checkpoint belongs to.
   ShardCheckpoint Identity() const;
   float* params() { return reinterpret_cast<float*>(model_.data() + sizeof(ModelRegionHeader)); }
   ModelRegionHeader* header() { return reinterpret_cast<ModelRegionHeader*>(model_.data()); }
+  // Tail averaging (ServerOptions::average_tail).
+  bool InTail(int64_t start_step) const;
+  void AddToTail();
+  void PublishTail();
   std::string Where() const { return "shard " + std::to_string(o_.shard) + "/" + std::to_string(o_.shards); }
 
   const ServerOptions& o_;
@@ -84,6 +94,16 @@ class Shard {
   std::string plan_;
   uint64_t total_floats_ = 0, offset_ = 0, count_ = 0;
   net::MemoryRegion model_;
+  // Tail averaging: the per-float sum of the model after each merge of a
+  // unit in the job's tail (double: thousands of merges of floats), how
+  // many, and the region the finisher reads their mean from (the model
+  // region's layout; its header's version = tail_merges_). The job's steps
+  // come with the coordinator's welcome (0 until then: nothing is in the
+  // tail before the shard has it).
+  std::vector<double> tail_sum_;
+  uint64_t tail_merges_ = 0;
+  net::MemoryRegion tail_;
+  int64_t total_steps_ = 0;
   uint64_t version_ = 0, merges_ = 0, since_checkpoint_ = 0, rejected_ = 0, restored_merges_ = 0;
   net::PeerId coordinator_ = 0;
   bool said_hello_ = false;
@@ -95,6 +115,8 @@ class Shard {
   // "merge" verdict told again after a reconnect for one of these re-sends
   // its report (the first may have died with a restarted coordinator).
   std::map<std::pair<uint64_t, uint64_t>, std::pair<uint64_t, uint64_t>> merged_;
+  // Merges whose report has not been sent (the coordinator was away).
+  std::set<std::pair<uint64_t, uint64_t>> unreported_;
   void ReportMerged(uint64_t unit, uint64_t attempt, uint64_t merge_seq, uint64_t version);
 };
 
@@ -130,6 +152,8 @@ Status Shard::Init(uint16_t port) {
     std::memcpy(params(), loaded->checkpoint.params.data(), count_ * sizeof(float));
     version_ = loaded->checkpoint.version;
     merges_ = restored_merges_ = loaded->checkpoint.merges;
+    tail_merges_ = loaded->checkpoint.tail_merges;
+    tail_sum_ = std::move(loaded->checkpoint.tail_sum);
     spdlog::info("{}: continuing from {} (version {}, {} merges)", Where(), loaded->path, version_, merges_);
   } else {
     spdlog::info("{}: fresh start from the initial model (no checkpoint in {})", Where(), o_.checkpoint_dir);
@@ -139,6 +163,14 @@ Status Shard::Init(uint16_t port) {
   h.version = version_;
   h.param_count = count_;
   std::memcpy(model_.data(), &h, sizeof h);
+  if (o_.average_tail > 0) {
+    TENAX_ASSIGN_OR_RETURN(tail_, node_->Allocate(sizeof(ModelRegionHeader) + count_ * sizeof(float)));
+    ModelRegionHeader t;
+    t.seq = 2;
+    t.param_count = count_;
+    std::memcpy(tail_.data(), &t, sizeof t);
+    if (tail_merges_ > 0) PublishTail();
+  }
   spdlog::info("{}: floats [{}, {}) of {}, rule {}, listening on {}:{}", Where(), offset_, offset_ + count_,
                total_floats_, rule_->name(), o_.listen_host, port_);
   return Status::Ok();
@@ -175,6 +207,7 @@ Status Shard::ConnectCoordinator(Deadline deadline) {
                  welcome.reopened_units());
   }
   said_hello_ = true;
+  total_steps_ = welcome.total_steps();
   coordinator_ = peer;
   coordinator_connected_ = true;
   for (auto& [key, p] : pending_) p.reported = false;  // the checks are sent again
@@ -224,6 +257,12 @@ void Shard::OnHello(const net::ControlMessage& m) {
   auto model_desc = node_->Share(model_, m.from);
   auto staging_desc = node_->Share(*staging, m.from);
   if (!model_desc.ok() || !staging_desc.ok()) return refuse("cannot share regions");
+  std::optional<net::RegionDescriptor> tail_desc;
+  if (o_.average_tail > 0) {
+    auto d = node_->Share(tail_, m.from);
+    if (!d.ok()) return refuse("cannot share the tail average's region: " + d.status().message());
+    tail_desc = *d;
+  }
   wire::PsWelcome w;
   w.set_shard(o_.shard);
   w.set_shards(o_.shards);
@@ -236,6 +275,11 @@ void Shard::OnHello(const net::ControlMessage& m) {
   w.set_staging_length(staging_desc->length);
   w.set_staging_rkey(staging_desc->rkey);
   w.set_rule(rule_->name());
+  if (tail_desc) {
+    w.set_tail_address(tail_desc->address);
+    w.set_tail_length(tail_desc->length);
+    w.set_tail_rkey(tail_desc->rkey);
+  }
   workers_[m.from] = WorkerConn{hello->worker(), std::move(*staging)};
   SendTo(m.from, kPsWelcomeKind, w.SerializeAsString());
   spdlog::info("{}: serving worker {} ({})", Where(), hello->worker(), label);
@@ -261,6 +305,7 @@ void Shard::OnResultReady(const net::ControlMessage& m) {
   p.base_version = ready->base_version();
   p.steps_done = ready->steps_done();
   p.unit_steps = ready->unit_steps();
+  p.start_step = ready->start_step();
   const float* staged = reinterpret_cast<const float*>(it->second.staging.data());
   p.values.assign(staged, staged + count_);
   p.norm = UpdateNorm(KindOf(*rule_), p.values, std::span<const float>(params(), count_));
@@ -326,23 +371,35 @@ Status Shard::Merge(uint64_t unit, uint64_t attempt, PendingResult& p) {
   std::atomic_ref<uint64_t>(header()->version).store(version_, std::memory_order_relaxed);
   seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   validator_.RecordAccepted(p.norm);
+  if (InTail(p.start_step)) AddToTail();
   spdlog::debug("{}: merged unit {} attempt {} (staleness {}, weight {:.3f}) -> version {}", Where(), unit, attempt,
                 in.staleness, rule_->Weight(in), version_);
-  if (++since_checkpoint_ >= static_cast<uint64_t>(o_.checkpoint_every)) TENAX_RETURN_IF_ERROR(Checkpoint("periodic"));
   merged_[{unit, attempt}] = {merges_, version_};
+  // Reported before any checkpoint holds the merge (Checkpoint), so that a
+  // restart on that checkpoint never re-opens it.
   ReportMerged(unit, attempt, merges_, version_);
+  if (++since_checkpoint_ >= static_cast<uint64_t>(o_.checkpoint_every)) TENAX_RETURN_IF_ERROR(Checkpoint("periodic"));
   return Status::Ok();
 }
 
 void Shard::ReportMerged(uint64_t unit, uint64_t attempt, uint64_t merge_seq, uint64_t version) {
-  if (!CoordinatorUsable()) return;  // told again when the coordinator repeats its verdict after the reconnect
+  const auto key = std::make_pair(unit, attempt);
+  // Until sent, no checkpoint is written (Checkpoint); the coordinator
+  // repeats its verdict after the reconnect, and this is called again.
+  unreported_.insert(key);
+  if (!CoordinatorUsable()) return;
   wire::ShardMerged mm;
   mm.set_unit(unit);
   mm.set_attempt(attempt);
   mm.set_shard(o_.shard);
   mm.set_merge_seq(merge_seq);
   mm.set_version(version);
-  SendTo(coordinator_, coord::kShardMergedKind, mm.SerializeAsString());
+  const Status st = node_->SendControl(coordinator_, coord::kShardMergedKind, mm.SerializeAsString(), Deadline::After(2s));
+  if (!st.ok()) {
+    spdlog::warn("{}: the report of unit {} attempt {}'s merge was not sent: {}", Where(), unit, attempt, st.message());
+    return;
+  }
+  unreported_.erase(key);
 }
 
 Status Shard::OnVerdict(const net::ControlMessage& m) {
@@ -375,6 +432,33 @@ Status Shard::OnVerdict(const net::ControlMessage& m) {
   return Status::Ok();
 }
 
+bool Shard::InTail(int64_t start_step) const {
+  return o_.average_tail > 0 && total_steps_ > 0 &&
+         static_cast<double>(start_step) >= (1 - o_.average_tail) * static_cast<double>(total_steps_);
+}
+
+void Shard::AddToTail() {
+  if (tail_sum_.size() != count_) tail_sum_.assign(count_, 0.0);
+  const float* m = params();
+  for (uint64_t i = 0; i < count_; ++i) tail_sum_[i] += m[i];
+  ++tail_merges_;
+  PublishTail();
+}
+
+void Shard::PublishTail() {
+  auto* h = reinterpret_cast<ModelRegionHeader*>(tail_.data());
+  float* mean = reinterpret_cast<float*>(tail_.data() + sizeof(ModelRegionHeader));
+  // Seqlock, as the model's region: readers that see an odd or changed seq
+  // copy again.
+  std::atomic_ref<uint64_t> seq(h->seq);
+  seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_release);
+  const double n = static_cast<double>(tail_merges_);
+  for (uint64_t i = 0; i < count_; ++i) mean[i] = static_cast<float>(tail_sum_[i] / n);
+  std::atomic_ref<uint64_t>(h->version).store(tail_merges_, std::memory_order_relaxed);
+  seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
 ShardCheckpoint Shard::Identity() const {
   ShardCheckpoint c;
   c.job_id = o_.job_id;
@@ -386,12 +470,45 @@ ShardCheckpoint Shard::Identity() const {
 }
 
 Status Shard::Checkpoint(const char* why) {
+  // Never a checkpoint holding a merge the coordinator may not know of. A
+  // shard SIGKILLed after writing one but before its report arrived left
+  // the unit "accepted" at the coordinator, which re-opened it when the
+  // shard came back on that checkpoint: the unit was merged a second time
+  // into a model that already held it (found by the tail-averaging test;
+  // the coordinator's log showed it merged once). So every report is out
+  // and flushed to the coordinator first, or the checkpoint waits for a
+  // later merge; skipping one costs only re-training (a restart re-opens
+  // every merge after the older checkpoint it finds).
+  if (!unreported_.empty()) {
+    spdlog::info("{}: checkpoint ({}) postponed: {} merge(s) not yet reported to the coordinator", Where(), why,
+                 unreported_.size());
+    return Status::Ok();
+  }
+  if (coordinator_connected_) {
+    if (Status st = node_->Flush(coordinator_, Deadline::After(2s)); !st.ok()) {
+      spdlog::info("{}: checkpoint ({}) postponed: the merge reports did not reach the coordinator: {}", Where(), why,
+                   st.message());
+      return Status::Ok();
+    }
+  }
+  if (o_.sigkill_after_checkpoint_of > 0 && merges_ >= o_.sigkill_after_checkpoint_of) {
+    TENAX_RETURN_IF_ERROR(WriteCheckpoint(why));
+    ::raise(SIGKILL);  // test seam (ServerOptions)
+  }
+  return WriteCheckpoint(why);
+}
+
+Status Shard::WriteCheckpoint(const char* why) {
   ShardCheckpoint c = Identity();
   c.version = version_;
   c.merges = merges_;
   c.rule = rule_->name();
   c.written_unix_ms = WallMs();
   c.params.assign(params(), params() + count_);
+  if (tail_merges_ > 0) {
+    c.tail_merges = tail_merges_;
+    c.tail_sum = tail_sum_;
+  }
   TENAX_RETURN_IF_ERROR(WriteShardCheckpoint(o_.checkpoint_dir, c));
   since_checkpoint_ = 0;
   spdlog::debug("{}: checkpoint ({}) at version {}, {} merges", Where(), why, version_, merges_);
@@ -436,8 +553,9 @@ Result<ServerOutcome> Shard::Serve() {
         TENAX_RETURN_IF_ERROR(OnVerdict(*msg));
       } else if (from_coordinator && msg->kind == coord::kDoneKind) {
         TENAX_RETURN_IF_ERROR(Checkpoint("job done"));
-        spdlog::info("{}: the job is done: version {}, {} merges, {} results rejected here", Where(), version_, merges_,
-                     rejected_);
+        spdlog::info("{}: the job is done: version {}, {} merges ({} of them averaged for the tail), {} results "
+                     "rejected here",
+                     Where(), version_, merges_, tail_merges_, rejected_);
         return ServerOutcome{version_, merges_, rejected_, restored_merges_};
       } else if (from_coordinator && msg->kind == coord::kFailureKind) {
         TENAX_RETURN_IF_ERROR(Checkpoint("job failed"));
@@ -448,10 +566,16 @@ Result<ServerOutcome> Shard::Serve() {
         node_->Disconnect(msg->from, Deadline::After(500ms));
       }
     }
-    // Checks not yet delivered (the coordinator was away) go out again.
+    // Checks and merge reports not yet delivered (the coordinator was
+    // away) go out again.
     if (CoordinatorUsable()) {
       for (auto& [key, p] : pending_) {
         if (!p.reported) ReportCheck(key.first, key.second, p);
+      }
+      const auto unreported = unreported_;
+      for (const auto& key : unreported) {
+        const auto& [merge_seq, version] = merged_.at(key);
+        ReportMerged(key.first, key.second, merge_seq, version);
       }
     }
     // Workers that are gone: their staging and waiting results go.

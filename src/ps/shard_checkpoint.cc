@@ -89,12 +89,16 @@ std::string EncodeShardCheckpoint(const ShardCheckpoint& c) {
   h.set_merges(c.merges);
   h.set_rule(c.rule);
   h.set_written_unix_ms(c.written_unix_ms);
+  h.set_tail_merges(c.tail_merges);
   const std::string header = h.SerializeAsString();
   std::string out(kMagic, sizeof kMagic);
   PutU32(out, static_cast<uint32_t>(header.size()));
   out += header;
   // float32 little-endian: the in-memory layout on every machine tenax runs on.
   out.append(reinterpret_cast<const char*>(c.params.data()), c.params.size() * sizeof(float));
+  if (c.tail_merges > 0) {
+    out.append(reinterpret_cast<const char*>(c.tail_sum.data()), c.tail_sum.size() * sizeof(double));
+  }
   PutU32(out, Crc(reinterpret_cast<const uint8_t*>(out.data()), out.size()));
   return out;
 }
@@ -110,10 +114,11 @@ Result<ShardCheckpoint> DecodeShardCheckpoint(std::span<const uint8_t> b, const 
   wire::ShardCheckpointHeader h;
   if (!h.ParseFromArray(b.data() + sizeof kMagic + 4, static_cast<int>(hlen))) return bad("undecodable header");
   const uint64_t fixed = sizeof kMagic + 4 + uint64_t{hlen} + 4;
-  if (h.param_count() > (std::numeric_limits<uint64_t>::max() - fixed) / sizeof(float)) {
+  if (h.param_count() > (std::numeric_limits<uint64_t>::max() - fixed) / (sizeof(float) + sizeof(double))) {
     return bad("header claims " + std::to_string(h.param_count()) + " floats");
   }
-  const uint64_t expected = fixed + h.param_count() * sizeof(float);
+  const uint64_t tail_bytes = h.tail_merges() > 0 ? h.param_count() * sizeof(double) : 0;
+  const uint64_t expected = fixed + h.param_count() * sizeof(float) + tail_bytes;
   if (expected != b.size()) {
     return bad("truncated or padded: " + std::to_string(b.size()) + " bytes, header says " + std::to_string(expected));
   }
@@ -137,6 +142,12 @@ Result<ShardCheckpoint> DecodeShardCheckpoint(std::span<const uint8_t> b, const 
   c.written_unix_ms = h.written_unix_ms();
   c.params.resize(h.param_count());
   std::memcpy(c.params.data(), b.data() + sizeof kMagic + 4 + hlen, h.param_count() * sizeof(float));
+  c.tail_merges = h.tail_merges();
+  if (c.tail_merges > 0) {
+    c.tail_sum.resize(h.param_count());
+    std::memcpy(c.tail_sum.data(), b.data() + sizeof kMagic + 4 + hlen + h.param_count() * sizeof(float),
+                tail_bytes);
+  }
   return c;
 }
 
@@ -158,7 +169,8 @@ Result<std::optional<LoadedCheckpoint>> LoadNewestShardCheckpoint(const std::str
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) return std::optional<LoadedCheckpoint>();
   LoadedCheckpoint out;
-  const uint64_t max_bytes = 64 * 1024 + 64 + e.params.size() * sizeof(float);
+  // The model's floats and, with tail averaging, as many float64 sums.
+  const uint64_t max_bytes = 64 * 1024 + 64 + e.params.size() * (sizeof(float) + sizeof(double));
   for (const auto& file : ListCheckpoints(dir, e.shard)) {
     const std::string& path = file.second;
     auto bytes = ReadFileBytes(path, max_bytes);

@@ -63,6 +63,39 @@ TEST(ShardCheckpointTest, EncodeDecodeRoundTripsEveryBit) {
   EXPECT_EQ(bytes, EncodeShardCheckpoint(*d));
 }
 
+// Tail averaging's sums travel with the model: a shard restarted inside
+// the job's tail goes on averaging from where its checkpoint was, and a
+// file cut inside the sums is damaged, not a checkpoint without them.
+TEST(ShardCheckpointTest, TailSumsRoundTripAndACutInsideThemIsDataLoss) {
+  ShardCheckpoint c = Make(9, 1.25f);
+  c.tail_merges = 3;
+  c.tail_sum = {0.1, -2.5, 1e300, -0.0, 3.0 + 1e-12};
+  const std::string bytes = EncodeShardCheckpoint(c);
+  // Five float64 sums and the header's two bytes for tail_merges = 3.
+  EXPECT_EQ(EncodeShardCheckpoint(Make(9, 1.25f)).size() + 5 * sizeof(double) + 2, bytes.size());
+  auto d = DecodeShardCheckpoint({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, "mem");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(3u, d->tail_merges);
+  ASSERT_EQ(c.tail_sum.size(), d->tail_sum.size());
+  EXPECT_EQ(0, std::memcmp(c.tail_sum.data(), d->tail_sum.data(), c.tail_sum.size() * sizeof(double)));
+  EXPECT_TRUE(SameBits(c.params, d->params));
+
+  // Without tail merges no sums are written or read.
+  auto plain = EncodeShardCheckpoint(Make(9, 1.25f));
+  auto p = DecodeShardCheckpoint({reinterpret_cast<const uint8_t*>(plain.data()), plain.size()}, "plain");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(0u, p->tail_merges);
+  EXPECT_TRUE(p->tail_sum.empty());
+
+  // Cut 8 bytes out of the sums (the CRC moved up to stay at the end).
+  std::string cut = bytes.substr(0, bytes.size() - 4 - 8);
+  cut += bytes.substr(bytes.size() - 4);
+  auto bad = DecodeShardCheckpoint({reinterpret_cast<const uint8_t*>(cut.data()), cut.size()}, "cut.ckpt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(StatusCode::kDataLoss, bad.status().code());
+  EXPECT_NE(std::string::npos, bad.status().message().find("cut.ckpt")) << bad.status().message();
+}
+
 TEST(ShardCheckpointTest, WritesNamedFilesAndKeepsTheNewestTwo) {
   ScratchDir dir;
   const std::string d = dir / "ck";

@@ -1,5 +1,7 @@
 #include "tenax/roles/server_role.h"
 
+#include <cstdlib>
+
 #include "tenax/core/log.h"
 #include "tenax/core/signals.h"
 #include "tenax/net/auth.h"
@@ -39,6 +41,10 @@ Result<ps::ServerOutcome> RunServerRole(const ServerRoleOptions& a) {
   o.merge = MergeParamsOf(job.config);
   o.validator = ValidatorOptionsOf(job.config);
   o.checkpoint_every = job.config.async.checkpoint_every;
+  o.average_tail = job.config.async.average_tail;
+  if (const char* v = std::getenv("TENAX_TEST_SIGKILL_AFTER_CHECKPOINT")) {
+    o.sigkill_after_checkpoint_of = std::strtoull(v, nullptr, 10);
+  }
   o.join_timeout = k.join_timeout();
   o.peer_timeout = k.peer_timeout();
   const TrainConfig config = job.config;

@@ -13,10 +13,10 @@
 // unit is merged (coord/work_queue.h); then it merges with its rule
 // (merge_rule.h), reports the merge, and tells the worker. Every
 // `checkpoint_every` merges, at the job's end and on a stop signal it
-// writes a checkpoint (shard_checkpoint.h); started again on the same
-// directory it continues from the newest intact one, and tells the
-// coordinator how many merges that holds so the units merged after it are
-// re-issued.
+// writes a checkpoint (shard_checkpoint.h, with the tail average's sums);
+// started again on the same directory it continues from the newest intact
+// one, and tells the coordinator how many merges that holds so the units
+// merged after it are re-issued.
 //
 // Threading: RunServer runs on the calling thread, which owns the Node.
 // Failures: bad input from a peer is refused with a line naming it and
@@ -57,6 +57,19 @@ struct ServerOptions {
   MergeParams merge;
   ValidatorOptions validator;
   int64_t checkpoint_every = 10;
+  // Tail averaging (async.average_tail; 0 = off): the shard keeps the mean
+  // of its model after each merge of a unit that starts in the job's last
+  // `average_tail` of its steps (the job's steps come in the coordinator's
+  // welcome), in a region of its own that the worker finishing the job
+  // reads, and in its checkpoints. Held by the shard rather than by a
+  // worker so that it covers every merge of the tail, whichever worker
+  // finishes (one that joined at the very end pulled none of them).
+  double average_tail = 0;
+  // Test seam (TENAX_TEST_SIGKILL_AFTER_CHECKPOINT=N, `tenax server`): the
+  // shard SIGKILLs itself right after writing a checkpoint that holds N
+  // merges or more (0: never), the moment a checkpoint holds merges whose
+  // fate the coordinator must already know.
+  uint64_t sigkill_after_checkpoint_of = 0;
   std::chrono::milliseconds join_timeout{60000};
   std::chrono::milliseconds peer_timeout{10000};
   // The model's plan fingerprint and initial parameters; called once at

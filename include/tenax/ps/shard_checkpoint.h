@@ -3,8 +3,9 @@
 //
 // File: <dir>/shard-<shard>-<merges, 12 digits>.ckpt, laid out as
 //   "TNXPSCK1" (8 bytes) | u32 LE header length | wire::ShardCheckpointHeader
-//   (proto/ps_wire.proto) | param_count float32 LE values | u32 LE CRC-32
-//   (zlib) of every byte before it.
+//   (proto/ps_wire.proto) | param_count float32 LE values | (when the
+//   header's tail_merges > 0) param_count float64 LE tail sums | u32 LE
+//   CRC-32 (zlib) of every byte before it.
 // Written to a temporary file, fsync'ed, renamed into place and the
 // directory fsync'ed, so a crash leaves either the old set of files or the
 // new one, never a torn file under a final name; a torn or flipped file
@@ -37,6 +38,11 @@ struct ShardCheckpoint {
   std::string rule;              // the merge rule's name
   int64_t written_unix_ms = 0;
   std::vector<float> params;     // param_count = params.size()
+  // Tail averaging (parameter_server.h): how many merges tail_sum holds,
+  // and their per-float sum (params.size() values when tail_merges > 0,
+  // else empty).
+  uint64_t tail_merges = 0;
+  std::vector<double> tail_sum;
 };
 
 // The bytes of a checkpoint file (encoder and decoder are exact inverses).

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "tenax/core/signals.h"
@@ -27,6 +28,10 @@ struct ShardView {
   uint64_t offset = 0, count = 0;
   net::RemoteRegion model, staging;
   uint64_t base_version = 0;  // the version the current unit started from
+  // The shard's tail average (async.average_tail > 0; ps_wire.proto's
+  // PsWelcome), and how many merges the last read of it held.
+  std::optional<net::RemoteRegion> tail;
+  uint64_t tail_merges = 0;
 };
 
 class AsyncExchange final : public GradientExchange, public ExchangeMembership, public ModelElsewhere {
@@ -106,14 +111,24 @@ class AsyncExchange final : public GradientExchange, public ExchangeMembership, 
     TENAX_RETURN_IF_ERROR(PullModel());
     spdlog::info("{}: pulled the final model from {} shard(s) to evaluate it", o_.worker, shards_.size());
     if (o_.average_tail > 0) {
-      // Tail averaging: the final model's mean with the models this worker
-      // pulled for its units in the job's last o_.average_tail (none, for a
-      // worker that joined at the very end: the final model alone).
-      AddToTail();
-      for (size_t i = 0; i < total_; ++i) flat_[i] = static_cast<float>(tail_sum_[i] / tail_models_);
+      // Tail averaging: each shard's mean of its model after every merge of
+      // the job's last o_.average_tail, kept by the shard (so it does not
+      // matter which worker finishes); a shard with no merge there keeps
+      // its final model.
+      std::string counts;
+      for (auto& [s, v] : shards_) {
+        if (!v.tail) return ProtocolError("shard " + std::to_string(s) + " keeps no tail average (async.average_tail)");
+        std::vector<float> mean(v.count);
+        TENAX_RETURN_IF_ERROR(PullShard(s, v, *v.tail, mean.data(), &v.tail_merges));
+        if (v.tail_merges > 0) {
+          std::copy(mean.begin(), mean.end(), flat_.begin() + static_cast<std::ptrdiff_t>(v.offset));
+        }
+        counts += (counts.empty() ? "" : ", ") + std::to_string(v.tail_merges);
+      }
       FlatToParams();
-      spdlog::info("{}: evaluating the mean of {} models pulled over the last {:.0f}% of the job's steps", o_.worker,
-                   tail_models_, 100 * o_.average_tail);
+      spdlog::info("{}: evaluating the mean of the models after each merge of the last {:.0f}% of the job's steps "
+                   "(merges averaged per shard: {})",
+                   o_.worker, 100 * o_.average_tail, counts);
     }
     return true;
   }
@@ -121,7 +136,11 @@ class AsyncExchange final : public GradientExchange, public ExchangeMembership, 
   void DescribeInSummary(nlohmann::json& summary) const override {
     summary["shards"] = shards_.size();
     summary["result_kind"] = ps::ToString(o_.kind);
-    if (finisher_ && o_.average_tail > 0) summary["tail_models_averaged"] = tail_models_;
+    if (finisher_ && o_.average_tail > 0) {
+      nlohmann::json counts = nlohmann::json::array();
+      for (const auto& [s, v] : shards_) counts.push_back(v.tail_merges);
+      summary["tail_merges_averaged"] = counts;
+    }
   }
   std::string Describe() const override { return "async worker " + o_.worker; }
 
@@ -132,15 +151,13 @@ class AsyncExchange final : public GradientExchange, public ExchangeMembership, 
   Status UpdateShards(const wire::UnitGrant& grant);
   Status ConnectShard(uint32_t shard, ShardView& view);
   Status PullModel();
-  Status PullShard(uint32_t shard, ShardView& view);
+  // Reads a shard's region laid out as ps::ModelRegionHeader + floats
+  // (its model, or its tail average) into `into` (view.count floats), and
+  // the header's version into *version.
+  Status PullShard(uint32_t shard, const ShardView& view, const net::RemoteRegion& region, float* into,
+                   uint64_t* version);
   void ParamsToFlat();
   void FlatToParams();
-  void AddToTail() {
-    if (tail_sum_.empty()) tail_sum_.assign(total_, 0.0);
-    for (size_t i = 0; i < total_; ++i) tail_sum_[i] += flat_[i];
-    ++tail_models_;
-  }
-
   net::Node& node_;
   coord::CoordinatorClient& client_;
   AsyncExchangeOptions o_;
@@ -152,10 +169,6 @@ class AsyncExchange final : public GradientExchange, public ExchangeMembership, 
   wire::UnitGrant unit_;
   int64_t unit_end_ = 0;
   int64_t delivered_ = 0, merged_ = 0;
-  // Tail averaging (o_.average_tail): the sum of the models pulled for
-  // units in the job's tail, in double, and how many.
-  std::vector<double> tail_sum_;
-  int64_t tail_models_ = 0;
 };
 
 void AsyncExchange::ParamsToFlat() {
@@ -198,6 +211,9 @@ Status AsyncExchange::ConnectShard(uint32_t shard, ShardView& v) {
   }
   TENAX_ASSIGN_OR_RETURN(v.model, node_.Import(*peer, {w.model_address(), w.model_length(), w.model_rkey()}));
   TENAX_ASSIGN_OR_RETURN(v.staging, node_.Import(*peer, {w.staging_address(), w.staging_length(), w.staging_rkey()}));
+  if (w.tail_length() > 0) {
+    TENAX_ASSIGN_OR_RETURN(v.tail, node_.Import(*peer, {w.tail_address(), w.tail_length(), w.tail_rkey()}));
+  }
   v.peer = *peer;
   v.offset = w.param_offset();
   v.count = w.param_count();
@@ -222,7 +238,8 @@ Status AsyncExchange::UpdateShards(const wire::UnitGrant& grant) {
   return Status::Ok();
 }
 
-Status AsyncExchange::PullShard(uint32_t shard, ShardView& v) {
+Status AsyncExchange::PullShard(uint32_t shard, const ShardView& v, const net::RemoteRegion& region, float* into,
+                                uint64_t* version) {
   const Deadline deadline = Deadline::After(o_.result_timeout);
   ps::ModelRegionHeader before, after;
   // A shard SIGKILLed in the middle of a merge leaves its mapped memory
@@ -234,18 +251,18 @@ Status AsyncExchange::PullShard(uint32_t shard, ShardView& v) {
       std::this_thread::sleep_for(1ms);  // pacing re-reads of a region being written
       node_.Progress();
     }
-    net::Op h1 = node_.Get(&before, sizeof before, v.model, 0);
+    net::Op h1 = node_.Get(&before, sizeof before, region, 0);
     TENAX_RETURN_IF_ERROR(node_.Wait(h1, deadline));
     if (before.magic != ps::ModelRegionHeader::kMagic || before.param_count != v.count) {
-      return ProtocolError("shard " + std::to_string(shard) + "'s model region has a bad header");
+      return ProtocolError("shard " + std::to_string(shard) + "'s region has a bad header");
     }
     if (before.seq % 2 == 1) continue;  // a merge is being written: read again
-    net::Op body = node_.Get(flat_.data() + v.offset, v.count * sizeof(float), v.model, sizeof(ps::ModelRegionHeader));
+    net::Op body = node_.Get(into, v.count * sizeof(float), region, sizeof(ps::ModelRegionHeader));
     TENAX_RETURN_IF_ERROR(node_.Wait(body, deadline));
-    net::Op h2 = node_.Get(&after, sizeof after, v.model, 0);
+    net::Op h2 = node_.Get(&after, sizeof after, region, 0);
     TENAX_RETURN_IF_ERROR(node_.Wait(h2, deadline));
     if (after.seq == before.seq) {
-      v.base_version = before.version;
+      *version = before.version;
       return Status::Ok();
     }
   }
@@ -257,7 +274,7 @@ Status AsyncExchange::PullShard(uint32_t shard, ShardView& v) {
 Status AsyncExchange::PullModel() {
   for (auto& [s, v] : shards_) {
     if (!v.ready) return Unavailable("shard " + std::to_string(s) + " is not connected");
-    TENAX_RETURN_IF_ERROR(PullShard(s, v));
+    TENAX_RETURN_IF_ERROR(PullShard(s, v, v.model, flat_.data() + v.offset, &v.base_version));
   }
   FlatToParams();
   return Status::Ok();
@@ -303,10 +320,6 @@ Result<int64_t> AsyncExchange::NextUnit() {
       continue;
     }
     base_ = flat_;
-    if (o_.average_tail > 0 &&
-        static_cast<double>(g.start_step()) >= (1 - o_.average_tail) * static_cast<double>(o_.total_steps)) {
-      AddToTail();
-    }
     if (o_.kind == ps::ResultKind::kGradientSum) std::fill(grad_sum_.begin(), grad_sum_.end(), 0.0f);
     unit_ = g;
     unit_end_ = g.start_step() + g.steps();
@@ -353,6 +366,7 @@ Status AsyncExchange::Deliver(int64_t steps_done) {
     r.set_attempt(unit_.attempt());
     r.set_steps_done(steps_done);
     r.set_unit_steps(unit_.steps());
+    r.set_start_step(unit_.start_step());
     r.set_base_version(v.base_version);
     r.set_result_kind(static_cast<uint32_t>(o_.kind));
     if (Status st = node_.SendControl(v.peer, ps::kResultReadyKind, r.SerializeAsString(), deadline); st.ok()) {
