@@ -300,8 +300,10 @@ std::string FaultKind(const nlohmann::json& f) {
     kind = "server " + action;
   } else if (action == "restart") {
     kind = "joiner start";  // a new worker
-  } else if (action == "kill" && f.contains("at_seconds")) {
-    kind = "worker kill before the job formed";  // the only worker fault planned by time
+  } else if (action == "kill" && f.contains("at_seconds") && f.value("source", "") != "faults.random") {
+    // The only worker fault the plans time in seconds (faults.random's
+    // kills carry the second they fired at, too).
+    kind = "worker kill before the job formed";
   } else {
     kind = "worker " + action;  // one of the launcher's workers or a joiner
   }

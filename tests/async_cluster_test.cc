@@ -429,6 +429,24 @@ class AsyncRoles {
   std::string address_;
 };
 
+// Starts shard 1 again on its directory (its first process is gone) and
+// waits for the job to end: every worker, the coordinator, shard 0 and the
+// new shard 1 exit 0. Returns the new shard 1, or null (a failure added)
+// when it did not continue from a checkpoint.
+std::unique_ptr<Child> RestartShard1AndFinish(AsyncRoles& roles, Child& s0,
+                                             std::vector<std::unique_ptr<Child>>& workers) {
+  auto restarted = roles.Server(1);
+  if (!restarted->WaitForStderrLine("continuing from")) {
+    ADD_FAILURE() << "shard 1 did not continue from its checkpoint:\n" << restarted->stderr_text();
+    return nullptr;
+  }
+  for (auto& w : workers) EXPECT_EQ(0, w->Wait()) << w->stderr_text();
+  EXPECT_EQ(0, roles.coordinator().Wait()) << roles.coordinator().stderr_text();
+  EXPECT_EQ(0, s0.Wait()) << s0.stderr_text();
+  EXPECT_EQ(0, restarted->Wait()) << restarted->stderr_text();
+  return restarted;
+}
+
 // The roles started one by one, so the test holds the server's PID: SIGKILL shard 1 once it has checkpointed, start it again on its
 // directory, and the job still merges every unit exactly once per shard.
 TEST_F(AsyncClusterTest, ASigkilledServerRestartedOnItsDirectoryContinuesFromItsCheckpoint) {
@@ -443,12 +461,8 @@ TEST_F(AsyncClusterTest, ASigkilledServerRestartedOnItsDirectoryContinuesFromIts
   ASSERT_TRUE(WaitForCheckpoints(dir / "server-1", 2, std::chrono::seconds(120))) << s1->stderr_text();
   s1->Signal(SIGKILL);
   EXPECT_EQ(128 + SIGKILL, s1->Wait());
-  auto restarted = roles.Server(1);
-  ASSERT_TRUE(restarted->WaitForStderrLine("continuing from")) << restarted->stderr_text();
-  for (auto& w : workers) EXPECT_EQ(0, w->Wait()) << w->stderr_text();
-  EXPECT_EQ(0, roles.coordinator().Wait()) << roles.coordinator().stderr_text();
-  EXPECT_EQ(0, s0->Wait()) << s0->stderr_text();
-  EXPECT_EQ(0, restarted->Wait()) << restarted->stderr_text();
+  auto restarted = RestartShard1AndFinish(roles, *s0, workers);
+  ASSERT_TRUE(restarted);
   MergeLog log;
   ASSERT_TRUE(ReadMergeLog(dir / "state.db", j, log));
   ExpectEveryUnitMergedOnce(log, 2);
@@ -491,12 +505,8 @@ TEST_F(AsyncClusterTest, AShardKilledRightAfterACheckpointMergesNoUnitTwiceAndKe
   std::vector<std::unique_ptr<Child>> workers;
   for (int w = 0; w < 2; ++w) workers.push_back(roles.Worker());
   EXPECT_EQ(128 + SIGKILL, s1->Wait()) << s1->stderr_text();
-  auto restarted = roles.Server(1);
-  ASSERT_TRUE(restarted->WaitForStderrLine("continuing from")) << restarted->stderr_text();
-  for (auto& w : workers) EXPECT_EQ(0, w->Wait()) << w->stderr_text();
-  EXPECT_EQ(0, roles.coordinator().Wait()) << roles.coordinator().stderr_text();
-  EXPECT_EQ(0, s0->Wait()) << s0->stderr_text();
-  EXPECT_EQ(0, restarted->Wait()) << restarted->stderr_text();
+  auto restarted = RestartShard1AndFinish(roles, *s0, workers);
+  ASSERT_TRUE(restarted);
   EXPECT_NE(std::string::npos, restarted->stderr_text().find("36 merges)")) << restarted->stderr_text();
   MergeLog log;
   ASSERT_TRUE(ReadMergeLog(dir / "state.db", j, log));

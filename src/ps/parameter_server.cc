@@ -484,12 +484,12 @@ Status Shard::Checkpoint(const char* why) {
                  unreported_.size());
     return Status::Ok();
   }
-  if (coordinator_connected_) {
-    if (Status st = node_->Flush(coordinator_, Deadline::After(2s)); !st.ok()) {
-      spdlog::info("{}: checkpoint ({}) postponed: the merge reports did not reach the coordinator: {}", Where(), why,
-                   st.message());
-      return Status::Ok();
-    }
+  const Status flushed = coordinator_connected_ ? node_->Flush(coordinator_, Deadline::After(2s))
+                                                : Unavailable("not connected to the coordinator");
+  if (!flushed.ok()) {
+    spdlog::info("{}: checkpoint ({}) postponed: the merge reports may not have reached the coordinator: {}", Where(),
+                 why, flushed.message());
+    return Status::Ok();
   }
   if (o_.sigkill_after_checkpoint_of > 0 && merges_ >= o_.sigkill_after_checkpoint_of) {
     TENAX_RETURN_IF_ERROR(WriteCheckpoint(why));
