@@ -444,6 +444,19 @@ nlohmann::json ReadSummary(const std::string& out) {
   return s.is_discarded() || !s.is_object() ? nlohmann::json::object() : s;
 }
 
+// The records of metrics.jsonl whose "event" is `event` (none when the
+// file is missing; lines that are not JSON objects are skipped).
+std::vector<nlohmann::json> ReadEvents(const std::string& path, const std::string& event) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("event", "") == event) out.push_back(std::move(j));
+  }
+  return out;
+}
+
 Status RunSoak(const SoakArgs& a) {
   TENAX_ASSIGN_OR_RETURN(std::string tenax, FindProgram("tenax"));
   const double minutes = a.minutes > 0 ? a.minutes : (a.quick ? 3.0 : 60.0);
@@ -544,14 +557,13 @@ Status RunSoak(const SoakArgs& a) {
     const nlohmann::json s = ReadSummary(out);
     std::map<std::string, int64_t> fired;
     for (const auto& f : s.value("faults", nlohmann::json::array())) {
-      const std::string kind = FaultKind(f);
-      if (f.value("event", "") == "fault") {
-        ++fired[kind];
-        ++faults_by_kind[kind];
-      } else if (f.value("event", "") == "fault_not_fired") {
-        ++not_fired_by_kind[kind];
-      }
+      if (f.value("event", "") != "fault") continue;
+      ++fired[FaultKind(f)];
+      ++faults_by_kind[FaultKind(f)];
     }
+    // Faults that never fired are in metrics.jsonl only (summary.json
+    // lists the fired ones).
+    for (const auto& f : ReadEvents(out + "/metrics.jsonl", "fault_not_fired")) ++not_fired_by_kind[FaultKind(f)];
     for (const auto& [kind, n] : plan.planned) planned_by_kind[kind] += n;
     row["faults"] = fired;
     if (ended_well) {
