@@ -26,7 +26,10 @@ against Gloo, in the same run, on the same scripts.
    restarts, with their start-up and reloads, fall inside it), so the
    start-up of the job's first processes and the final evaluation, which
    no fault touches, do not add their spread. The whole runs' walls and
-   their difference are reported too.
+   their difference are reported too. Judged: the paced lost seconds, each
+   run's loop beyond its own median step times the steps (rank 0 marks
+   (step, time) every 10 steps on both sides; bench/step_pace.h says why),
+   faulty minus fault-free: a run slower all along is not a loss.
 3. The Manager's overhead: examples/python/elastic.py, 2 members of an
    elastic job under a real `tenax coordinator` (TENAX_BINARY), against the
    same loop, data and slices on stock DDP with backend="tenax"
@@ -207,8 +210,28 @@ def _wait_progress(path, at_least, deadline, procs):
         time.sleep(0.01)  # polling a progress file, with a deadline
 
 
+PACE_EVERY = 10  # steps between two (step, time) marks; elastic.py's --pace-file writes every 10
+
+
+def pace_excess(path):
+    """A run's loop seconds beyond steps x its median seconds per step, from
+    its "step time" marks (bench/step_pace.h, PaceOf: the same rule); None
+    when the marks cannot say."""
+    marks = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                step, t = line.split()
+                marks.append((int(step), float(t)))
+    per_step = [(t1 - t0) / (s1 - s0) for (s0, t0), (s1, t1) in zip(marks, marks[1:]) if s1 > s0 and t1 > t0]
+    if len(marks) < 3 or len(per_step) < 2 or marks[-1][0] <= marks[0][0]:
+        return None
+    steps, loop = marks[-1][0] - marks[0][0], marks[-1][1] - marks[0][1]
+    return loop - steps * statistics.median(per_step)
+
+
 def elastic_tenax(a, steps, faulty, spare=False):
-    """(wall seconds, test accuracy, training-loop seconds) of
+    """(wall seconds, test accuracy, training-loop seconds, excess over pace) of
     examples/python/elastic.py, 4 members (faulty: member 1 SIGKILLed at
     steps/3, a joiner started at 2 steps/3), from rank 0's result.
 
@@ -239,8 +262,9 @@ def elastic_tenax(a, steps, faulty, spare=False):
                     raise RuntimeError("the coordinator did not start")
                 time.sleep(0.05)  # polling its port file, with a deadline
             env.update(TENAX_COORDINATOR="127.0.0.1:" + open(port_file).read().strip(), TENAX_JOB_ID="python-elastic")
+            pace = os.path.join(tmp, "pace")
             argv = [sys.executable, script, "--steps", str(steps), "--data", a.data, "--test-limit", "0",
-                    "--log-every", "100000", "--progress-file", progress]
+                    "--log-every", "100000", "--progress-file", progress, "--pace-file", pace]
 
             def member(rank, spare=False, idle=False):
                 p = subprocess.Popen(argv, env=dict(env, TENAX_RANK=str(rank), TENAX_SPARE="1" if spare else "0"),
@@ -275,6 +299,7 @@ def elastic_tenax(a, steps, faulty, spare=False):
                     raise RuntimeError(f"a waiting spare exited with {p.returncode} on SIGTERM")
             coord.wait(timeout=max(1, deadline - time.time()))
             wall = time.time() - start
+            excess = pace_excess(pace)
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -287,11 +312,11 @@ def elastic_tenax(a, steps, faulty, spare=False):
                 r = json.loads(line)
                 if r.get("test_accuracy") is not None:
                     result = r
-    return wall, result.get("test_accuracy"), result.get("loop_seconds")
+    return wall, result.get("test_accuracy"), result.get("loop_seconds"), excess
 
 
 def elastic_torchrun(a, steps, faulty):
-    """(wall seconds, test accuracy, training-loop seconds) of torchrun --max_restarts 3 of
+    """(wall seconds, test accuracy, training-loop seconds, excess over pace) of torchrun --max_restarts 3 of
     bench/torchrun_elastic_train.py, 4 workers (faulty: rank 1 SIGKILLed at steps/3)."""
     import tempfile
     script = os.path.join(HERE, "torchrun_elastic_train.py")
@@ -303,7 +328,7 @@ def elastic_torchrun(a, steps, faulty):
                 "--rdzv_id", "bench-python-elastic", "--monitor_interval", "1", "--redirects", "2", "--tee", "2",
                 "--log_dir", os.path.join(tmp, "logs"), script, "--run-dir", tmp, "--steps", str(steps),
                 "--model", "example-cnn", "--batch-size", "24", "--threads", "1", "--lr", "0.02", "--momentum", "0.9",
-                "--seed", "1", "--data", a.data]
+                "--seed", "1", "--data", a.data, "--pace-every", str(PACE_EVERY)]
         env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo")
         start = time.time()
         p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -318,6 +343,7 @@ def elastic_torchrun(a, steps, faulty):
                 os.kill(pid, 9)
             out, _ = p.communicate(timeout=max(1, deadline - time.time()))
             wall = time.time() - start
+            excess = pace_excess(os.path.join(tmp, "pace"))
         finally:
             if p.poll() is None:
                 p.kill()
@@ -326,7 +352,7 @@ def elastic_torchrun(a, steps, faulty):
             raise RuntimeError(f"torchrun exited with {p.returncode}")
     lines = [l for l in out.splitlines() if l.startswith("{")]
     last = json.loads(lines[-1]) if lines else {}
-    return wall, last.get("final_test_accuracy"), last.get("loop_seconds")
+    return wall, last.get("final_test_accuracy"), last.get("loop_seconds"), excess
 
 
 # What follows the kill on each side of the elastic section.
@@ -431,26 +457,38 @@ def main():
         if a.elastic_spare:
             sides.insert(1, ("tenax_spare", lambda a, steps, faulty: elastic_tenax(a, steps, faulty, spare=True)))
         for side, fn in sides:
-            clean, acc_clean, loop_clean = fn(a, el_steps, False)
-            faulty, acc_faulty, loop_faulty = fn(a, el_steps, True)
+            clean, acc_clean, loop_clean, excess_clean = fn(a, el_steps, False)
+            faulty, acc_faulty, loop_faulty, excess_faulty = fn(a, el_steps, True)
             if loop_clean is None or loop_faulty is None:
                 raise RuntimeError(f"the {side} side's rank 0 printed no loop_seconds")
+            if excess_clean is None or excess_faulty is None:
+                raise RuntimeError(f"the {side} side's rank 0 left too few pace marks")
             row[side] = {"fault_free_seconds": clean, "faulty_seconds": faulty, "lost_wall_seconds": faulty - clean,
                          "fault_free_loop_seconds": loop_clean, "faulty_loop_seconds": loop_faulty,
-                         "lost_seconds": loop_faulty - loop_clean,
+                         "lost_loop_seconds": loop_faulty - loop_clean,
+                         "fault_free_excess_seconds": excess_clean, "faulty_excess_seconds": excess_faulty,
+                         "lost_seconds": excess_faulty - excess_clean,
                          "accuracy_fault_free": acc_clean, "accuracy_faulty": acc_faulty}
-            print(f"[bench] elastic {side} round {rnd + 1}/{a.rounds}: training loop fault-free {loop_clean:.1f} s, "
-                  f"with a kill and {AFTER_THE_KILL[side]} {loop_faulty:.1f} s, lost {loop_faulty - loop_clean:.1f} s (whole runs "
-                  f"{clean:.1f} / {faulty:.1f} s, {faulty - clean:.1f} s); accuracy {acc_clean} -> {acc_faulty}",
-                  flush=True)
+            print(f"[bench] elastic {side} round {rnd + 1}/{a.rounds}: paced lost {excess_faulty - excess_clean:.2f} s "
+                  f"(excess over pace {excess_clean:.2f} -> {excess_faulty:.2f} s); training loop fault-free "
+                  f"{loop_clean:.1f} s, with a kill and {AFTER_THE_KILL[side]} {loop_faulty:.1f} s, "
+                  f"{loop_faulty - loop_clean:.1f} s (whole runs {clean:.1f} / {faulty:.1f} s, {faulty - clean:.1f} s); "
+                  f"accuracy {acc_clean} -> {acc_faulty}", flush=True)
         report["elastic"]["rounds"].append(row)
     er = report["elastic"]["rounds"]
     if er:
         names = list(er[0])
         lost = {s: statistics.median(x[s]["lost_seconds"] for x in er) for s in names}
         report["elastic"]["median_lost_seconds"] = lost
+        report["elastic"]["median_lost_loop_seconds"] = {
+            s: statistics.median(x[s]["lost_loop_seconds"] for x in er) for s in names}
         report["elastic"]["median_lost_wall_seconds"] = {
             s: statistics.median(x[s]["lost_wall_seconds"] for x in er) for s in names}
+        # How far each estimate moves with no fault at all: the fault-free runs' spread over rounds.
+        report["elastic"]["fault_free_spread_seconds"] = {
+            s: {k: max(x[s][k] for x in er) - min(x[s][k] for x in er)
+                for k in ("fault_free_excess_seconds", "fault_free_loop_seconds", "fault_free_seconds")}
+            for s in names}
         report["elastic"]["ratio"] = lost["tenax"] / lost["torchrun"] if lost["torchrun"] > 0 else None
         if "tenax_spare" in lost:  # issue 33's limit for spares, reported beside issue 29's target
             report["elastic"]["ratio_with_a_spare"] = (lost["tenax_spare"] / lost["torchrun"]
@@ -498,15 +536,21 @@ def main():
         targets["manager_overhead"] = (m["overhead"], "<=", 0.10)
     e = report["elastic"]
     if e["rounds"]:
-        print(f"Elastic, 4 workers, a kill at 1/3 and a join at 2/3, {el_steps} steps: lost seconds of the "
-              f"training loop tenax {e['median_lost_seconds']['tenax']:.1f}, torchrun "
-              f"{e['median_lost_seconds']['torchrun']:.1f} (of the whole runs: tenax "
-              f"{e['median_lost_wall_seconds']['tenax']:.1f}, torchrun {e['median_lost_wall_seconds']['torchrun']:.1f})")
+        lost, loop, walls = e["median_lost_seconds"], e["median_lost_loop_seconds"], e["median_lost_wall_seconds"]
+        print(f"Elastic, 4 workers, a kill at 1/3 and a join at 2/3, {el_steps} steps: paced lost seconds tenax "
+              f"{lost['tenax']:.2f}, torchrun {lost['torchrun']:.2f} (of the training loops: tenax "
+              f"{loop['tenax']:.1f}, torchrun {loop['torchrun']:.1f}; of the whole runs: tenax {walls['tenax']:.1f}, "
+              f"torchrun {walls['torchrun']:.1f})")
+        if len(e["rounds"]) > 1:
+            for side, sp in e["fault_free_spread_seconds"].items():
+                print(f"  {side}: fault-free runs spread over rounds: excess over pace "
+                      f"{sp['fault_free_excess_seconds']:.2f} s, loops {sp['fault_free_loop_seconds']:.2f} s, "
+                      f"whole runs {sp['fault_free_seconds']:.2f} s")
         targets["elastic_lost_ratio"] = (e["ratio"] if e["ratio"] is not None else float("inf"), "<=", 0.25)
         if "ratio_with_a_spare" in e:
             print(f"  with a warm spare (it takes the lost member's place; no joiner starts): tenax lost "
-                  f"{e['median_lost_seconds']['tenax_spare']:.1f} s of the training loop "
-                  f"({e['median_lost_wall_seconds']['tenax_spare']:.1f} s of the whole runs)")
+                  f"{lost['tenax_spare']:.2f} s paced ({loop['tenax_spare']:.1f} s of the training loop, "
+                  f"{walls['tenax_spare']:.1f} s of the whole runs)")
             # issue 33's limit for a job with spares (tenax bench elastic's, for C++ workers)
             targets["elastic_lost_ratio_with_a_spare"] = (
                 e["ratio_with_a_spare"] if e["ratio_with_a_spare"] is not None else float("inf"), "<=", 0.1)

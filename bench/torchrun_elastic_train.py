@@ -27,6 +27,9 @@ Files in --run-dir, for the benchmark that drives the faults:
   started        the time the first attempt's rank 0 started (for wall_seconds)
   first-step     the time the first attempt's rank 0 began its first step
                  (for loop_seconds)
+  pace           with --pace-every K: "step time" lines rank 0 appends every K
+                 steps, on every attempt (the benchmark's pace estimate of
+                 what the fault cost; bench/step_pace.h)
 
 At the end rank 0 evaluates the model on the test set and prints one JSON line:
 final_test_accuracy, steps, wall_seconds (since the first attempt started),
@@ -106,11 +109,13 @@ def main():
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--train-limit", type=int, default=0, help="use the first N training samples; 0 = all")
     p.add_argument("--test-limit", type=int, default=0, help="evaluate on the first N test samples; 0 = all")
+    p.add_argument("--pace-every", type=int, default=0,
+                   help="rank 0 appends 'step time' to RUN_DIR/pace every N steps; 0 = never")
     p.add_argument("--timeout", type=float, default=60.0,
                    help="seconds before rendezvous or a collective gives up (a hung peer must not hang us)")
     a = p.parse_args()
-    if a.steps < 1 or a.checkpoint_every < 0 or a.batch_size < 1 or a.threads < 1:
-        p.error("--steps, --batch-size, --threads must be >= 1; --checkpoint-every >= 0")
+    if a.steps < 1 or a.checkpoint_every < 0 or a.batch_size < 1 or a.threads < 1 or a.pace_every < 0:
+        p.error("--steps, --batch-size, --threads must be >= 1; --checkpoint-every, --pace-every >= 0")
     every = a.checkpoint_every or max(1, a.steps // 10)
 
     rank, world = env_int("RANK"), env_int("WORLD_SIZE")
@@ -150,6 +155,7 @@ def main():
     model.train()
 
     progress_path = os.path.join(a.run_dir, "progress")
+    pace = open(os.path.join(a.run_dir, "pace"), "a") if rank == 0 and a.pace_every else None
     perm_epoch, perm = None, None
     first_step_path = os.path.join(a.run_dir, "first-step")
     if rank == 0 and not os.path.exists(first_step_path):
@@ -174,6 +180,9 @@ def main():
                 if step % every == 0 and step < a.steps:
                     save_checkpoint(checkpoint_path, net, opt, step)
                 write_atomic(progress_path, f"{step}\n")
+                if pace and step % a.pace_every == 0:
+                    pace.write(f"{step} {time.time()!r}\n")
+                    pace.flush()
     except RuntimeError as e:
         # A peer died in a collective: torchrun stops and restarts the group.
         # One line instead of a traceback per survivor.

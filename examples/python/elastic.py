@@ -52,6 +52,8 @@ def main():
                         "Manager: what `tenax bench python` compares the Manager's overhead with")
     p.add_argument("--warmup-steps", type=int, default=10, help="steps left out of the printed steps/s")
     p.add_argument("--progress-file", help="rank 0 writes the steps applied here after every step (for benchmarks)")
+    p.add_argument("--pace-file", help="rank 0 appends 'step time' here every 10 steps (for benchmarks: the pace "
+                                       "estimate of what a fault cost, bench/step_pace.h)")
     a = p.parse_args()
 
     torch.set_num_threads(1)
@@ -92,6 +94,9 @@ def main():
                 with open(a.progress_file + ".tmp", "w") as f:
                     f.write(f"{manager.step}\n")
                 os.replace(a.progress_file + ".tmp", a.progress_file)
+            if a.pace_file and manager.rank == 0 and manager.step % 10 == 0:
+                with open(a.pace_file, "a") as f:
+                    f.write(f"{manager.step} {time.time()!r}\n")
             if manager.step % a.log_every == 0:
                 tenax.torch.report(loss=loss.item())  # tenax run's live view, metrics.jsonl, summary.json
                 print(f"step {manager.step}/{a.steps} rank {manager.rank}/{manager.world_size} "

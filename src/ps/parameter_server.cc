@@ -361,15 +361,9 @@ Status Shard::Merge(uint64_t unit, uint64_t attempt, PendingResult& p) {
   in.staleness = static_cast<int64_t>(version_ >= p.base_version ? version_ - p.base_version : 0);
   in.steps_done = p.steps_done;
   in.unit_steps = p.unit_steps;
-  // Seqlock: readers that see an odd or changed seq copy again.
-  std::atomic_ref<uint64_t> seq(header()->seq);
-  seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-  std::atomic_thread_fence(std::memory_order_release);
-  rule_->Apply(std::span<float>(params(), count_), in);
+  SeqlockWrite(*header(), version_ + 1, [&] { rule_->Apply(std::span<float>(params(), count_), in); });
   ++version_;
   ++merges_;
-  std::atomic_ref<uint64_t>(header()->version).store(version_, std::memory_order_relaxed);
-  seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   validator_.RecordAccepted(p.norm);
   if (InTail(p.start_step)) AddToTail();
   spdlog::debug("{}: merged unit {} attempt {} (staleness {}, weight {:.3f}) -> version {}", Where(), unit, attempt,
@@ -448,15 +442,10 @@ void Shard::AddToTail() {
 void Shard::PublishTail() {
   auto* h = reinterpret_cast<ModelRegionHeader*>(tail_.data());
   float* mean = reinterpret_cast<float*>(tail_.data() + sizeof(ModelRegionHeader));
-  // Seqlock, as the model's region: readers that see an odd or changed seq
-  // copy again.
-  std::atomic_ref<uint64_t> seq(h->seq);
-  seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-  std::atomic_thread_fence(std::memory_order_release);
   const double n = static_cast<double>(tail_merges_);
-  for (uint64_t i = 0; i < count_; ++i) mean[i] = static_cast<float>(tail_sum_[i] / n);
-  std::atomic_ref<uint64_t>(h->version).store(tail_merges_, std::memory_order_relaxed);
-  seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  SeqlockWrite(*h, tail_merges_, [&] {
+    for (uint64_t i = 0; i < count_; ++i) mean[i] = static_cast<float>(tail_sum_[i] / n);
+  });
 }
 
 ShardCheckpoint Shard::Identity() const {

@@ -5,6 +5,7 @@
 // (fuzz/ps_wire_fuzz.cc).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -38,6 +39,20 @@ struct ModelRegionHeader {
   static constexpr uint64_t kMagic = 0x314c444f4d584e54;  // "TNXMODL1"
 };
 static_assert(sizeof(ModelRegionHeader) == 64);
+
+// Publishes a new version of a region that starts with `h`: seq made odd,
+// `write()` changes the floats after the header, `version` stored, seq made
+// even again. One writer (the shard's thread); readers are one-sided and
+// retry on an odd or changed seq. Serves the model and the tail average.
+template <typename Write>
+void SeqlockWrite(ModelRegionHeader& h, uint64_t version, Write&& write) {
+  std::atomic_ref<uint64_t> seq(h.seq);
+  seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_release);
+  write();
+  std::atomic_ref<uint64_t>(h.version).store(version, std::memory_order_relaxed);
+  seq.store(seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
 
 Result<wire::PsHello> DecodePsHello(std::string_view bytes, const std::string& peer);
 Result<wire::PsWelcome> DecodePsWelcome(std::string_view bytes, const std::string& peer);
