@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "cli_app.h"
+#include "tenax/core/blas_kernels.h"
 #include "tenax/core/files.h"
 #include "tenax/core/log.h"
 #include "tenax/core/signals.h"
@@ -109,6 +110,18 @@ void UseFreshSecret() {
   }
   secret.resize(32);
   ::setenv(net::kSecretEnvVar, secret.c_str(), 1);
+}
+
+std::string ChooseBlasCoreForBothSides(bool keep) {
+  if (const char* set = std::getenv("OPENBLAS_CORETYPE"); set != nullptr && *set != '\0') {
+    return std::string(set) + " (OPENBLAS_CORETYPE was set by the caller)";
+  }
+  const std::string loaded = LoadedOpenBlasCore(), best = BestOpenBlasCoreForCpu();
+  const std::string shown = loaded.empty() ? "unknown" : loaded;
+  if (OpenBlasAdvice(loaded, best).empty()) return shown + " (OpenBLAS's own pick)";
+  if (keep) return shown + " (kept by --keep-blas-core; the CPU could run " + best + ")";
+  ::setenv("OPENBLAS_CORETYPE", best.c_str(), 1);
+  return best + " (OpenBLAS fell back to " + loaded + " on this CPU; its flags run " + best + ")";
 }
 
 Result<ScratchDir> ScratchDir::Create(const std::string& prefix) {

@@ -59,6 +59,14 @@ Status CheckOnPath(const std::string& program, const std::string& flag);
 // environment, because other users can read argv.
 void UseFreshSecret();
 
+// Gives every process started after it (both sides of a benchmark alike) the
+// OpenBLAS kernels this CPU's flags support, where the OpenBLAS loaded here
+// fell back below them (tenax/core/blas_kernels.h: a CPU model OpenBLAS does
+// not know runs its SSE3 kernels, several times slower): sets
+// OPENBLAS_CORETYPE unless `keep` or the caller set it. Returns what the runs
+// use and why, for the report.
+std::string ChooseBlasCoreForBothSides(bool keep);
+
 // A new private directory under the system's temp directory, removed with its
 // contents when the owner goes out of scope (on every way out of a run).
 class ScratchDir {

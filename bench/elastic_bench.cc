@@ -63,6 +63,7 @@ struct ElasticArgs {
   int64_t workers = 4;
   bool torchrun_only = false;
   bool faults_only = false;  // skip the fault-free runs
+  bool keep_blas_core = false;
   int64_t rounds = 0;        // 0 = kQuickRounds with --quick, else kFullRounds
 };
 
@@ -166,13 +167,17 @@ void ReadGenerations(const nlohmann::json& summary, nlohmann::json& result) {
 }
 
 // The pace of a run as JSON: {loop_seconds, steps, median_step_seconds,
-// excess_seconds, blocks}, or null when its marks cannot say.
-nlohmann::json PaceJson(const std::vector<StepSample>& marks) {
-  const auto p = PaceOf(marks);
+// excess_seconds, blocks, and the medians before and after the kill's step
+// (in a fault-free run too: how much the machine itself drifted)}, or null
+// when its marks cannot say.
+nlohmann::json PaceJson(const std::vector<StepSample>& marks, int64_t kill_step) {
+  const auto p = PaceOf(marks, kill_step);
   if (!p) return nullptr;
   return {{"loop_seconds", p->loop_seconds},
           {"steps", p->steps},
           {"median_step_seconds", p->median_step_seconds},
+          {"median_step_seconds_before_kill", p->median_step_seconds_before},
+          {"median_step_seconds_after_kill", p->median_step_seconds_after},
           {"excess_seconds", p->excess_seconds},
           {"blocks", p->blocks}};
 }
@@ -229,7 +234,7 @@ Result<nlohmann::json> RunTenax(const ElasticArgs& a, const std::string& tenax_b
   nlohmann::json r = {{"wall_seconds", s["launcher_wall_seconds"]},
                       {"final_test_accuracy", s["final_test_accuracy"]},
                       {"steps", s.value("steps", nlohmann::json())},
-                      {"pace", PaceJson(TenaxPaceMarks(out + "/metrics.jsonl"))}};
+                      {"pace", PaceJson(TenaxPaceMarks(out + "/metrics.jsonl"), KillStep(steps))}};
   if (faulty) ReadGenerations(s, r);
   return r;
 }
@@ -378,7 +383,7 @@ Result<nlohmann::json> RunTorchrun(const ElasticArgs& a, const std::string& work
   nlohmann::json r = {{"wall_seconds", wall},
                       {"final_test_accuracy", line["final_test_accuracy"]},
                       {"steps", line["steps"]},
-                      {"pace", PaceJson(TorchrunPaceMarks(dir + "/pace"))},
+                      {"pace", PaceJson(TorchrunPaceMarks(dir + "/pace"), KillStep(steps))},
                       {"script_result", line}};
   if (faulty) {
     if (!killer->killed_at_step()) {
@@ -635,6 +640,7 @@ Status RunElastic(ElasticArgs a) {
   }
   TENAX_ASSIGN_OR_RETURN(ScratchDir work, ScratchDir::Create("tenax-bench-elastic"));
   UseFreshSecret();
+  const std::string blas = ChooseBlasCoreForBothSides(a.keep_blas_core);
 
   const int64_t every = CheckpointEvery(a, steps);
   std::printf(
@@ -651,6 +657,7 @@ Status RunElastic(ElasticArgs a) {
                 "step %lld)\n",
                 static_cast<long long>(a.spares), static_cast<long long>(RestartStep(steps)));
   }
+  std::printf("OpenBLAS kernels for both sides: %s\n", blas.c_str());
   const char* size = a.steps > 0 ? "--steps" : a.quick ? "quick" : "full";
   const int rounds = static_cast<int>(a.rounds > 0 ? a.rounds : a.quick ? kQuickRounds : kFullRounds);
   std::printf("%s: %d round(s) of %d run(s) (%s, per implementation)\n", size, rounds,
@@ -747,6 +754,26 @@ Status RunElastic(ElasticArgs a) {
                   Cell(Num(r, "fault_free_excess_spread_seconds"), "{:.2f}").c_str());
     }
   }
+  // What the median cannot see (step_pace.h): a slowdown after the kill for
+  // the rest of the run. Each run's medians before and after the kill's step.
+  for (const auto* runs : {&tenax_runs, &torch_runs}) {
+    const char* impl = runs == &tenax_runs ? "tenax" : "torchrun";
+    std::string line;
+    for (size_t i = 0; i < runs->faulty.size(); ++i) {
+      auto split = [](const Measured* m) -> std::string {
+        if (m == nullptr || !m->result || !m->result->contains("pace")) return "-";
+        const nlohmann::json& p = m->result->at("pace");
+        if (!p.is_object()) return "-";
+        return fmt::format("{:.1f}/{:.1f}", p["median_step_seconds_before_kill"].get<double>() * 1e3,
+                           p["median_step_seconds_after_kill"].get<double>() * 1e3);
+      };
+      line += fmt::format(" round {}: {} ({})", i + 1, split(&runs->faulty[i]),
+                          split(i < runs->free.size() ? &runs->free[i] : nullptr));
+    }
+    if (!runs->faulty.empty()) {
+      std::printf("%s ms per step before/after the kill's step, with the fault (fault-free):%s\n", impl, line.c_str());
+    }
+  }
   if (!a.torchrun_only) {
     const auto tl = Num(results[0], "lost_seconds"), pl = Num(results[1], "lost_seconds");
     if (tl && pl && *pl > 0) {
@@ -798,6 +825,7 @@ Status RunElastic(ElasticArgs a) {
                                  {"lr", a.lr},
                                  {"momentum", 0.9},
                                  {"tenax_spares", a.spares},
+                                 {"blas_core", blas},
                                  {"killed_worker", kKilledWorker},
                                  {"kill_at_step", KillStep(steps)},
                                  {"restart_at_step", RestartStep(steps)},
@@ -852,6 +880,9 @@ void AddElasticBenchmark(CLI::App& bench, int& exit_code) {
   cmd->add_option("--python", a->python, "Python interpreter with torch (runs torch.distributed.run)")
       ->capture_default_str();
   cmd->add_option("--script", a->script, "The torchrun worker script")->capture_default_str();
+  cmd->add_flag("--keep-blas-core", a->keep_blas_core,
+                "Keep the OpenBLAS kernels OpenBLAS picks itself (by default, where it fell back to SSE3 kernels on a "
+                "CPU it does not know, both sides run the kernels the CPU's flags support)");
   cmd->add_option("--timeout", a->timeout_seconds, "Time limit of one run of either side, seconds")
       ->check(CLI::Range(int64_t{1}, int64_t{86400}))
       ->capture_default_str();

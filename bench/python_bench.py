@@ -213,21 +213,27 @@ def _wait_progress(path, at_least, deadline, procs):
 PACE_EVERY = 10  # steps between two (step, time) marks; elastic.py's --pace-file writes every 10
 
 
-def pace_excess(path):
-    """A run's loop seconds beyond steps x its median seconds per step, from
-    its "step time" marks (bench/step_pace.h, PaceOf: the same rule); None
-    when the marks cannot say."""
+def pace_of(path, split_step):
+    """{"excess_seconds": a run's loop seconds beyond steps x its median
+    seconds per step, "before_ms"/"after_ms": the medians of the blocks
+    before and after split_step (the kill's)}, from its "step time" marks
+    (bench/step_pace.h, PaceOf: the same rule); None when the marks cannot
+    say."""
     marks = []
     if os.path.exists(path):
         with open(path) as f:
             for line in f:
                 step, t = line.split()
                 marks.append((int(step), float(t)))
-    per_step = [(t1 - t0) / (s1 - s0) for (s0, t0), (s1, t1) in zip(marks, marks[1:]) if s1 > s0 and t1 > t0]
-    if len(marks) < 3 or len(per_step) < 2 or marks[-1][0] <= marks[0][0]:
+    blocks = [(s0, s1, (t1 - t0) / (s1 - s0)) for (s0, t0), (s1, t1) in zip(marks, marks[1:]) if s1 > s0 and t1 > t0]
+    if len(marks) < 3 or len(blocks) < 2 or marks[-1][0] <= marks[0][0]:
         return None
     steps, loop = marks[-1][0] - marks[0][0], marks[-1][1] - marks[0][1]
-    return loop - steps * statistics.median(per_step)
+    before = [x for _, s1, x in blocks if s1 <= split_step]
+    after = [x for s0, _, x in blocks if s0 >= split_step]
+    return {"excess_seconds": loop - steps * statistics.median(x for _, _, x in blocks),
+            "before_ms": statistics.median(before) * 1e3 if before else None,
+            "after_ms": statistics.median(after) * 1e3 if after else None}
 
 
 def elastic_tenax(a, steps, faulty, spare=False):
@@ -299,7 +305,7 @@ def elastic_tenax(a, steps, faulty, spare=False):
                     raise RuntimeError(f"a waiting spare exited with {p.returncode} on SIGTERM")
             coord.wait(timeout=max(1, deadline - time.time()))
             wall = time.time() - start
-            excess = pace_excess(pace)
+            excess = pace_of(pace, steps // 3)
         finally:
             for p in procs:
                 if p.poll() is None:
@@ -343,7 +349,7 @@ def elastic_torchrun(a, steps, faulty):
                 os.kill(pid, 9)
             out, _ = p.communicate(timeout=max(1, deadline - time.time()))
             wall = time.time() - start
-            excess = pace_excess(os.path.join(tmp, "pace"))
+            excess = pace_of(os.path.join(tmp, "pace"), steps // 3)
         finally:
             if p.poll() is None:
                 p.kill()
@@ -353,6 +359,10 @@ def elastic_torchrun(a, steps, faulty):
     lines = [l for l in out.splitlines() if l.startswith("{")]
     last = json.loads(lines[-1]) if lines else {}
     return wall, last.get("final_test_accuracy"), last.get("loop_seconds"), excess
+
+
+def _ms(x):
+    return "-" if x is None else f"{x:.1f}"
 
 
 # What follows the kill on each side of the elastic section.
@@ -457,20 +467,24 @@ def main():
         if a.elastic_spare:
             sides.insert(1, ("tenax_spare", lambda a, steps, faulty: elastic_tenax(a, steps, faulty, spare=True)))
         for side, fn in sides:
-            clean, acc_clean, loop_clean, excess_clean = fn(a, el_steps, False)
-            faulty, acc_faulty, loop_faulty, excess_faulty = fn(a, el_steps, True)
+            clean, acc_clean, loop_clean, pace_clean = fn(a, el_steps, False)
+            faulty, acc_faulty, loop_faulty, pace_faulty = fn(a, el_steps, True)
             if loop_clean is None or loop_faulty is None:
                 raise RuntimeError(f"the {side} side's rank 0 printed no loop_seconds")
-            if excess_clean is None or excess_faulty is None:
+            if pace_clean is None or pace_faulty is None:
                 raise RuntimeError(f"the {side} side's rank 0 left too few pace marks")
+            excess_clean, excess_faulty = pace_clean["excess_seconds"], pace_faulty["excess_seconds"]
             row[side] = {"fault_free_seconds": clean, "faulty_seconds": faulty, "lost_wall_seconds": faulty - clean,
                          "fault_free_loop_seconds": loop_clean, "faulty_loop_seconds": loop_faulty,
                          "lost_loop_seconds": loop_faulty - loop_clean,
                          "fault_free_excess_seconds": excess_clean, "faulty_excess_seconds": excess_faulty,
                          "lost_seconds": excess_faulty - excess_clean,
+                         "fault_free_pace": pace_clean, "faulty_pace": pace_faulty,
                          "accuracy_fault_free": acc_clean, "accuracy_faulty": acc_faulty}
             print(f"[bench] elastic {side} round {rnd + 1}/{a.rounds}: paced lost {excess_faulty - excess_clean:.2f} s "
-                  f"(excess over pace {excess_clean:.2f} -> {excess_faulty:.2f} s); training loop fault-free "
+                  f"(excess over pace {excess_clean:.2f} -> {excess_faulty:.2f} s; ms per step before/after the "
+                  f"kill's step {_ms(pace_faulty['before_ms'])}/{_ms(pace_faulty['after_ms'])}, fault-free "
+                  f"{_ms(pace_clean['before_ms'])}/{_ms(pace_clean['after_ms'])}); training loop fault-free "
                   f"{loop_clean:.1f} s, with a kill and {AFTER_THE_KILL[side]} {loop_faulty:.1f} s, "
                   f"{loop_faulty - loop_clean:.1f} s (whole runs {clean:.1f} / {faulty:.1f} s, {faulty - clean:.1f} s); "
                   f"accuracy {acc_clean} -> {acc_faulty}", flush=True)

@@ -18,6 +18,12 @@
 // advancing, and its time is in the loop while the nominal steps stay those
 // of one pass).
 //
+// What the median cannot see: a fault that slowed every step after it by
+// the same amount for over half the run would move the median, not the
+// excess. So a faulty run's pace is also split at the fault (the medians
+// before and after it), and the benchmark prints both: a faithful
+// estimate needs them close.
+//
 // Header-only and free of tenax's libraries: pure arithmetic, unit-tested in
 // bench/step_pace_test.cc.
 #pragma once
@@ -43,17 +49,26 @@ struct StepPace {
   double median_step_seconds = 0;   // over the advancing blocks
   double excess_seconds = 0;        // loop_seconds - steps x median_step_seconds
   int64_t blocks = 0;               // advancing blocks the median was taken over
+  // With a split step: the medians of the advancing blocks that end at or
+  // before it and of those that start at or after it (0 where none).
+  double median_step_seconds_before = 0;
+  double median_step_seconds_after = 0;
 };
 
 // nullopt when the samples cannot say: fewer than two advancing blocks, or a
-// last step not after the first (a run that never progressed).
-inline std::optional<StepPace> PaceOf(const std::vector<StepSample>& samples) {
+// last step not after the first (a run that never progressed). `split_step`
+// > 0: also the medians before and after that step (the fault's).
+inline std::optional<StepPace> PaceOf(const std::vector<StepSample>& samples, int64_t split_step = 0) {
   if (samples.size() < 3) return std::nullopt;
-  std::vector<double> per_step;
+  std::vector<double> per_step, before, after;
   for (size_t i = 1; i < samples.size(); ++i) {
     const int64_t ds = samples[i].step - samples[i - 1].step;
     const double dt = samples[i].seconds - samples[i - 1].seconds;
-    if (ds > 0 && dt > 0) per_step.push_back(dt / static_cast<double>(ds));
+    if (ds <= 0 || dt <= 0) continue;
+    const double x = dt / static_cast<double>(ds);
+    per_step.push_back(x);
+    if (split_step > 0 && samples[i].step <= split_step) before.push_back(x);
+    if (split_step > 0 && samples[i - 1].step >= split_step) after.push_back(x);
   }
   StepPace p;
   p.steps = samples.back().step - samples.front().step;
@@ -62,6 +77,8 @@ inline std::optional<StepPace> PaceOf(const std::vector<StepSample>& samples) {
   p.median_step_seconds = Median(per_step);
   p.excess_seconds = p.loop_seconds - static_cast<double>(p.steps) * p.median_step_seconds;
   p.blocks = static_cast<int64_t>(per_step.size());
+  p.median_step_seconds_before = Median(before);
+  p.median_step_seconds_after = Median(after);
   return p;
 }
 

@@ -63,6 +63,26 @@ TEST(StepPaceTest, SlowerBlocksAfterAFaultAreLostTimeButOneOutlierDoesNotMoveThe
   EXPECT_NEAR(4 * 0.25, p->excess_seconds, 1e-9);
 }
 
+// A fault that slows every later step moves the median, not the excess: the
+// split at the fault's step shows it (the benchmark prints both medians).
+TEST(StepPaceTest, TheSplitAtTheFaultShowsASlowdownTheMedianWouldAbsorb) {
+  std::vector<StepSample> s;
+  double t = 0;
+  for (int64_t step = 10; step <= 1200; step += 10) {
+    t += step > 400 ? 1.2 : 1.0;  // 20% slower after step 400, for two thirds of the run
+    s.push_back({step, t});
+  }
+  const auto p = PaceOf(s, 400);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_NEAR(0.12, p->median_step_seconds, 1e-12);  // the median moved with the slowdown
+  EXPECT_NEAR(0.10, p->median_step_seconds_before, 1e-12);
+  EXPECT_NEAR(0.12, p->median_step_seconds_after, 1e-12);
+  const auto unsplit = PaceOf(s);
+  ASSERT_TRUE(unsplit.has_value());
+  EXPECT_EQ(0.0, unsplit->median_step_seconds_before);
+  EXPECT_EQ(0.0, unsplit->median_step_seconds_after);
+}
+
 TEST(StepPaceTest, TooFewSamplesOrNoProgressSayNothing) {
   EXPECT_FALSE(PaceOf({}).has_value());
   EXPECT_FALSE(PaceOf({{10, 1.0}, {20, 2.0}}).has_value());               // one block
