@@ -200,12 +200,19 @@ std::vector<StepSample> TenaxPaceMarks(const std::string& metrics_path) {
 }
 
 // torchrun's marks: the script's pace file, "step time" lines of rank 0
-// over every attempt (a restart goes back to its checkpoint's step).
+// over every attempt (a restart goes back to its checkpoint's step). A line
+// that is not two numbers (an attempt stopped mid-write) is skipped, not
+// read into the next one.
 std::vector<StepSample> TorchrunPaceMarks(const std::string& pace_path) {
   std::vector<StepSample> marks;
   std::ifstream in(pace_path);
-  StepSample m;
-  while (in >> m.step >> m.seconds) marks.push_back(m);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    StepSample m;
+    std::string rest;
+    if (fields >> m.step >> m.seconds && !(fields >> rest)) marks.push_back(m);
+  }
   return marks;
 }
 

@@ -223,8 +223,11 @@ def pace_of(path, split_step):
     if os.path.exists(path):
         with open(path) as f:
             for line in f:
-                step, t = line.split()
-                marks.append((int(step), float(t)))
+                try:
+                    step, t = line.split()
+                    marks.append((int(step), float(t)))
+                except ValueError:  # a line cut by a stopped process, not a mark
+                    continue
     blocks = [(s0, s1, (t1 - t0) / (s1 - s0)) for (s0, t0), (s1, t1) in zip(marks, marks[1:]) if s1 > s0 and t1 > t0]
     if len(marks) < 3 or len(blocks) < 2 or marks[-1][0] <= marks[0][0]:
         return None
