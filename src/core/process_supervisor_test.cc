@@ -48,8 +48,15 @@ TEST(ProcessSupervisorTest, FirstFailureIsNamedWithTheLastLinesOfItsLog) {
   ASSERT_TRUE(fine.ok()) << fine.status().ToString();
   auto slow = sup.StartLogged("slow", Sh("exec sleep 60"), dir / "slow.log");
   ASSERT_TRUE(slow.ok()) << slow.status().ToString();
-  auto bad =
-      sup.StartLogged("bad", Sh("i=1; while [ $i -le 7 ]; do echo line $i; i=$((i+1)); done; exit 3"), dir / "bad.log");
+  // "bad" fails only once "fine" has written its line: on a loaded machine
+  // (ctest -j2) "bad" could otherwise fail first, and the supervisor would
+  // stop "fine" before it ran (CI saw exit 143 and an empty fine.log). The
+  // wait is bounded: 10 s, then exit 9, which fails the test below.
+  const std::string fine_log = dir / "fine.log";
+  auto bad = sup.StartLogged("bad",
+                             Sh("n=0; until grep -q fine '" + fine_log + "'; do n=$((n+1)); [ $n -gt 1000 ] && exit 9; "
+                                "sleep 0.01; done; i=1; while [ $i -le 7 ]; do echo line $i; i=$((i+1)); done; exit 3"),
+                             dir / "bad.log");
   ASSERT_TRUE(bad.ok()) << bad.status().ToString();
   EXPECT_EQ(2u, *bad);
 
